@@ -1,0 +1,252 @@
+"""The configuration file: Claude-Desktop-shaped `mcpServers` plus claimcheck's `settings`.
+
+Loading validates strictly (unknown keys are errors naming their path), expands `${VAR}` from the
+environment, and resolves the effective per-server policy (CLI > per-server > settings > default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from server.errors import ConfigError
+
+__all__ = [
+    "ApiSettings",
+    "CliOverrides",
+    "Config",
+    "ExtractionSettings",
+    "Policy",
+    "ServerConfig",
+    "Settings",
+    "ToolFilter",
+    "default_config_path",
+    "load_config",
+    "parse_config",
+    "policy_for",
+]
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class ToolFilter(_Strict):
+    """Glob filters on a server's tool names (before prefixing); exclude wins."""
+
+    include: list[str] | None = None
+    exclude: list[str] = Field(default_factory=list)
+
+
+class ServerConfig(_Strict):
+    """One downstream server: stdio (`command`) or HTTP (`url`)."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    transport: Literal["streamable-http", "sse"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=3600, gt=0)
+    disabled: bool = False
+    tools: ToolFilter = Field(default_factory=ToolFilter)
+    prefix: str | None = None
+    async_: bool | None = Field(default=None, alias="async")
+    async_token_threshold: int | None = Field(default=None, alias="asyncTokenThreshold", gt=0)
+    async_timeout_secs: float | None = Field(default=None, alias="asyncTimeoutSecs", ge=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give exactly one of "command" (stdio) or "url" (HTTP)')
+        if self.url is None and (self.transport is not None or self.headers):
+            raise ValueError('"transport" and "headers" only apply to a "url" server')
+        if self.command is None and (self.args or self.env or self.cwd is not None):
+            raise ValueError('"args", "env" and "cwd" only apply to a "command" server')
+        if self.prefix is not None and not _PREFIX_RE.match(self.prefix):
+            raise ValueError(f'"prefix" {self.prefix!r} may only contain letters, digits, "_", "-" and "."')
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
+        if self.command is not None:
+            return "stdio"
+        return self.transport or "streamable-http"
+
+
+class ExtractionSettings(_Strict):
+    """LLM extraction settings (DESIGN §6)."""
+
+    provider: Literal["auto", "openai", "sampling", "none"] = "auto"
+    base_url: str | None = Field(default=None, alias="baseUrl")
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, alias="apiKeyEnv")
+    context_window: int = Field(default=128_000, alias="contextWindow", gt=0)
+    max_output_tokens: int = Field(default=4096, alias="maxOutputTokens", gt=0)
+    timeout_secs: float = Field(default=120, alias="timeoutSecs", gt=0)
+    max_chunks: int = Field(default=1, alias="maxChunks", ge=1)
+    max_chunks_hard: int = Field(default=64, alias="maxChunksHard", ge=1)
+    overlap_percent: float = Field(default=10, alias="overlapPercent", ge=0, lt=100)
+    avg_line_bytes_threshold: int = Field(default=1000, alias="avgLineBytesThreshold", gt=0)
+    concurrency: int = Field(default=4, ge=1)
+    retries: int = Field(default=2, ge=0)
+    max_turns: int = Field(default=4, alias="maxTurns", ge=1)
+
+
+class ApiSettings(_Strict):
+    """The local status API (DESIGN §7)."""
+
+    enabled: bool = True
+    port: int = Field(default=5165, ge=0, le=65535)
+
+
+class Settings(_Strict):
+    """Process-wide settings; per-server fields override the async ones."""
+
+    async_: bool = Field(default=True, alias="async")
+    async_token_threshold: int = Field(default=10_000, alias="asyncTokenThreshold", gt=0)
+    async_timeout_secs: float = Field(default=5, alias="asyncTimeoutSecs", ge=0)
+    max_output_bytes: int = Field(default=10 * 1024 * 1024, alias="maxOutputBytes", gt=0)
+    root: str | None = None
+    wait_max_secs: float = Field(default=50, alias="waitMaxSecs", gt=0)
+    status_footer: bool = Field(default=True, alias="statusFooter")
+    tool_separator: str = Field(default="__", alias="toolSeparator", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    background_param: str = Field(default="background", alias="backgroundParam", min_length=1)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    state_dir: str | None = Field(default=None, alias="stateDir")
+
+
+class Config(_Strict):
+    """The whole file."""
+
+    mcp_servers: dict[str, ServerConfig] = Field(default_factory=dict, alias="mcpServers")
+    settings: Settings = Field(default_factory=Settings)
+
+    @model_validator(mode="after")
+    def _prefixes(self) -> Config:
+        for name, server in self.mcp_servers.items():
+            if server.prefix is None and not (name and _PREFIX_RE.match(name)):
+                raise ValueError(
+                    f'server key {name!r} cannot be a tool prefix (letters, digits, "_", "-", "." only); '
+                    'set "prefix" for it'
+                )
+        return self
+
+    def prefix_of(self, name: str) -> str:
+        prefix = self.mcp_servers[name].prefix
+        return name if prefix is None else prefix
+
+
+@dataclass(frozen=True, slots=True)
+class CliOverrides:
+    """Flags given on the command line; they beat everything in the file."""
+
+    no_async: bool = False
+    async_timeout_secs: float | None = None
+    async_token_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The effective async policy of one downstream server."""
+
+    async_enabled: bool
+    async_timeout_secs: float
+    async_token_threshold: int
+    call_timeout_secs: float
+
+
+def policy_for(config: Config, server: str, cli: CliOverrides = CliOverrides()) -> Policy:
+    """Resolve CLI > per-server > settings > default for `server`."""
+    own, base = config.mcp_servers[server], config.settings
+
+    def pick(cli_value: Any, own_value: Any, base_value: Any) -> Any:
+        return next(v for v in (cli_value, own_value, base_value) if v is not None)
+
+    return Policy(
+        async_enabled=pick(False if cli.no_async else None, own.async_, base.async_),
+        async_timeout_secs=pick(cli.async_timeout_secs, own.async_timeout_secs, base.async_timeout_secs),
+        async_token_threshold=pick(cli.async_token_threshold, own.async_token_threshold, base.async_token_threshold),
+        call_timeout_secs=own.timeout,
+    )
+
+
+def default_config_path(environ: Mapping[str, str] = os.environ) -> Path:
+    """`$CLAIMCHECK_CONFIG`, else `$XDG_CONFIG_HOME/claimcheck/config.json` (`~/.config` by default)."""
+    if environ.get("CLAIMCHECK_CONFIG"):
+        return Path(environ["CLAIMCHECK_CONFIG"]).expanduser()
+    base = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "claimcheck" / "config.json"
+
+
+def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+    """Read, expand and validate a config file; every failure is a `ConfigError` naming the file."""
+    where = Path(path).expanduser() if path is not None else default_config_path(environ)
+    try:
+        text = where.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        hint = "" if path is not None else " (pass --config PATH or set CLAIMCHECK_CONFIG)"
+        raise ConfigError(f"{where}: config file not found{hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read config file: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    try:
+        return parse_config(data, environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_config(data: Any, environ: Mapping[str, str] = os.environ) -> Config:
+    """Validate already-parsed JSON data and expand `${VAR}` in env, headers, args, url, command, cwd."""
+    try:
+        config = Config.model_validate(data, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    servers = {name: _expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
+    return config.model_copy(update={"mcp_servers": servers})
+
+
+def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:
+    def expand(value: str, where: str) -> str:
+        def sub(match: re.Match[str]) -> str:
+            var = match.group(1)
+            if var not in environ:
+                raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
+            return environ[var]
+
+        return _VAR_RE.sub(sub, value)
+
+    return server.model_copy(
+        update={
+            "command": None if server.command is None else expand(server.command, "command"),
+            "cwd": None if server.cwd is None else expand(server.cwd, "cwd"),
+            "url": None if server.url is None else expand(server.url, "url"),
+            "args": [expand(a, f"args[{i}]") for i, a in enumerate(server.args)],
+            "env": {k: expand(v, f"env.{k}") for k, v in server.env.items()},
+            "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},
+        }
+    )
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {message}")
+    return "invalid config: " + "; ".join(lines)

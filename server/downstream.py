@@ -1,0 +1,265 @@
+"""One downstream MCP server: its connection, its tools, and calls to it.
+
+A supervisor task owns the `Client` (anyio scopes must be left by the task that entered them). A
+server that fails at start stays down and its tools are absent; one that dies after it was up keeps
+its tool list and is respawned by the next call to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server import Server
+from mcp.shared.exceptions import MCPError
+
+from server.config import ServerConfig
+from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
+from server.relay import Relay
+from server.stdio_transport import StdioProcess
+
+__all__ = ["CONNECT_TIMEOUT_S", "Downstream", "DownstreamSpec", "State"]
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 60.0
+"""How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
+
+State = Literal["starting", "ready", "down", "failed"]
+Target = Server[Any] | AbstractAsyncContextManager[Any] | str
+_IMPLEMENTATION = types.Implementation(name="claimcheck", version="0.1.0")
+
+
+@dataclass(frozen=True, slots=True)
+class DownstreamSpec:
+    """A configured server; `target`, when given, replaces what the config says to connect to (tests)."""
+
+    name: str
+    config: ServerConfig
+    target: Callable[[], Target] | None = None
+
+
+@dataclass(eq=False)
+class _Call:
+    relay: Relay | None
+    order: int = field(default=0)
+
+
+class Downstream:
+    """A supervised connection to one downstream server."""
+
+    def __init__(
+        self,
+        spec: DownstreamSpec,
+        on_tools_changed: Callable[[], Awaitable[None]],
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.name = spec.name
+        self.config = spec.config
+        self.tools: dict[str, types.Tool] = {}
+        self.state: State = "starting"
+        self.last_error: str | None = None
+        self.restarts = 0
+        self.process: StdioProcess | None = None
+        self._spec = spec
+        self._on_tools_changed = on_tools_changed
+        self._connect_timeout = connect_timeout
+        self._client: Client | None = None
+        self._wanted = anyio.Event()
+        self._wanted.set()
+        self._attempt_done = anyio.Event()
+        self._first_done = anyio.Event()
+        self._broken = anyio.Event()
+        self._calls: list[_Call] = []
+        self._call_counter = 0
+
+    # -- supervisor -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, stay connected until the link breaks, then wait for the next call to reconnect."""
+        while True:
+            await self._wanted.wait()
+            self._broken = anyio.Event()
+            was_up = False
+            try:
+                with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+                    async with AsyncExitStack() as stack:
+                        target = await self._target(stack)
+                        client = await stack.enter_async_context(self._client_for(target))
+                        await self._refresh_tools(client, announce=False)
+                        scope.deadline = math.inf
+                        self._client, self.state, self.last_error, was_up = client, "ready", None, True
+                        self._finish_attempt()
+                        await self._on_tools_changed()
+                        async with anyio.create_task_group() as tg:
+                            if self.process is not None:
+                                tg.start_soon(self._watch, self.process)
+                            await self._broken.wait()
+                            tg.cancel_scope.cancel()
+                if scope.cancelled_caught and not was_up:
+                    self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
+            except Exception as exc:  # boundary: any failure of one server must leave the others running
+                self.last_error = _describe(exc)
+            self._client = None
+            if was_up:
+                self.state = "down"
+                logger.warning("server %r went away (%s); it restarts on its next call", self.name, self.last_error)
+                self._wanted = anyio.Event()
+            else:
+                self.state = "down" if self.restarts or self.tools else "failed"
+                logger.error("server %r could not start: %s", self.name, self.last_error)
+                self._wanted = anyio.Event()
+            self._finish_attempt()
+
+    async def first_attempt(self) -> None:
+        """Wait until the first connection attempt has succeeded or failed."""
+        await self._first_done.wait()
+
+    def _finish_attempt(self) -> None:
+        self._first_done.set()
+        self._attempt_done.set()
+        self._attempt_done = anyio.Event()
+
+    async def _watch(self, process: StdioProcess) -> None:
+        await process.closed.wait()
+        self.last_error = "the process exited"
+        self._broken.set()
+
+    async def _target(self, stack: AsyncExitStack) -> Target:
+        if self._spec.target is not None:
+            return self._spec.target()
+        config = self.config
+        if config.command is not None:
+            self.process = StdioProcess(config.command, list(config.args), dict(config.env), config.cwd)
+            return self.process.connect()
+        assert config.url is not None
+        if config.kind == "sse":
+            return sse_client(config.url, headers=dict(config.headers) or None)
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)))
+        )
+        return streamable_http_client(config.url, http_client=http, max_sse_event_size=None)
+
+    def _client_for(self, target: Target) -> Client:
+        return Client(
+            target,
+            mode="legacy",  # "auto" probes server/discover and stalls 10 s on servers that ignore it
+            client_info=_IMPLEMENTATION,
+            message_handler=self._on_message,
+            logging_callback=self._on_log,
+            sampling_callback=self._on_sampling,
+            elicitation_callback=self._on_elicitation,
+            cache=None,
+        )
+
+    async def _refresh_tools(self, client: Client, *, announce: bool = True) -> None:
+        tools: dict[str, types.Tool] = {}
+        cursor: str | None = None
+        for _ in range(1000):
+            page = await client.list_tools(cursor=cursor)
+            tools.update((t.name, t) for t in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        changed = tools != self.tools
+        self.tools = tools
+        if changed and announce:
+            await self._on_tools_changed()
+
+    # -- notifications and requests from the downstream ---------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
+            await self._refresh_tools(self._client)
+        elif isinstance(message, Exception):
+            logger.warning("server %r sent something unreadable: %s", self.name, message)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        for call in list(self._calls):
+            if call.relay is not None:
+                await call.relay.log(params)
+
+    def _newest_relay(self) -> Relay | None:
+        relays = [c for c in self._calls if c.relay is not None]
+        return max(relays, key=lambda c: c.order).relay if relays else None
+
+    async def _on_sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        relay = self._newest_relay()
+        if relay is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="no client request is waiting on this server")
+        return await relay.sample(params)
+
+    async def _on_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        relay = self._newest_relay()
+        if relay is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="no client request is waiting on this server")
+        return await relay.elicit(params)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def client(self, tool: str) -> Client:
+        """The live client, (re)connecting first if the server is down."""
+        if self._client is not None:
+            return self._client
+        if self.state == "failed":
+            raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error})")
+        attempt = self._attempt_done
+        self._wanted.set()
+        await attempt.wait()
+        if self._client is None:
+            raise DownstreamUnavailable(self.name, tool, f"the server could not be restarted ({self.last_error})")
+        return self._client
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None, relay: Relay | None) -> types.CallToolResult:
+        """Forward one `tools/call`; failures of the downstream become `DownstreamError`s."""
+        client = await self.client(tool)
+        self._call_counter += 1
+        call = _Call(relay, self._call_counter)
+        self._calls.append(call)
+        progress = relay.progress if relay is not None else None
+        try:
+            with anyio.move_on_after(self.config.timeout) as scope:
+                return await client.call_tool(tool, arguments, progress_callback=progress)
+            raise DownstreamTimeout(self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s")
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                self.last_error = "the connection closed during a call"
+                self._broken.set()
+                raise DownstreamError(self.name, tool, "the server closed the connection (it may have crashed)") from None
+            raise DownstreamError(self.name, tool, f"{exc.error.message} (JSON-RPC error {exc.error.code})") from None
+        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            self.last_error = _describe(exc)
+            self._broken.set()
+            raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
+        finally:
+            self._calls.remove(call)
+
+    async def close(self) -> None:
+        self._broken.set()
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside exception groups for the first real cause."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (JSON-RPC error {exc.error.code})"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,43 @@
+"""Errors raised by the server package.
+
+```
+ClaimcheckError
+├── ConfigError          the config file is missing, unreadable, malformed or names an unset ${VAR}
+└── DownstreamError      a downstream server could not answer a call
+    ├── DownstreamUnavailable   it is not running and could not be (re)started
+    └── DownstreamTimeout       the call exceeded the server's `timeout`
+```
+
+Each becomes an isError result in exactly one place (`server._surface`); configuration errors
+stop the process at start with the message.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ClaimcheckError", "ConfigError", "DownstreamError", "DownstreamTimeout", "DownstreamUnavailable"]
+
+
+class ClaimcheckError(Exception):
+    """Base of every error claimcheck raises on purpose."""
+
+
+class ConfigError(ClaimcheckError):
+    """The configuration cannot be used; the message names the file and the key path."""
+
+
+class DownstreamError(ClaimcheckError):
+    """A downstream server failed to answer a tool call."""
+
+    def __init__(self, server: str, tool: str, reason: str) -> None:
+        super().__init__(f'Server "{server}" failed on tool "{tool}": {reason}')
+        self.server = server
+        self.tool = tool
+        self.reason = reason
+
+
+class DownstreamUnavailable(DownstreamError):
+    """The downstream is not running and could not be started."""
+
+
+class DownstreamTimeout(DownstreamError):
+    """The call ran past the server's hard `timeout`."""

@@ -1,0 +1,112 @@
+"""All downstream servers, and the catalogue of tools a client sees."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from server.config import Config
+from server.downstream import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
+from server.naming import public_name, tool_allowed
+
+__all__ = ["Pool", "Route", "specs_from_config"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a public tool name goes."""
+
+    public: str
+    downstream: Downstream
+    tool: str
+    definition: types.Tool
+
+
+def specs_from_config(config: Config) -> list[DownstreamSpec]:
+    """The enabled servers of a config, in file order."""
+    return [DownstreamSpec(name, server) for name, server in config.mcp_servers.items() if not server.disabled]
+
+
+class Pool:
+    """Starts every downstream, keeps the routing table current, and says when it changes."""
+
+    def __init__(
+        self,
+        config: Config,
+        specs: Sequence[DownstreamSpec] | None = None,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.config = config
+        self.downstreams = [
+            Downstream(spec, self._tools_changed, connect_timeout=connect_timeout)
+            for spec in (specs if specs is not None else specs_from_config(config))
+        ]
+        self.routes: dict[str, Route] = {}
+        self.listeners: list[Callable[[], Awaitable[None]]] = []
+        self._settled = anyio.Event()
+        self._started = False
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run every supervisor; `task_status.started()` comes at once, `settled()` once each tried."""
+        async with anyio.create_task_group() as tg:
+            for downstream in self.downstreams:
+                tg.start_soon(downstream.run)
+            task_status.started()
+            for downstream in self.downstreams:
+                await downstream.first_attempt()
+            self._started = True
+            self._rebuild()
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Wait until every server has connected or failed once."""
+        await self._settled.wait()
+
+    def route(self, name: str) -> Route | None:
+        return self.routes.get(name)
+
+    def tools(self) -> list[types.Tool]:
+        return [route.definition for route in self.routes.values()]
+
+    async def _tools_changed(self) -> None:
+        if not self._started:
+            return
+        before = {name: route.definition for name, route in self.routes.items()}
+        self._rebuild()
+        if before != {name: route.definition for name, route in self.routes.items()}:
+            for listener in list(self.listeners):
+                await listener()
+
+    def _rebuild(self) -> None:
+        separator = self.config.settings.tool_separator
+        routes: dict[str, Route] = {}
+        for downstream in self.downstreams:
+            prefix = self._prefix(downstream)
+            for tool in downstream.tools.values():
+                if not tool_allowed(tool.name, downstream.config.tools):
+                    continue
+                public = public_name(prefix, separator, tool.name)
+                if public in routes:
+                    logger.warning(
+                        "tool %r of server %r hides behind %r of server %r; give one of them a prefix",
+                        tool.name,
+                        downstream.name,
+                        routes[public].tool,
+                        routes[public].downstream.name,
+                    )
+                    continue
+                definition = tool.model_copy(update={"name": public, "output_schema": None})
+                routes[public] = Route(public, downstream, tool.name, definition)
+        self.routes = routes
+
+    def _prefix(self, downstream: Downstream) -> str:
+        prefix = downstream.config.prefix
+        return downstream.name if prefix is None else prefix

@@ -1,0 +1,64 @@
+"""The running proxy: configuration, the downstream pool, and the clients to tell about changes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import anyio
+import mcp_types as types
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+
+from server.config import CliOverrides, Config
+from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
+from server.pool import Pool
+
+__all__ = ["Proxy"]
+
+logger = logging.getLogger(__name__)
+
+
+class Proxy:
+    """Everything an upstream connection shares with the others."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        cli: CliOverrides = CliOverrides(),
+        specs: Sequence[DownstreamSpec] | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.config = config
+        self.cli = cli
+        self.pool = Pool(config, specs, connect_timeout=connect_timeout)
+        self.bus = InMemorySubscriptionBus()
+        self.log_level: types.LoggingLevel | None = None
+        self._sessions: list[ServerSession] = []
+        self.pool.listeners.append(self.announce_tools_changed)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Proxy]:
+        """Run the downstream pool for the duration of the block; stopping it stops every server."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.pool.run)
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    def add_session(self, session: ServerSession) -> None:
+        """Remember a handshake-era client so it hears about tool list changes."""
+        self._sessions.append(session)
+
+    async def announce_tools_changed(self) -> None:
+        """Tell every client: handshake-era ones by notification, 2026-era ones through `subscriptions/listen`."""
+        for session in list(self._sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # boundary: a client that went away must not stop the others hearing
+                logger.debug("dropping a client session that can no longer be notified", exc_info=True)
+                self._sessions.remove(session)
+        await self.bus.publish(ToolsListChanged())

@@ -1,0 +1,141 @@
+"""A stdio client transport that reads in linear time and reports when the child's stdout ends.
+
+mcp 2.3.0's `stdio_client` re-splits its whole buffer on every 64 KiB chunk, which is quadratic in
+the size of one message (a 20 MiB result takes seconds). A proxy moves big results, so this reader
+keeps the pieces of the current line in a list and joins them once. `closed` is set when the child
+goes away, which is how the downstream supervisor notices a crash without waiting for a call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+__all__ = ["StdioProcess", "stdio_transport"]
+
+logger = logging.getLogger(__name__)
+
+_EXIT_GRACE_S = 2.0
+
+
+@dataclass
+class StdioProcess:
+    """What the supervisor can see of a running stdio downstream."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    pid: int | None = None
+
+    @asynccontextmanager
+    async def connect(
+        self,
+    ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
+        async with stdio_transport(self) as streams:
+            yield streams
+
+
+@asynccontextmanager
+async def stdio_transport(
+    spec: StdioProcess,
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
+    """Spawn `spec` in its own process group and exchange newline-delimited JSON-RPC with it."""
+    process = await anyio.open_process(
+        [spec.command, *spec.args],
+        env=get_default_environment() | spec.env,
+        cwd=spec.cwd,
+        stderr=None,  # the child's stderr goes where ours goes
+        start_new_session=True,
+    )
+    spec.pid = process.pid
+    to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_child, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        parts: list[bytes] = []
+        try:
+            async with to_session:
+                async for chunk in process.stdout:
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) >= 0:
+                        parts.append(chunk[start:end])
+                        line = b"".join(parts)
+                        parts.clear()
+                        start = end + 1
+                        if line.strip():
+                            await to_session.send(_parse(line))
+                    if start < len(chunk):
+                        parts.append(chunk[start:])
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass
+        finally:
+            spec.closed.set()
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with from_session:
+                async for message in from_session:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send(data.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await to_session.aclose()
+            spec.closed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdout)
+        tg.start_soon(write_stdin)
+        try:
+            yield from_child, to_child
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+                spec.closed.set()
+            tg.cancel_scope.cancel()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        logger.warning("downstream wrote a line that is not JSON-RPC: %.200r", line)
+        return exc
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    """Close stdin, give the child a grace period, then SIGTERM and SIGKILL its process group."""
+    if process.stdin is not None:
+        try:
+            await process.stdin.aclose()
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            try:
+                os.killpg(process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        with anyio.move_on_after(_EXIT_GRACE_S):
+            await process.wait()
+            break
+    try:  # grandchildren a wrapper such as npx left behind
+        os.killpg(process.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            await stream.aclose()
