@@ -32,7 +32,7 @@ def build_demo_server() -> MCPServer:
     def big(kb: int) -> str:
         """Return `kb` KiB of numbered log lines (64 bytes each)."""
         lines = (kb * 1024) // 64
-        return "".join(f"{i:08d} INFO demo log line with some words in it ......\n"[:63] + "\n" for i in range(lines))
+        return "".join(f"{i:08d} INFO demo log line with some words in it".ljust(63, ".") + "\n" for i in range(lines))
 
     @demo.tool(structured_output=False)
     def echo(text: str) -> str:

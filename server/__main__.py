@@ -1,0 +1,5 @@
+"""`python -m server` is the `claimcheck` command."""
+
+from server.cli import main
+
+raise SystemExit(main())

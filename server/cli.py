@@ -1,0 +1,102 @@
+"""The `claimcheck` command: `serve`, `tools`, `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+
+import anyio
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from server.config import CliOverrides, Config, load_config
+from server.errors import ConfigError
+from server.proxy import Proxy
+from server.surface import VERSION
+from server.transports import serve
+
+__all__ = ["main"]
+
+EXIT_CONFIG = 2
+EXIT_SERVER_FAILED = 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("CLAIMCHECK_LOG", args.log_level).upper(),
+        stream=sys.stderr,
+        format="claimcheck %(levelname)s %(name)s: %(message)s",
+    )
+    warnings.simplefilter("ignore", MCPDeprecationWarning)
+    if args.command == "demo":
+        from server.demo import run_demo
+
+        return anyio.run(run_demo)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"claimcheck: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "tools":
+        return anyio.run(_print_tools, config)
+    cli = CliOverrides(
+        no_async=args.no_async,
+        async_timeout_secs=args.async_timeout,
+        async_token_threshold=args.token_threshold,
+    )
+    anyio.run(serve, Proxy(config, cli=cli), args.transport, args.host, args.port)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="claimcheck",
+        description="An MCP server in front of your MCP servers: slow calls become handles, large outputs are "
+        "stored whole and served in pieces.",
+    )
+    parser.add_argument("--version", action="version", version=f"claimcheck {VERSION}")
+    parser.add_argument("--log-level", default="warning", help="stderr log level (or env CLAIMCHECK_LOG)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    config_help = "config file (default: $CLAIMCHECK_CONFIG, else ~/.config/claimcheck/config.json)"
+    run = commands.add_parser("serve", help="serve the configured servers' tools to one MCP client")
+    run.add_argument("--config", help=config_help)
+    run.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
+    run.add_argument("--host", default="127.0.0.1", help="HTTP/SSE bind address (default 127.0.0.1)")
+    run.add_argument("--port", type=int, default=8765, help="HTTP/SSE port (default 8765; 0 picks a free one)")
+    run.add_argument("--no-async", action="store_true", help="plain pass-through: no handles, no stored outputs")
+    run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
+    run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
+    run.add_argument("--no-api", action="store_true", help="do not start the local status API")
+
+    tools = commands.add_parser("tools", help="connect to every server and print the tools a client will see")
+    tools.add_argument("--config", help=config_help)
+
+    commands.add_parser("demo", help="run claimcheck on a bundled demo server and show what a client sees")
+    return parser
+
+
+async def _print_tools(config: Config) -> int:
+    proxy = Proxy(config)
+    async with proxy.running():
+        await proxy.pool.settled()
+        failed = False
+        for downstream in proxy.pool.downstreams:
+            line = f"{downstream.name}: {downstream.state}, {len(downstream.tools)} tools"
+            if downstream.state != "ready":
+                failed = True
+                line += f" ({downstream.last_error})"
+            print(line)
+        disabled = [name for name, server in config.mcp_servers.items() if server.disabled]
+        for name in disabled:
+            print(f"{name}: disabled")
+        print()
+        for tool in proxy.pool.tools():
+            summary = (tool.description or "").strip().splitlines()
+            print(f"{tool.name}\t{summary[0] if summary else ''}")
+    return EXIT_SERVER_FAILED if failed else 0

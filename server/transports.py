@@ -1,0 +1,123 @@
+"""Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+import anyio
+import uvicorn
+from mcp.server import Server
+from mcp.server.sse import SseServerTransport
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+
+from server.proxy import Proxy
+from server.surface import build_server
+
+__all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
+
+logger = logging.getLogger(__name__)
+
+UpstreamTransport = Literal["stdio", "http", "sse"]
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+async def serve(proxy: Proxy, transport: UpstreamTransport, host: str = "127.0.0.1", port: int = 0) -> None:
+    if transport == "stdio":
+        await serve_stdio(proxy)
+    else:
+        sock = _bind(host, port)
+        if transport == "http":
+            await serve_http(proxy, sock)
+        else:
+            await serve_sse(proxy, sock)
+
+
+async def serve_stdio(proxy: Proxy) -> None:
+    """Serve one client on stdin/stdout until stdin closes or SIGINT/SIGTERM arrives."""
+    server = build_server(proxy)
+    async with proxy.running(), anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def serve_http(proxy: Proxy, sock: socket.socket) -> None:
+    """Serve streamable HTTP at `/mcp` on an already bound socket."""
+    server = build_server(proxy)
+    host = sock.getsockname()[0]
+    inner = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with proxy.running(), server.session_manager.run():
+            yield
+
+    app = Starlette(routes=list(inner.routes), lifespan=lifespan)
+    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP")
+
+
+async def serve_sse(proxy: Proxy, sock: socket.socket) -> None:
+    """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
+    server = build_server(proxy)
+    host = sock.getsockname()[0]
+    security = None
+    if host in _LOOPBACK:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    sse = SseServerTransport("/messages/", security_settings=security)
+
+    async def handle_sse(request: Request) -> Response:
+        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with proxy.running():
+            yield
+
+    app = Starlette(
+        routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
+        lifespan=lifespan,
+    )
+    await _run_uvicorn(app, sock, "/sse", "SSE")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+async def _run_uvicorn(app: Starlette, sock: socket.socket, path: str, label: str) -> None:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"claimcheck: serving MCP over {label} at http://{shown}:{port}{path}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
