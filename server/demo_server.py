@@ -7,9 +7,11 @@ Run: `python -m server.demo_server [stdio | http PORT | sse PORT]`.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 import anyio
+import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -64,11 +66,23 @@ def main(argv: list[str] | None = None) -> None:
     kind = args[0] if args else "stdio"
     if kind == "stdio":
         demo.run("stdio")
-    elif kind in ("http", "sse"):
-        transport = "streamable-http" if kind == "http" else "sse"
-        demo.run(transport, host="127.0.0.1", port=int(args[1]))
+    elif kind in ("http", "sse") and len(args) == 2:
+        anyio.run(_serve_http, demo, kind, int(args[1]))
     else:
-        raise SystemExit(f"usage: python -m server.demo_server [stdio | http PORT | sse PORT], not {kind!r}")
+        raise SystemExit(f"usage: python -m server.demo_server [stdio | http PORT | sse PORT], not {args!r}")
+
+
+async def _serve_http(demo: MCPServer, kind: str, port: int) -> None:
+    """Serve on 127.0.0.1:`port` (0 picks a free port) and print the URL once listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.setblocking(False)
+    app = demo.streamable_http_app() if kind == "http" else demo.sse_app()
+    path = "/mcp" if kind == "http" else "/sse"
+    print(f"demo server: listening on http://127.0.0.1:{sock.getsockname()[1]}{path}", file=sys.stderr, flush=True)
+    await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])
 
 
 if __name__ == "__main__":
