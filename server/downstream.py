@@ -7,6 +7,7 @@ its tool list and is respawned by the next call to it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+import mcp.client.sse
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
@@ -35,6 +37,13 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
+
+# The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
+# event, so every large result over SSE would kill the connection. Its module-level helper is
+# rebound here with the cap removed (streamable HTTP gets `max_sse_event_size=None` instead).
+mcp.client.sse.sse_within_origin = functools.partial(  # type: ignore[assignment]  # same signature, other default
+    mcp.client.sse.sse_within_origin, max_event_size=None
+)
 
 State = Literal["starting", "ready", "down", "failed"]
 Target = Server[Any] | AbstractAsyncContextManager[Any] | str
@@ -79,7 +88,7 @@ class Downstream:
         self._client: Client | None = None
         self._wanted = anyio.Event()
         self._wanted.set()
-        self._attempt_done = anyio.Event()
+        self._state_changed = anyio.Event()
         self._first_done = anyio.Event()
         self._broken = anyio.Event()
         self._calls: list[_Call] = []
@@ -91,7 +100,7 @@ class Downstream:
         """Connect, stay connected until the link breaks, then wait for the next call to reconnect."""
         while True:
             await self._wanted.wait()
-            self._broken = anyio.Event()
+            self.state, self._broken = "starting", anyio.Event()
             was_up = False
             try:
                 with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
@@ -101,7 +110,7 @@ class Downstream:
                         await self._refresh_tools(client, announce=False)
                         scope.deadline = math.inf
                         self._client, self.state, self.last_error, was_up = client, "ready", None, True
-                        self._finish_attempt()
+                        self._changed()
                         await self._on_tools_changed()
                         async with anyio.create_task_group() as tg:
                             if self.process is not None:
@@ -112,25 +121,24 @@ class Downstream:
                     self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
                 self.last_error = _describe(exc)
-            self._client = None
+            self._client, self._wanted = None, anyio.Event()
             if was_up:
                 self.state = "down"
+                self.restarts += 1
                 logger.warning("server %r went away (%s); it restarts on its next call", self.name, self.last_error)
-                self._wanted = anyio.Event()
             else:
-                self.state = "down" if self.restarts or self.tools else "failed"
+                self.state = "down" if self._first_done.is_set() else "failed"
                 logger.error("server %r could not start: %s", self.name, self.last_error)
-                self._wanted = anyio.Event()
-            self._finish_attempt()
+            self._changed()
 
     async def first_attempt(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
         await self._first_done.wait()
 
-    def _finish_attempt(self) -> None:
+    def _changed(self) -> None:
         self._first_done.set()
-        self._attempt_done.set()
-        self._attempt_done = anyio.Event()
+        self._state_changed.set()
+        self._state_changed = anyio.Event()
 
     async def _watch(self, process: StdioProcess) -> None:
         await process.closed.wait()
@@ -215,16 +223,18 @@ class Downstream:
 
     async def client(self, tool: str) -> Client:
         """The live client, (re)connecting first if the server is down."""
-        if self._client is not None:
-            return self._client
-        if self.state == "failed":
-            raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error})")
-        attempt = self._attempt_done
-        self._wanted.set()
-        await attempt.wait()
-        if self._client is None:
-            raise DownstreamUnavailable(self.name, tool, f"the server could not be restarted ({self.last_error})")
-        return self._client
+        requested = False
+        while True:
+            if self._client is not None and not self._broken.is_set():
+                return self._client
+            if self.state == "failed":
+                raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error})")
+            if self.state == "down":
+                if requested:
+                    raise DownstreamUnavailable(self.name, tool, f"the server could not restart ({self.last_error})")
+                requested = True
+                self._wanted.set()
+            await self._state_changed.wait()
 
     async def call(self, tool: str, arguments: dict[str, Any] | None, relay: Relay | None) -> types.CallToolResult:
         """Forward one `tools/call`; failures of the downstream become `DownstreamError`s."""

@@ -1,0 +1,129 @@
+"""The config file: shape, strictness, ${VAR} expansion, precedence, and how errors read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.config import CliOverrides, Policy, default_config_path, load_config, parse_config, policy_for
+from server.errors import ConfigError
+
+
+def errors_of(data: Any, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, environ or {})
+    return str(caught.value)
+
+
+def test_a_claude_desktop_config_is_accepted_as_is() -> None:
+    config = parse_config(
+        {
+            "mcpServers": {
+                "git": {"command": "uvx", "args": ["mcp-server-git", "--repository", "."], "env": {"X": "${HOME}"}},
+                "web": {"url": "http://127.0.0.1:3101/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "old": {"url": "http://127.0.0.1:3102/sse", "transport": "sse", "asyncTimeoutSecs": 2},
+                "quiet": {"command": "x", "disabled": True, "tools": {"include": ["a*"], "exclude": ["a_admin"]}},
+            },
+            "settings": {"asyncTokenThreshold": 10000, "asyncTimeoutSecs": 5},
+        },
+        {"HOME": "/home/me", "TOKEN": "s3cret"},
+    )
+    assert config.mcp_servers["git"].env == {"X": "/home/me"}
+    assert config.mcp_servers["web"].headers == {"Authorization": "Bearer s3cret"}
+    assert [s.kind for s in config.mcp_servers.values()] == ["stdio", "streamable-http", "sse", "stdio"]
+    assert config.mcp_servers["quiet"].tools.exclude == ["a_admin"]
+    assert config.settings.wait_max_secs == 50
+    assert config.settings.tool_separator == "__"
+
+
+def test_variables_expand_in_args_url_command_and_cwd() -> None:
+    config = parse_config(
+        {
+            "mcpServers": {
+                "a": {"command": "${BIN}/srv", "args": ["--root", "${ROOT}/x"], "cwd": "${ROOT}"},
+                "b": {"url": "http://${HOST}/mcp"},
+            }
+        },
+        {"BIN": "/opt/bin", "ROOT": "/srv", "HOST": "127.0.0.1:9"},
+    )
+    assert config.mcp_servers["a"].command == "/opt/bin/srv"
+    assert config.mcp_servers["a"].args == ["--root", "/srv/x"]
+    assert config.mcp_servers["a"].cwd == "/srv"
+    assert config.mcp_servers["b"].url == "http://127.0.0.1:9/mcp"
+
+
+def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None:
+    message = errors_of({"mcpServers": {"web": {"url": "http://x/mcp", "headers": {"Authorization": "${NOPE}"}}}})
+    assert message == "mcpServers.web.headers.Authorization: environment variable ${NOPE} is not set"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"mcpServer": {}}, "mcpServer: unknown key"),
+        ({"mcpServers": {"g": {"command": "x", "comand": "y"}}}, "mcpServers.g.comand: unknown key"),
+        ({"settings": {"asyncTimeout": 3}}, "settings.asyncTimeout: unknown key"),
+        ({"settings": {"extraction": {"modle": "x"}}}, "settings.extraction.modle: unknown key"),
+        ({"mcpServers": {"g": {}}}, 'mcpServers.g: give exactly one of "command" (stdio) or "url" (HTTP)'),
+        ({"mcpServers": {"g": {"command": "x", "url": "http://y"}}}, "give exactly one of"),
+        ({"mcpServers": {"g": {"command": "x", "headers": {"a": "b"}}}}, '"transport" and "headers" only apply'),
+        ({"mcpServers": {"g": {"url": "http://y", "args": ["a"]}}}, '"args", "env" and "cwd" only apply'),
+        ({"mcpServers": {"g": {"url": "http://y", "transport": "websocket"}}}, "mcpServers.g.transport: Input should"),
+        ({"mcpServers": {"g": {"command": "x", "timeout": 0}}}, "mcpServers.g.timeout: Input should be greater than 0"),
+        ({"mcpServers": {"g": {"command": 5}}}, "mcpServers.g.command: Input should be a valid string"),
+        ({"mcpServers": {"my server": {"command": "x"}}}, "server key 'my server' cannot be a tool prefix"),
+        ({"mcpServers": {"g": {"command": "x", "prefix": "a b"}}}, "\"prefix\" 'a b' may only contain"),
+        ({"settings": {"toolSeparator": ""}}, "settings.toolSeparator: String should have at least 1 character"),
+        ([], "(top level): Input should be a valid dictionary"),
+    ],
+)
+def test_malformed_configs_are_errors_that_name_the_key_path(data: Any, expected: str) -> None:
+    assert expected in errors_of(data)
+
+
+def test_a_server_key_that_is_not_a_valid_prefix_is_fine_with_an_explicit_prefix() -> None:
+    config = parse_config({"mcpServers": {"my server": {"command": "x", "prefix": "mine"}}}, {})
+    assert config.prefix_of("my server") == "mine"
+
+
+def test_file_errors_name_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConfigError, match=r"nope\.json: config file not found"):
+        load_config(missing)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"mcpServers": {\n  "a": }', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"broken\.json: not valid JSON: Expecting value at line 2 column 8"):
+        load_config(broken)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"mcpServers": {"a": {"cmd": "x"}}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"wrong\.json: invalid config: mcpServers\.a\.cmd: unknown key"):
+        load_config(wrong)
+
+
+def test_the_config_is_found_through_the_environment_then_xdg_then_home(tmp_path: Path) -> None:
+    assert default_config_path({"CLAIMCHECK_CONFIG": "/etc/cc.json"}) == Path("/etc/cc.json")
+    assert default_config_path({"XDG_CONFIG_HOME": "/x"}) == Path("/x/claimcheck/config.json")
+    assert default_config_path({}) == Path.home() / ".config" / "claimcheck" / "config.json"
+    path = tmp_path / "c.json"
+    path.write_text('{"mcpServers": {"a": {"command": "x"}}}', encoding="utf-8")
+    assert list(load_config(None, {"CLAIMCHECK_CONFIG": str(path)}).mcp_servers) == ["a"]
+
+
+def test_cli_beats_server_beats_settings_beats_default() -> None:
+    config = parse_config(
+        {
+            "mcpServers": {
+                "own": {"command": "x", "asyncTimeoutSecs": 2, "async": True, "timeout": 30},
+                "plain": {"command": "x"},
+            },
+            "settings": {"asyncTimeoutSecs": 7, "async": False},
+        },
+        {},
+    )
+    assert policy_for(config, "own") == Policy(True, 2, 10_000, 30)
+    assert policy_for(config, "plain") == Policy(False, 7, 10_000, 3600)
+    cli = CliOverrides(no_async=True, async_timeout_secs=1, async_token_threshold=500)
+    assert policy_for(config, "own", cli) == Policy(False, 1, 500, 30)

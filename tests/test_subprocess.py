@@ -1,0 +1,188 @@
+"""Real processes and real transports: claimcheck over stdio, HTTP and SSE; downstreams over stdio, HTTP and SSE."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
+
+from server.config import parse_config
+from server.proxy import Proxy
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+URL = r"(http://127\.0\.0\.1:\d+/\w+)"
+
+
+def claimcheck(*args: str) -> list[str]:
+    return [PYTHON, "-m", "server", *args]
+
+
+def stdio_claimcheck(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=PYTHON, args=["-m", "server", "serve", "--config", str(config)])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_claimcheck_over_stdio_forwards_a_stdio_downstream(tmp_path: Path, mode: str) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    with anyio.fail_after(60):
+        async with Client(stdio_claimcheck(config), mode=mode) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            echoed = await client.call_tool("demo__echo", {"text": "über 🚀"})
+            slow = await client.call_tool("demo__slow", {"seconds": 1}, progress_callback=on_progress)
+            big = await client.call_tool("demo__big", {"kb": 1024})
+    assert {"demo__echo", "demo__slow", "demo__big", "demo__crash"} <= names
+    assert text_of(echoed) == "über 🚀"
+    assert text_of(slow) == "slept 1 s"
+    assert sorted(progress) == [1, 2]
+    assert len(text_of(big)) == 1024 * 1024
+
+
+async def test_a_downstream_that_crashes_mid_call_gives_a_clear_error_and_the_next_call_works(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    with anyio.fail_after(60):
+        async with Client(stdio_claimcheck(config), mode="legacy") as client:
+            crashed = await client.call_tool("demo__crash", {})
+            after = await client.call_tool("demo__echo", {"text": "alive"})
+    assert crashed.is_error
+    assert text_of(crashed) == (
+        'Server "demo" failed on tool "crash": the server closed the connection (it may have crashed)'
+    )
+    assert not after.is_error
+    assert text_of(after) == "alive"
+
+
+async def test_a_respawned_stdio_server_is_a_new_process_and_stopping_the_proxy_ends_it() -> None:
+    config = parse_config({"mcpServers": {"demo": demo_server_entry()}})
+    proxy = Proxy(config)
+    with anyio.fail_after(60):
+        async with proxy.running():
+            await proxy.pool.settled()
+            (downstream,) = proxy.pool.downstreams
+            assert downstream.process is not None and downstream.process.pid is not None
+            first_pid = downstream.process.pid
+            with pytest.raises(Exception, match="closed the connection"):
+                await downstream.call("crash", {}, None)
+            result = await downstream.call("echo", {"text": "again"}, None)
+            second_pid = downstream.process.pid
+    assert text_of(result) == "again"
+    assert second_pid is not None and second_pid != first_pid
+    assert not alive(first_pid)
+    assert not alive(second_pid)
+
+
+async def test_a_downstream_command_that_does_not_exist_leaves_the_other_servers_working(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        {"mcpServers": {"ghost": {"command": "/no/such/mcp-server"}, "demo": demo_server_entry()}},
+    )
+    with anyio.fail_after(60):
+        async with Client(stdio_claimcheck(config), mode="legacy") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("demo__echo", {"text": "ok"})
+            ghost = await client.call_tool("ghost__anything", {})
+    assert names and all(name.startswith("demo__") for name in names)
+    assert text_of(result) == "ok"
+    assert ghost.is_error
+
+
+def test_tools_command_prints_the_client_view_and_fails_when_a_server_cannot_start(tmp_path: Path) -> None:
+    good = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry(), "off": {"command": "x", "disabled": True}}})
+    done = subprocess.run(claimcheck("tools", "--config", str(good)), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "demo: ready, 6 tools" in done.stdout
+    assert "off: disabled" in done.stdout
+    assert "demo__slow\tSleep `seconds`, reporting progress about every half second." in done.stdout
+
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = write_config(bad_dir, {"mcpServers": {"ghost": {"command": "/no/such/mcp-server"}}})
+    done = subprocess.run(claimcheck("tools", "--config", str(bad)), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "ghost: failed, 0 tools (command not found: /no/such/mcp-server)" in done.stdout
+
+
+def test_a_malformed_config_stops_claimcheck_with_exit_2_and_the_key_path(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": {"command": "x", "argz": []}}})
+    for command in ("tools", "serve"):
+        done = subprocess.run(
+            claimcheck(command, "--config", str(config)), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+        assert done.returncode == 2
+        assert "mcpServers.demo.argz: unknown key" in done.stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_claimcheck_over_streamable_http_serves_both_protocol_eras(tmp_path: Path, mode: str) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
+    with anyio.fail_after(60):
+        async with (
+            announced_url(command, URL) as url,
+            Client(streamable_http_client(url, max_sse_event_size=None), mode=mode) as client,
+        ):
+            names = {t.name for t in (await client.list_tools()).tools}
+            result = await client.call_tool("demo__echo", {"text": "over http"})
+            big = await client.call_tool("demo__big", {"kb": 2048})
+    assert url.endswith("/mcp")
+    assert "demo__echo" in names
+    assert text_of(result) == "over http"
+    assert len(text_of(big)) == 2048 * 1024
+
+
+async def test_claimcheck_over_sse_serves_a_client(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    command = claimcheck("serve", "--config", str(config), "--transport", "sse", "--port", "0")
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url, Client(sse_client(url), mode="legacy") as client:
+            result = await client.call_tool("demo__echo", {"text": "over sse"})
+    assert url.endswith("/sse")
+    assert text_of(result) == "over sse"
+
+
+@pytest.mark.parametrize(("kind", "extra"), [("http", {}), ("sse", {"transport": "sse"})])
+async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(kind: str, extra: dict[str, Any]) -> None:
+    command = [PYTHON, "-m", "server.demo_server", kind, "0"]
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url:
+            config = parse_config({"mcpServers": {"web": {"url": url, **extra}}})
+            proxy = Proxy(config)
+            async with proxy.running():
+                await proxy.pool.settled()
+                route = proxy.pool.route("web__big")
+                assert route is not None
+                result = await route.downstream.call("big", {"kb": 1536}, None)
+    assert not result.is_error
+    assert len(text_of(result)) == 1536 * 1024
+
+
+def test_the_demo_runs_and_shows_forwarding_progress_errors_and_restart() -> None:
+    done = subprocess.run(claimcheck("demo"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "tools/list -> 6 tools" in out
+    assert "-> 'hello through claimcheck'" in out
+    assert "progress: slow: step 4 of 4" in out
+    assert 'isError=True: Server "demo" failed on tool "crash"' in out
+    assert "-> 'back again'" in out
