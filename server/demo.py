@@ -64,7 +64,10 @@ async def run_demo() -> int:
             _say("demo__big(kb=64)", f"  -> {len(text):,} characters, first line {text.splitlines()[0]!r}")
 
             result = await client.call_tool("demo__fail", {"message": "disk on fire"})
-            _say("demo__fail: a downstream error arrives as an error result", f"  isError={result.is_error}: {_text(result)}")
+            _say(
+                "demo__fail: a downstream error arrives as an error result",
+                f"  isError={result.is_error}: {_text(result)}",
+            )
 
             result = await client.call_tool("demo__crash", {})
             _say("demo__crash: the downstream process dies mid-call", f"  isError={result.is_error}: {_text(result)}")

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import anyio
 import httpx2
+import mcp.client.sse
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-import mcp.client.sse
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
@@ -41,9 +41,8 @@ CONNECT_TIMEOUT_S = 60.0
 # The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
 # event, so every large result over SSE would kill the connection. Its module-level helper is
 # rebound here with the cap removed (streamable HTTP gets `max_sse_event_size=None` instead).
-mcp.client.sse.sse_within_origin = functools.partial(  # type: ignore[assignment]  # same signature, other default
-    mcp.client.sse.sse_within_origin, max_event_size=None
-)
+_sse_module: Any = mcp.client.sse  # the helper is imported there, not exported
+_sse_module.sse_within_origin = functools.partial(_sse_module.sse_within_origin, max_event_size=None)
 
 State = Literal["starting", "ready", "down", "failed"]
 Target = Server[Any] | AbstractAsyncContextManager[Any] | str
@@ -156,7 +155,9 @@ class Downstream:
         if config.kind == "sse":
             return sse_client(config.url, headers=dict(config.headers) or None)
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)))
+            httpx2.AsyncClient(
+                headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout))
+            )
         )
         return streamable_http_client(config.url, http_client=http, max_sse_event_size=None)
 
@@ -244,14 +245,18 @@ class Downstream:
         self._calls.append(call)
         progress = relay.progress if relay is not None else None
         try:
-            with anyio.move_on_after(self.config.timeout) as scope:
+            with anyio.move_on_after(self.config.timeout):
                 return await client.call_tool(tool, arguments, progress_callback=progress)
-            raise DownstreamTimeout(self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s")
+            raise DownstreamTimeout(
+                self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s"
+            )
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self.last_error = "the connection closed during a call"
                 self._broken.set()
-                raise DownstreamError(self.name, tool, "the server closed the connection (it may have crashed)") from None
+                raise DownstreamError(
+                    self.name, tool, "the server closed the connection (it may have crashed)"
+                ) from None
             raise DownstreamError(self.name, tool, f"{exc.error.message} (JSON-RPC error {exc.error.code})") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             self.last_error = _describe(exc)

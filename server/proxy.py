@@ -27,12 +27,12 @@ class Proxy:
         self,
         config: Config,
         *,
-        cli: CliOverrides = CliOverrides(),
+        cli: CliOverrides | None = None,
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.config = config
-        self.cli = cli
+        self.cli = cli if cli is not None else CliOverrides()
         self.pool = Pool(config, specs, connect_timeout=connect_timeout)
         self.bus = InMemorySubscriptionBus()
         self.log_level: types.LoggingLevel | None = None

@@ -43,7 +43,9 @@ class StdioProcess:
     @asynccontextmanager
     async def connect(
         self,
-    ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
+    ) -> AsyncIterator[
+        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+    ]:
         async with stdio_transport(self) as streams:
             yield streams
 
@@ -51,7 +53,9 @@ class StdioProcess:
 @asynccontextmanager
 async def stdio_transport(
     spec: StdioProcess,
-) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
+) -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+]:
     """Spawn `spec` in its own process group and exchange newline-delimited JSON-RPC with it."""
     process = await anyio.open_process(
         [spec.command, *spec.args],

@@ -63,7 +63,9 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
             return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
         return result
 
-    async def set_logging_level(ctx: ServerRequestContext[Proxy], params: types.SetLevelRequestParams) -> types.EmptyResult:
+    async def set_logging_level(
+        ctx: ServerRequestContext[Proxy], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
         proxy.log_level = params.level
         return types.EmptyResult()
 

@@ -12,7 +12,6 @@ from typing import Literal
 
 import anyio
 import uvicorn
-from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings

@@ -108,7 +108,9 @@ async def test_a_downstream_command_that_does_not_exist_leaves_the_other_servers
 
 
 def test_tools_command_prints_the_client_view_and_fails_when_a_server_cannot_start(tmp_path: Path) -> None:
-    good = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry(), "off": {"command": "x", "disabled": True}}})
+    good = write_config(
+        tmp_path, {"mcpServers": {"demo": demo_server_entry(), "off": {"command": "x", "disabled": True}}}
+    )
     done = subprocess.run(claimcheck("tools", "--config", str(good)), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "demo: ready, 6 tools" in done.stdout
@@ -127,7 +129,11 @@ def test_a_malformed_config_stops_claimcheck_with_exit_2_and_the_key_path(tmp_pa
     config = write_config(tmp_path, {"mcpServers": {"demo": {"command": "x", "argz": []}}})
     for command in ("tools", "serve"):
         done = subprocess.run(
-            claimcheck(command, "--config", str(config)), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            claimcheck(command, "--config", str(config)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
         )
         assert done.returncode == 2
         assert "mcpServers.demo.argz: unknown key" in done.stderr
