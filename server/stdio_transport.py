@@ -1,9 +1,8 @@
 """A stdio client transport that reads in linear time and reports when the child's stdout ends.
 
-mcp 2.3.0's `stdio_client` re-splits its whole buffer on every 64 KiB chunk, which is quadratic in
-the size of one message (a 20 MiB result takes seconds). A proxy moves big results, so this reader
-keeps the pieces of the current line in a list and joins them once. `closed` is set when the child
-goes away, which is how the downstream supervisor notices a crash without waiting for a call.
+mcp 2.3.0's `stdio_client` re-splits its whole buffer on every 64 KiB chunk (quadratic in the size of
+one message); this one frames with `LineSplitter`. `closed` is set when the child goes away, which is
+how the downstream supervisor notices a crash without waiting for a call.
 """
 
 from __future__ import annotations
@@ -17,10 +16,11 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
-import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
+
+from server.framing import LineSplitter, encode, parse_line
 
 __all__ = ["StdioProcess", "stdio_transport"]
 
@@ -70,20 +70,12 @@ async def stdio_transport(
 
     async def read_stdout() -> None:
         assert process.stdout is not None
-        parts: list[bytes] = []
+        splitter = LineSplitter()
         try:
             async with to_session:
                 async for chunk in process.stdout:
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) >= 0:
-                        parts.append(chunk[start:end])
-                        line = b"".join(parts)
-                        parts.clear()
-                        start = end + 1
-                        if line.strip():
-                            await to_session.send(_parse(line))
-                    if start < len(chunk):
-                        parts.append(chunk[start:])
+                    for line in splitter.feed(chunk):
+                        await to_session.send(parse_line(line, "downstream"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             pass
         finally:
@@ -94,8 +86,7 @@ async def stdio_transport(
         try:
             async with from_session:
                 async for message in from_session:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode("utf-8") + b"\n")
+                    await process.stdin.send(encode(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await to_session.aclose()
             spec.closed.set()
@@ -110,14 +101,6 @@ async def stdio_transport(
                 await _stop(process)
                 spec.closed.set()
             tg.cancel_scope.cancel()
-
-
-def _parse(line: bytes) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        logger.warning("downstream wrote a line that is not JSON-RPC: %.200r", line)
-        return exc
 
 
 async def _stop(process: anyio.abc.Process) -> None:

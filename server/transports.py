@@ -13,7 +13,6 @@ from typing import Literal
 import anyio
 import uvicorn
 from mcp.server.sse import SseServerTransport
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -22,6 +21,7 @@ from starlette.routing import Mount, Route
 
 from server.proxy import Proxy
 from server.surface import build_server
+from server.upstream_stdio import stdio_streams
 
 __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
 
@@ -47,7 +47,7 @@ async def serve_stdio(proxy: Proxy) -> None:
     server = build_server(proxy)
     async with proxy.running(), anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope)
-        async with stdio_server() as (read, write):
+        async with stdio_streams() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 

@@ -1,0 +1,113 @@
+"""Serving MCP on the process's own stdin/stdout without a thread per read and write.
+
+mcp 2.3.0's `stdio_server` reads and writes through `anyio.wrap_file`, a worker-thread hop for every
+line and flush; on a proxy that is most of the per-call overhead. When stdin and stdout are pipes or
+sockets (how every MCP client launches a server) this module polls them on the event loop instead.
+Like the SDK, it moves the wire to private descriptors and points fd 0 at /dev/null and fd 1 at
+stderr while serving, so stray prints cannot corrupt the protocol. Anything else (a terminal, a
+regular file) falls back to the SDK's transport.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+from server.framing import LineSplitter, encode, parse_line
+
+__all__ = ["stdio_streams"]
+
+_READ_SIZE = 1 << 16
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+
+
+@asynccontextmanager
+async def stdio_streams() -> AsyncIterator[Streams]:
+    """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout."""
+    if not (_pollable(0) and _pollable(1)):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    with _claimed(0, os.devnull, os.O_RDONLY) as wire_in, _claimed(1, None, os.O_WRONLY) as wire_out:
+        to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def read_stdin() -> None:
+            splitter = LineSplitter()
+            async with to_session:
+                while chunk := await _read(wire_in):
+                    for line in splitter.feed(chunk):
+                        await to_session.send(parse_line(line, "client"))
+
+        async def write_stdout() -> None:
+            async with from_session:
+                async for message in from_session:
+                    try:
+                        await _write_all(wire_out, encode(message))
+                    except OSError as exc:
+                        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+                            raise
+                        return  # the client went away; reading stdin will end too
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_stdin)
+            tg.start_soon(write_stdout)
+            try:
+                yield from_client, to_client
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@contextmanager
+def _claimed(fd: int, diversion: str | None, flags: int) -> Iterator[int]:
+    """A private non-blocking duplicate of `fd`; meanwhile `fd` itself points at `diversion` (None: stderr)."""
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    substitute = os.open(diversion, flags) if diversion is not None else os.dup(2)
+    os.dup2(substitute, fd)
+    os.close(substitute)
+    was_blocking = os.get_blocking(private)
+    os.set_blocking(private, False)
+    try:
+        yield private
+    finally:
+        os.set_blocking(private, was_blocking)  # the pipe's description may be shared with our parent
+        os.dup2(private, fd)
+        os.close(private)
+
+
+async def _read(fd: int) -> bytes:
+    """The next chunk from `fd`; empty at end of file."""
+    while True:
+        try:
+            return os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)
+        except ConnectionResetError:
+            return b""
+
+
+async def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
