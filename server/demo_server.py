@@ -6,6 +6,7 @@ Run: `python -m server.demo_server [stdio | http PORT | sse PORT]`.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -63,6 +64,7 @@ def build_demo_server() -> MCPServer:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     demo = build_demo_server()
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)  # its failing tools are the point of the demo
     kind = args[0] if args else "stdio"
     if kind == "stdio":
         demo.run("stdio")
