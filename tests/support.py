@@ -24,6 +24,12 @@ from server.proxy import Proxy
 from server.surface import build_server
 
 PYTHON = sys.executable
+OWN_TOOLS = frozenset({"tool_output", "wait_for_tool_output", "list_tool_outputs", "cancel_tool_output"})
+
+
+def proxied_names(tools: list[types.Tool]) -> list[str]:
+    """The sorted names of the proxied tools, without claimcheck's own."""
+    return sorted(tool.name for tool in tools if tool.name not in OWN_TOOLS)
 
 
 def text_of(result: types.CallToolResult) -> str:

@@ -11,7 +11,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from support import proxied, running_proxy, text_of
+from support import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
 from server.naming import public_name
 
@@ -77,8 +77,13 @@ async def test_tools_are_listed_with_server_prefix_and_schemas_preserved_except_
     async with proxied({"down": down}) as client:
         with anyio.fail_after(5):
             tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"down__rich", "down__structured"}
-    assert tools["down__rich"].input_schema == RICH_SCHEMA
+    assert proxied_names(list(tools.values())) == ["down__rich", "down__structured"]
+    schema = tools["down__rich"].input_schema
+    assert schema["properties"].pop("background") == {
+        "type": "boolean",
+        "description": "claimcheck: true runs the call in the background and returns a handle at once.",
+    }
+    assert schema == RICH_SCHEMA
     assert tools["down__rich"].description == "the rich tool"
     assert tools["down__rich"].annotations == types.ToolAnnotations(read_only_hint=True)
     assert tools["down__structured"].output_schema is None
@@ -109,7 +114,7 @@ async def test_include_and_exclude_globs_filter_tools_and_disabled_servers_are_a
     fields = {"a": {"tools": {"include": ["a*", "echo"], "exclude": ["admin_*"]}}, "b": {"disabled": True}}
     async with proxied({"a": simple_tools(), "b": simple_tools()}, fields=fields) as client:
         with anyio.fail_after(5):
-            names = sorted(t.name for t in (await client.list_tools()).tools)
+            names = proxied_names((await client.list_tools()).tools)
             blocked = await client.call_tool("a__admin_reset", {})
     assert names == ["a__add", "a__echo"]
     assert blocked.is_error
@@ -121,7 +126,7 @@ async def test_prefix_setting_renames_and_empty_prefix_is_transparent() -> None:
     settings = {"toolSeparator": "."}
     async with proxied({"first": simple_tools(), "second": simple_tools()}, fields=fields, settings=settings) as client:
         with anyio.fail_after(5):
-            names = sorted(t.name for t in (await client.list_tools()).tools)
+            names = proxied_names((await client.list_tools()).tools)
             summed = await client.call_tool("add", {"a": 2, "b": 40})
     assert names == ["add", "admin_reset", "echo", "s2.add", "s2.admin_reset", "s2.echo"]
     assert text_of(summed) == "42"
@@ -147,7 +152,7 @@ async def test_names_longer_than_64_characters_are_cut_with_a_stable_hash_and_st
     down.add_tool(lambda: "long ok", name=long_tool, structured_output=False)
     async with proxied({"down": down}) as client:
         with anyio.fail_after(5):
-            (tool,) = (await client.list_tools()).tools
+            (tool,) = [t for t in (await client.list_tools()).tools if t.name not in OWN_TOOLS]
             result = await client.call_tool(tool.name, {})
     assert len(tool.name) == 64
     assert tool.name == public_name("down", "__", long_tool)
@@ -285,7 +290,7 @@ async def test_a_call_past_the_server_timeout_is_an_error_and_is_cancelled_downs
 async def test_a_server_that_cannot_start_leaves_the_others_serving() -> None:
     async with proxied({"broken": None, "ok": simple_tools()}) as client:
         with anyio.fail_after(5):
-            names = sorted(t.name for t in (await client.list_tools()).tools)
+            names = proxied_names((await client.list_tools()).tools)
             result = await client.call_tool("ok__echo", {"text": "still here"})
     assert names == ["ok__add", "ok__admin_reset", "ok__echo"]
     assert text_of(result) == "still here"
@@ -327,7 +332,7 @@ async def test_a_downstream_tool_list_change_is_announced_to_the_client(mode: st
                     await client.call_tool("d__first", {})
                     async for _event in events:
                         break
-            names = sorted(t.name for t in (await client.list_tools(cache_mode="refresh")).tools)
+            names = proxied_names((await client.list_tools(cache_mode="refresh")).tools)
             result = await client.call_tool("d__second", {})
     assert names == ["d__first", "d__second"]
     assert text_of(result) == "called second"

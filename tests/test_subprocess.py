@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
+from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
 from server.proxy import Proxy
@@ -40,7 +40,8 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_claimcheck_over_stdio_forwards_a_stdio_downstream(tmp_path: Path, mode: str) -> None:
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    plain = {"async": False}  # pass-through: the 1 MiB result must cross both stdio hops whole
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": plain})
     progress: list[float] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -99,7 +100,7 @@ async def test_a_downstream_command_that_does_not_exist_leaves_the_other_servers
     )
     with anyio.fail_after(60):
         async with Client(stdio_claimcheck(config), mode="legacy") as client:
-            names = {t.name for t in (await client.list_tools()).tools}
+            names = proxied_names((await client.list_tools()).tools)
             result = await client.call_tool("demo__echo", {"text": "ok"})
             ghost = await client.call_tool("ghost__anything", {})
     assert names and all(name.startswith("demo__") for name in names)
@@ -141,7 +142,8 @@ def test_a_malformed_config_stops_claimcheck_with_exit_2_and_the_key_path(tmp_pa
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_claimcheck_over_streamable_http_serves_both_protocol_eras(tmp_path: Path, mode: str) -> None:
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    plain = {"async": False}  # pass-through: the 2 MiB result must cross HTTP whole
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": plain})
     command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
     with anyio.fail_after(60):
         async with (

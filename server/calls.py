@@ -1,0 +1,136 @@
+"""Proxied calls that may outlive the request that started them.
+
+Every call of a proxied tool runs in the proxy's lifespan task group; the request only waits for it
+(up to `asyncTimeoutSecs`). A call that finishes late, or whose output is over the token threshold,
+is kept under a handle in its session, with its output stored whole in the session's directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+
+from server.relay import Relay
+
+__all__ = ["Call", "CallRelay", "Progress", "Status", "render_output"]
+
+Status = Literal["running", "ready", "failed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    progress: float
+    total: float | None
+    message: str | None
+
+    def describe(self) -> str:
+        amount = f"{self.progress:g}/{self.total:g}" if self.total else f"{self.progress:g}"
+        return f"progress {amount}" + (f" ({self.message})" if self.message else "")
+
+
+@dataclass(eq=False)
+class Call:
+    """One proxied call: its identity, its state, and (once finished) its output."""
+
+    handle: str
+    public_name: str
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    started: float = field(default_factory=time.time)
+    started_mono: float = field(default_factory=time.monotonic)
+    status: Status = "running"
+    finished_mono: float | None = None
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    progress: Progress | None = None
+    result: types.CallToolResult | None = None
+    error: str | None = None
+    text: str | None = None
+    bytes: int = 0
+    lines: int = 0
+    tokens: int = 0
+    tokens_exact: bool = True
+    sha256: str = ""
+    stored: bool = False
+    over_threshold: bool = False
+    handed_out: bool = False
+    seen: bool = False
+    retrievals: int = 0
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False, sort_keys=True)
+
+    def elapsed(self) -> float:
+        end = self.finished_mono if self.finished_mono is not None else time.monotonic()
+        return end - self.started_mono
+
+    def finish(self, status: Status) -> None:
+        self.status = status
+        self.finished_mono = time.monotonic()
+        self.finished.set()
+
+    def set_output(self, text: str, *, tokens: int, tokens_exact: bool, over: bool) -> None:
+        data = text.encode("utf-8", "replace")
+        self.text = text
+        self.bytes = len(data)
+        self.lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        self.tokens, self.tokens_exact, self.over_threshold = tokens, tokens_exact, over
+
+    def tokens_label(self) -> str:
+        return f"{self.tokens}" if self.tokens_exact else f"~{self.tokens}"
+
+
+class CallRelay:
+    """The relay a background-capable call gives its downstream: it follows the request while one waits."""
+
+    def __init__(self, call: Call, upstream: Relay | None) -> None:
+        self._call = call
+        self.upstream = upstream
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self._call.progress = Progress(progress, total, message)
+        if self.upstream is not None:
+            await self.upstream.progress(progress, total, message)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self.upstream is not None:
+            await self.upstream.log(params)
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
+        if self.upstream is None:
+            return _detached("sampling")
+        return await self.upstream.sample(params)
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        if self.upstream is None:
+            return _detached("elicitation")
+        return await self.upstream.elicit(params)
+
+
+def _detached(what: str) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"{what} is not available: the call is running in the background and its client request has ended",
+    )
+
+
+def render_output(result: types.CallToolResult) -> str:
+    """The text a model would have seen: text items as they are, anything else as one line of JSON."""
+    parts: list[str] = []
+    for item in result.content:
+        if isinstance(item, types.TextContent):
+            parts.append(item.text)
+        else:
+            parts.append(item.model_dump_json(by_alias=True, exclude_none=True))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)

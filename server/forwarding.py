@@ -1,0 +1,86 @@
+"""One proxied `tools/call`: forward it, and apply the time and size rules (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+
+from server import messages
+from server.calls import Call
+from server.errors import ClaimcheckError
+from server.pool import Route
+from server.proxy import Proxy
+from server.relay import RequestRelay
+from server.sessions import Session
+
+__all__ = ["ArgumentError", "forward"]
+
+
+class ArgumentError(ClaimcheckError):
+    """An argument claimcheck itself reads (such as `background`) has the wrong type."""
+
+
+async def forward(
+    proxy: Proxy,
+    ctx: ServerRequestContext[Any],
+    route: Route,
+    arguments: dict[str, Any] | None,
+    session: Session,
+) -> tuple[types.CallToolResult, Call | None]:
+    """The result for the client, and the call it is about when that call now has a handle."""
+    relay = RequestRelay(ctx, proxy.log_level)
+    args = dict(arguments) if arguments is not None else None
+    background = False
+    if args is not None and route.background_param is not None and route.background_param in args:
+        flag = args.pop(route.background_param)
+        if not isinstance(flag, bool):
+            raise ArgumentError(f'"{route.background_param}" must be true or false, not {flag!r}.')
+        background = flag
+    if not route.policy.async_enabled:
+        return _inline(route, await route.downstream.call(route.tool, args, relay)), None
+
+    call = Call(
+        handle=session.store.new_handle(),
+        public_name=route.public,
+        server=route.downstream.name,
+        tool=route.tool,
+        arguments=args or {},
+    )
+    call_relay = proxy.sessions.start(
+        session, call, lambda r: route.downstream.call(route.tool, args, r), route.policy, relay
+    )
+    try:
+        if not background:
+            with anyio.move_on_after(route.policy.async_timeout_secs):
+                await call.finished.wait()
+    except anyio.get_cancelled_exc_class():
+        if not call.finished.is_set():  # the client gave up on its request before the handoff
+            call.scope.cancel()
+        session.calls.pop(call.handle, None)
+        raise
+    finally:
+        call_relay.upstream = None
+    if not call.finished.is_set():
+        call.handed_out = True
+        return _text(messages.running_message(call)), call
+    if call.over_threshold:
+        call.handed_out = True
+        return _text(messages.too_large_message(call), is_error=call.status == "failed"), call
+    session.calls.pop(call.handle, None)  # answered inline: no handle to remember
+    if call.result is not None:
+        return _inline(route, call.result), None
+    return _text(call.error or f"the call {call.status}", is_error=True), None
+
+
+def _inline(route: Route, result: types.CallToolResult) -> types.CallToolResult:
+    if not result.is_error:
+        return result
+    note = f'[claimcheck] the error above came from tool "{route.tool}" of server "{route.downstream.name}".'
+    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
+
+
+def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)

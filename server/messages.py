@@ -1,0 +1,76 @@
+"""The exact texts a model reads about handles (DESIGN §4–§5); tests compare against these."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from server.calls import Call
+
+__all__ = [
+    "describe",
+    "failure",
+    "footer",
+    "running_message",
+    "success",
+    "too_large_message",
+]
+
+
+def running_message(call: Call) -> str:
+    return (
+        f'Tool {call.public_name} is running in the background (handle: "{call.handle}").\n'
+        f'Call wait_for_tool_output(handles = ["{call.handle}"]) to wait for it, or go on with other work.\n'
+        f'When it is ready, call tool_output(handle = "{call.handle}", extract = "what to extract").'
+    )
+
+
+def too_large_message(call: Call) -> str:
+    return (
+        f"Tool output is too large ({call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens).\n"
+        f'Call tool_output(handle = "{call.handle}", extract = "what to extract").\n'
+        "Provide precise and detailed instructions in `extract` about what you are looking for."
+    )
+
+
+def success(tool: str, handle: str, strategy: str, body: str) -> str:
+    return f"ABSTRACT FROM TOOL OUTPUT {tool} WITH HANDLE {handle}, STRATEGY:{strategy}:\n\n{body}"
+
+
+def failure(tool: str, handle: str, strategy: str, why: str) -> str:
+    return f"TOOL_OUTPUT FAILED FOR {tool} WITH HANDLE {handle}, STRATEGY:{strategy}:\n\n{why}"
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
+
+
+def _thousands(tokens: int) -> str:
+    return f"{tokens / 1000:.0f}K" if tokens >= 1000 else str(tokens)
+
+
+def describe(call: Call) -> str:
+    """One line about a handle: status, timing, size or error, progress."""
+    head = f'"{call.handle}" {call.public_name}: {call.status}'
+    if call.status == "running":
+        progress = f", {call.progress.describe()}" if call.progress else ""
+        return f"{head}, {_age(call.elapsed())} so far{progress}"
+    if call.status == "ready":
+        return (
+            f"{head} after {_age(call.elapsed())}, {call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
+        )
+    first_line = (call.error or "").strip().splitlines()[0] if (call.error or "").strip() else "no details"
+    return f"{head} after {_age(call.elapsed())}: {first_line[:300]}"
+
+
+def footer(running: Sequence[Call], ready: Sequence[Call]) -> str | None:
+    """The status line every result carries while outputs are running or ready and not yet looked at."""
+    if not running and not ready:
+        return None
+    parts = []
+    if running:
+        items = ", ".join(f'{c.public_name} "{c.handle}" ({_age(c.elapsed())})' for c in running)
+        parts.append(f"{len(running)} running: {items}.")
+    if ready:
+        items = ", ".join(f'{c.public_name} "{c.handle}" (~{_thousands(c.tokens)} tokens)' for c in ready)
+        parts.append(f"{len(ready)} ready: {items}.")
+    return "[claimcheck] " + " ".join(parts) + " Use wait_for_tool_output or tool_output."

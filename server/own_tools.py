@@ -1,0 +1,286 @@
+"""claimcheck's own tools over a session's handles: tool_output, wait_for_tool_output, list and cancel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, get_args
+
+import anyio
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from server import messages
+from server.calls import Call, render_output
+from server.config import Settings
+from server.errors import ClaimcheckError
+from server.retrieval import RetrievalError, SliceRequest, raw, slice_text, truncate
+from server.sessions import Session, Sessions
+from server.store import StoreError
+
+__all__ = ["OWN_TOOLS", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
+
+PROGRESS_EVERY_S = 5.0
+Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
+Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
+_NO_LLM = "LLM extraction is not available in this version of claimcheck"
+
+
+class OwnToolError(ClaimcheckError):
+    """A call of one of claimcheck's own tools that cannot be answered; the message is the whole answer."""
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Slice(_Args):
+    start: int | None = None
+    length: int | None = None
+    anchor: str | None = None
+    window: int = 1000
+    match_index: int = 0
+
+
+class _ToolOutput(_Args):
+    handle: str
+    extract: str | None = None
+    mode: Mode = "auto"
+    slice: _Slice | None = None
+
+
+class _Wait(_Args):
+    handles: list[str] | None = None
+    timeout_secs: float | None = Field(default=None, ge=0)
+
+
+class _Cancel(_Args):
+    handle: str
+
+
+class _List(_Args):
+    pass
+
+
+def own_tool_definitions(settings: Settings) -> list[types.Tool]:
+    slice_schema = _Slice.model_json_schema()
+    return [
+        types.Tool(
+            name="tool_output",
+            description=(
+                "Read a stored tool output by its handle. mode: auto (default; needs `extract`), full-chunked, "
+                "read-grep, truncate (head and tail), raw (whole output, only under the size threshold), "
+                "slice ({start, length} in characters, or {anchor, window, match_index})."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "handle": {"type": "string", "description": "the handle claimcheck gave for the output"},
+                    "extract": {"type": "string", "description": "precisely what to extract from the output"},
+                    "mode": {"type": "string", "enum": list(get_args(Mode)), "default": "auto"},
+                    "slice": slice_schema,
+                },
+                "required": ["handle"],
+                "additionalProperties": False,
+            },
+        ),
+        types.Tool(
+            name="wait_for_tool_output",
+            description=(
+                "Wait until at least one background tool call finishes (default: any running one), at most "
+                f"{settings.wait_max_secs:g} s; small finished outputs are returned inline."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "handles": {"type": "array", "items": {"type": "string"}},
+                    "timeout_secs": {"type": "number", "minimum": 0, "maximum": settings.wait_max_secs},
+                },
+                "additionalProperties": False,
+            },
+        ),
+        types.Tool(
+            name="list_tool_outputs",
+            description="List every handle of this session with its tool, status, duration, size and progress.",
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        ),
+        types.Tool(
+            name="cancel_tool_output",
+            description='Cancel a running background call by handle, or every running call with "all".',
+            input_schema={
+                "type": "object",
+                "properties": {"handle": {"type": "string"}},
+                "required": ["handle"],
+                "additionalProperties": False,
+            },
+        ),
+    ]
+
+
+_ARGUMENTS: dict[str, type[_Args]] = {
+    "tool_output": _ToolOutput,
+    "wait_for_tool_output": _Wait,
+    "list_tool_outputs": _List,
+    "cancel_tool_output": _Cancel,
+}
+OWN_TOOLS = frozenset(_ARGUMENTS)
+
+
+async def run_own_tool(
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    session: Session,
+    sessions: Sessions,
+    settings: Settings,
+    threshold: int,
+    report: Reporter,
+) -> types.CallToolResult:
+    """Answer one call of an own tool; bad input raises `OwnToolError`."""
+    model = _ARGUMENTS[name]
+    try:
+        args = model.model_validate(arguments or {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
+        )
+        raise OwnToolError(f"Invalid arguments for {name}: {problems}") from None
+    if isinstance(args, _ToolOutput):
+        return await _tool_output(args, session, sessions, threshold)
+    if isinstance(args, _Wait):
+        return await _wait(args, session, sessions, settings, report)
+    if isinstance(args, _Cancel):
+        return _cancel(args, session)
+    return _text(_list(session))
+
+
+def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+async def _tool_output(args: _ToolOutput, session: Session, sessions: Sessions, threshold: int) -> types.CallToolResult:
+    call = session.call(args.handle)
+    if call is None:
+        why = f'Unknown handle "{args.handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
+        raise OwnToolError(messages.failure("UNKNOWN", args.handle, args.mode, why))
+
+    def fail(why: str, strategy: str = args.mode) -> OwnToolError:
+        return OwnToolError(messages.failure(call.public_name, call.handle, strategy, why))
+
+    if call.status == "running":
+        raise fail("The call is still running; call wait_for_tool_output to wait for it.")
+    if call.status != "ready":
+        raise fail(f"The call {call.status}: {call.error or 'no details'}")
+    if args.mode in ("auto", "full-chunked", "read-grep") and not (args.extract or "").strip():
+        raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
+    call.seen = True
+    call.retrievals += 1
+    text = await _text_of(call, session, sessions)
+    size = f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
+    try:
+        if args.mode == "raw":
+            return _text(
+                messages.success(call.public_name, call.handle, "raw", raw(text, size=size, threshold=threshold))
+            )
+        if args.mode == "slice":
+            if args.slice is None:
+                raise RetrievalError("mode slice needs `slice`: {start, length} or {anchor, window, match_index}.")
+            request = SliceRequest(**args.slice.model_dump())
+            body = await anyio.to_thread.run_sync(lambda: slice_text(text, request, threshold=threshold))
+            return _text(messages.success(call.public_name, call.handle, "slice", body))
+    except RetrievalError as exc:
+        raise fail(str(exc)) from None
+    body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=threshold))
+    if args.mode != "truncate":
+        body = (
+            f'WARNING: tool_output fallback to truncate ({_NO_LLM}). Read, Grep and mode "slice" can still '
+            f"reach every part of the output.\n\n{body}"
+        )
+    return _text(messages.success(call.public_name, call.handle, "truncate", body))
+
+
+async def _text_of(call: Call, session: Session, sessions: Sessions) -> str:
+    if call.stored:
+        try:
+            return await session.store.read_text(call.handle)
+        except StoreError as exc:
+            raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", str(exc))) from None
+    if call.result is not None:
+        await sessions.ensure_stored(session, call)
+        return render_output(call.result)
+    raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", "The output could not be stored."))
+
+
+async def _wait(
+    args: _Wait, session: Session, sessions: Sessions, settings: Settings, report: Reporter
+) -> types.CallToolResult:
+    if args.handles is not None:
+        unknown = [h for h in args.handles if session.call(h) is None]
+        if unknown:
+            raise OwnToolError(f"Unknown handle(s) for this session: {', '.join(repr(h) for h in unknown)}.")
+        targets = [call for h in args.handles if (call := session.call(h)) is not None]
+    else:
+        targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
+    if not targets:
+        return _text("No outputs are running in this session, and none is waiting to be read.")
+    limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
+    started = time.monotonic()
+    with anyio.move_on_after(limit):
+        while not any(call.finished.is_set() for call in targets):
+            changed = session.changed()
+            with anyio.move_on_after(PROGRESS_EVERY_S):
+                await changed.wait()
+            running = sum(1 for call in targets if not call.finished.is_set())
+            await report(time.monotonic() - started, None, f"waiting for {running} running output(s)")
+    done = [call for call in targets if call.finished.is_set()]
+    still = [call for call in targets if not call.finished.is_set()]
+    if not done:
+        lines = [f"None of the {len(targets)} output(s) finished within {limit:g} s. Still running:"]
+        return _text("\n".join([*lines, *(f"- {messages.describe(call)}" for call in still)]))
+    for call in done:
+        await sessions.ensure_stored(session, call)
+    return _report_finished(done, still, settings, session)
+
+
+def _report_finished(done: list[Call], still: list[Call], settings: Settings, session: Session) -> types.CallToolResult:
+    content: list[types.ContentBlock] = []
+    summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
+    budget = settings.async_token_threshold
+    for call in done:
+        call.seen = True
+        summary.append(f"- {messages.describe(call)}")
+        if call.status == "ready" and call.result is not None and call.tokens <= budget:
+            budget -= call.tokens
+            call.retrievals += 1
+            content.append(types.TextContent(type="text", text=f'Output of {call.public_name} ("{call.handle}"):'))
+            content.extend(call.result.content)
+        elif call.status == "ready":
+            content.append(types.TextContent(type="text", text=messages.too_large_message(call)))
+    summary.extend(f"- {messages.describe(call)}" for call in still)
+    return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])
+
+
+def _cancel(args: _Cancel, session: Session) -> types.CallToolResult:
+    if args.handle == "all":
+        running = session.running()
+        for call in running:
+            call.scope.cancel()
+        return _text(f"Cancelled {len(running)} running output(s).")
+    found = session.call(args.handle)
+    if found is None:
+        raise OwnToolError(f'Unknown handle "{args.handle}": it is not a handle of this session.')
+    call = found
+    if call.status != "running":
+        return _text(f'Output "{call.handle}" is not running ({call.status}); nothing to cancel.')
+    call.scope.cancel()
+    return _text(f'Cancelled {call.public_name} (handle: "{call.handle}").')
+
+
+def _list(session: Session) -> str:
+    calls = session.handed_out()
+    if not calls:
+        return "This session has no tool outputs yet."
+    for call in calls:
+        if call.finished.is_set():
+            call.seen = True
+    return "\n".join([f"{len(calls)} output(s) in this session:", *(f"- {messages.describe(c)}" for c in calls)])

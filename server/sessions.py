@@ -1,0 +1,169 @@
+"""Client sessions and the background calls they own.
+
+A session is one client: the stdio connection, or one MCP session of the HTTP/SSE transports (its
+`Connection`). 2026-07-28 requests carry no connection identity, so every such request without one
+shares the process's default session. Closing a session cancels its running calls and deletes its
+directory; handles of other sessions are unknown to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from extraction import estimate_tokens, exceeds
+from server.calls import Call, CallRelay, render_output
+from server.config import Policy
+from server.errors import ClaimcheckError
+from server.relay import Relay
+from server.store import OutputStore, SessionStore, StoreError
+
+__all__ = ["Session", "Sessions"]
+
+logger = logging.getLogger(__name__)
+
+_STATE_KEY = "claimcheck.session"
+_CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
+
+Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
+
+
+class Session:
+    """One client's handles, in call order."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self.id = store.name
+        self.calls: dict[str, Call] = {}
+        self._changed = anyio.Event()
+        self.closed = False
+
+    def call(self, handle: str) -> Call | None:
+        found = self.calls.get(handle)
+        return found if found is not None and found.handed_out else None
+
+    def handed_out(self) -> list[Call]:
+        return [call for call in self.calls.values() if call.handed_out]
+
+    def running(self) -> list[Call]:
+        return [call for call in self.handed_out() if call.status == "running"]
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next finish of any call in this session."""
+        return self._changed
+
+    def pulse(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+class Sessions:
+    """Every live session of the process, and the task group their calls run in."""
+
+    def __init__(self, store: OutputStore, task_group: anyio.abc.TaskGroup, max_output_bytes: int) -> None:
+        self.store = store
+        self._tg = task_group
+        self._max_output_bytes = max_output_bytes
+        self._default: Session | None = None
+        self.live: set[Session] = set()
+
+    def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
+        """The session of the client that sent this request."""
+        connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
+        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if self._default is None or self._default.closed:
+                self._default = self.open()
+            return self._default
+        session = connection.state.get(_STATE_KEY)
+        if session is None:
+            session = connection.state[_STATE_KEY] = self.open()
+            connection.exit_stack.push_async_callback(self.close, session)
+        assert isinstance(session, Session)
+        return session
+
+    def open(self) -> Session:
+        session = Session(self.store.open_session())
+        self.live.add(session)
+        return session
+
+    async def close(self, session: Session) -> None:
+        """Cancel the session's running calls and delete its directory."""
+        session.closed = True
+        self.live.discard(session)
+        for call in session.calls.values():
+            call.scope.cancel()
+        with anyio.move_on_after(5, shield=True):
+            for call in list(session.calls.values()):
+                await call.finished.wait()
+        session.store.remove()
+
+    async def close_all(self) -> None:
+        for session in list(self.live):
+            await self.close(session)
+
+    def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
+        """Run `call` in the lifespan task group; its relay follows `upstream` until detached."""
+        relay = CallRelay(call, upstream)
+        session.calls[call.handle] = call
+        self._tg.start_soon(self._run, session, call, invoke, relay, policy)
+        return relay
+
+    async def _run(self, session: Session, call: Call, invoke: Invoke, relay: CallRelay, policy: Policy) -> None:
+        with call.scope:
+            try:
+                result = await invoke(relay)
+            except ClaimcheckError as exc:
+                call.error = str(exc)
+                call.finish("failed")
+            else:
+                await self._settle(session, call, result, policy)
+        if not call.finished.is_set():
+            call.error = "the call was cancelled"
+            call.finish("cancelled")
+        session.pulse()
+
+    async def _settle(self, session: Session, call: Call, result: types.CallToolResult, policy: Policy) -> None:
+        """Apply the size rule; store what a handle will need."""
+        text = render_output(result)
+        total = len(text.encode("utf-8", "replace"))
+        if total > self._max_output_bytes:
+            cut = text.encode("utf-8", "replace")[: self._max_output_bytes].decode("utf-8", "ignore")
+            text = cut + _CUT_MARKER.format(limit=self._max_output_bytes, total=total)
+        over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
+        if over or call.handed_out:
+            tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
+        else:
+            tokens, exact = 0, False  # an inline result never shows its count
+        call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
+        call.result = None if over else result
+        if over or call.handed_out:
+            await self._store(session, call, text)
+        if result.is_error:
+            call.error = text
+            call.finish("failed")
+        else:
+            call.finish("ready")
+        call.text = None  # the stored file holds it; memory holds only small results
+
+    async def _store(self, session: Session, call: Call, text: str) -> None:
+        try:
+            await session.store.write(call.handle, text)
+            call.stored = True
+        except StoreError:
+            logger.exception("could not store the output of %s", call.handle)
+
+    async def ensure_stored(self, session: Session, call: Call) -> None:
+        """Store a finished small output once its handle has been handed out."""
+        if call.stored or call.result is None:
+            return
+        text = render_output(call.result)
+        tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
+        call.tokens, call.tokens_exact = tokens, exact
+        await self._store(session, call, text)

@@ -1,0 +1,244 @@
+"""The output store: one private run root per process, one directory per client session, one file per handle.
+
+Outputs are stored whole on disk so they can be served in pieces later; run roots left behind by dead
+processes are swept at start (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiofiles
+
+from server.errors import ClaimcheckError
+
+__all__ = [
+    "OWNER_FILE",
+    "RUN_ROOT_PREFIX",
+    "OutputStore",
+    "SessionStore",
+    "StoreError",
+    "StoredFile",
+    "remove_stale_roots",
+]
+
+logger = logging.getLogger(__name__)
+
+RUN_ROOT_PREFIX = "claimcheck-"
+OWNER_FILE = "owner.pid"
+
+_STALE_AFTER_S = 3600.0
+_CHUNK_CHARS = 1 << 20
+_HANDLE_RE = re.compile(r"(session-[0-9a-f]{32})/([0-9a-f]{32})")
+
+
+class StoreError(ClaimcheckError):
+    """An output could not be stored or read back; the message names the handle and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """What was written for one handle."""
+
+    handle: str
+    path: Path
+    bytes: int
+    lines: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutputStore:
+    """The run root <root>/claimcheck-<run-hash>/ and its per-session directories."""
+
+    run_root: Path
+
+    @classmethod
+    def create(cls, root: Path | None = None) -> OutputStore:
+        """Sweep stale run roots under `root` (the temp dir by default), then make this process's own."""
+        base = Path(tempfile.gettempdir()) if root is None else root
+        seed = f"{os.getpid()}:{time.time_ns()}:".encode() + os.urandom(16)
+        run_root = base / f"{RUN_ROOT_PREFIX}{hashlib.sha256(seed).hexdigest()[:12]}"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            remove_stale_roots(base)
+            run_root.mkdir(mode=0o700)
+            fd = os.open(run_root / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with open(fd, "w", encoding="utf-8") as owner:
+                owner.write(str(os.getpid()))
+        except OSError as exc:
+            raise StoreError(f"could not create the output store under {base}: {_reason(exc)}") from exc
+        return cls(run_root)
+
+    def open_session(self) -> SessionStore:
+        """Make a new, empty session directory."""
+        name = f"session-{uuid.uuid4().hex}"
+        path = self.run_root / name
+        try:
+            path.mkdir(mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"could not create session directory {name}: {_reason(exc)}") from exc
+        return SessionStore(name, path)
+
+    def close(self) -> None:
+        """Remove the whole run root; safe to call more than once."""
+        _remove_tree(self.run_root)
+
+    def resolve(self, handle: str) -> Path | None:
+        """The stored file of a well-formed handle, or None if the handle is malformed or has no file."""
+        if _HANDLE_RE.fullmatch(handle) is None:
+            return None
+        path = self.run_root / handle
+        try:
+            return path if stat.S_ISREG(path.lstat().st_mode) else None
+        except OSError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStore:
+    """One client session's directory; it can only name and read its own handles."""
+
+    name: str
+    path: Path
+
+    def new_handle(self) -> str:
+        """A fresh, unguessable handle of this session; no file exists for it yet."""
+        return f"{self.name}/{uuid.uuid4().hex}"
+
+    def owns(self, handle: str) -> bool:
+        match = _HANDLE_RE.fullmatch(handle)
+        return match is not None and match.group(1) == self.name
+
+    async def write(self, handle: str, text: str) -> StoredFile:
+        """Store `text` as UTF-8 (lone surrogates become "?") in a new 0600 file, measuring it on the way."""
+        path = self._path_of(handle)
+        digest = hashlib.sha256()
+        size = newlines = 0
+        last = b""
+        try:
+            async with aiofiles.open(path, "wb", opener=_private_opener) as out:
+                # Encode chunk by chunk so the full text is never held twice; UTF-8 encodes code point by
+                # code point, so splitting anywhere gives the same bytes as encoding the whole text.
+                for start in range(0, len(text), _CHUNK_CHARS):
+                    data = text[start : start + _CHUNK_CHARS].encode("utf-8", "replace")
+                    digest.update(data)
+                    size += len(data)
+                    newlines += data.count(b"\n")
+                    last = data[-1:]
+                    await out.write(data)
+        except OSError as exc:
+            _unlink_quietly(path)
+            raise StoreError(f'could not store the output of handle "{handle}": {_reason(exc)}') from exc
+        lines = newlines + (1 if size and last != b"\n" else 0)
+        return StoredFile(handle=handle, path=path, bytes=size, lines=lines, sha256=digest.hexdigest())
+
+    async def read_text(self, handle: str) -> str:
+        """The whole stored text of `handle`, exactly as written."""
+        path = self._path_of(handle)
+        try:
+            async with aiofiles.open(path, encoding="utf-8", newline="") as stored:
+                return await stored.read()
+        except FileNotFoundError:
+            raise StoreError(f'unknown handle "{handle}": no output is stored for it') from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f'could not read the output of handle "{handle}": {_reason(exc)}') from exc
+
+    def remove(self) -> None:
+        """Remove this session's directory and every output in it; safe to call more than once."""
+        _remove_tree(self.path)
+
+    def _path_of(self, handle: str) -> Path:
+        if not self.owns(handle):
+            raise StoreError(f'unknown handle "{handle}"')
+        return self.path / handle.partition("/")[2]
+
+
+def remove_stale_roots(root: Path) -> list[Path]:
+    """Remove run roots under `root` left by dead processes, or ownerless for over an hour; return them.
+
+    Only real directories owned by this user are considered: symlinks and roots of live pids are left alone,
+    and a root that cannot be removed is logged and skipped.
+    """
+    try:
+        entries = sorted(root.iterdir())
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        logger.warning("could not look for stale run roots in %s: %s", root, _reason(exc))
+        return []
+    removed = []
+    for entry in entries:
+        if not entry.name.startswith(RUN_ROOT_PREFIX):
+            continue
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or not _is_stale(entry, info.st_mtime):
+            continue
+        try:
+            shutil.rmtree(entry)
+        except OSError as exc:
+            logger.warning("could not remove stale run root %s: %s", entry, _reason(exc))
+            continue
+        logger.info("removed stale run root %s", entry)
+        removed.append(entry)
+    return removed
+
+
+def _is_stale(run_root: Path, mtime: float) -> bool:
+    pid = _owner_pid(run_root)
+    if pid is None:
+        return time.time() - mtime > _STALE_AFTER_S
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, but another user's
+    return False
+
+
+def _owner_pid(run_root: Path) -> int | None:
+    try:
+        fd = os.open(run_root / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+        with open(fd, "rb") as owner:
+            pid = int(owner.read(32).strip())
+    except (OSError, ValueError):
+        return None
+    return pid if 0 < pid < 2**31 else None  # 0 and negatives would signal process groups
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("could not remove %s: %s", path, _reason(exc))
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)

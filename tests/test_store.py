@@ -1,0 +1,287 @@
+"""The output store: private run roots, per-session directories, handles, stored files and the stale sweep."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server.store import OWNER_FILE, OutputStore, SessionStore, StoreError, remove_stale_roots
+
+pytestmark = pytest.mark.anyio
+
+HEX32 = "[0-9a-f]{32}"
+TWO_HOURS_AGO = time.time() - 2 * 3600
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[OutputStore]:
+    output_store = OutputStore.create(tmp_path)
+    yield output_store
+    output_store.close()
+
+
+@pytest.fixture
+def session(store: OutputStore) -> SessionStore:
+    return store.open_session()
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def make_root(parent: Path, name: str, owner: str | None, mtime: float | None = None) -> Path:
+    root = parent / name
+    root.mkdir()
+    (root / "session-left-behind").mkdir()
+    if owner is not None:
+        (root / OWNER_FILE).write_text(owner, encoding="utf-8")
+    if mtime is not None:
+        os.utime(root, (mtime, mtime))
+    return root
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=30)
+    return child.pid
+
+
+# The run root
+
+
+def test_run_root_is_private_named_by_a_short_hash_and_holds_the_owner_pid(store: OutputStore, tmp_path: Path) -> None:
+    assert store.run_root.parent == tmp_path
+    assert re.fullmatch(r"claimcheck-[0-9a-f]{12}", store.run_root.name)
+    assert mode_of(store.run_root) == 0o700
+    assert (store.run_root / OWNER_FILE).read_text(encoding="utf-8") == str(os.getpid())
+
+
+def test_two_stores_in_the_same_root_get_different_run_roots(tmp_path: Path) -> None:
+    first, second = OutputStore.create(tmp_path), OutputStore.create(tmp_path)
+    assert first.run_root != second.run_root
+    assert first.run_root.is_dir() and second.run_root.is_dir()
+
+
+def test_create_makes_a_missing_root_directory(tmp_path: Path) -> None:
+    store = OutputStore.create(tmp_path / "not" / "yet")
+    assert store.run_root.is_dir()
+
+
+def test_close_removes_the_run_root_and_can_be_repeated(store: OutputStore, session: SessionStore) -> None:
+    store.close()
+    assert not store.run_root.exists()
+    store.close()
+
+
+# Sessions and stored files
+
+
+async def test_a_session_directory_is_private_and_its_handles_name_it(
+    store: OutputStore, session: SessionStore
+) -> None:
+    assert session.path == store.run_root / session.name
+    assert re.fullmatch(f"session-{HEX32}", session.name)
+    assert mode_of(session.path) == 0o700
+    handle = session.new_handle()
+    assert re.fullmatch(f"{session.name}/{HEX32}", handle)
+    assert handle != session.new_handle()
+    assert store.resolve(handle) is None  # a handle alone creates no file
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["plain ascii\n", "héllo\nwörld ✓ 世界", "crlf\r\nkept\r\n", "\n\n\n", "no newline at all", "x" * 3_000_000],
+    ids=["ascii", "non-ascii", "crlf", "blank-lines", "no-trailing-newline", "larger-than-a-chunk"],
+)
+async def test_a_written_file_is_0600_and_round_trips_with_its_measurements(
+    store: OutputStore, session: SessionStore, text: str
+) -> None:
+    handle = session.new_handle()
+    stored = await session.write(handle, text)
+    data = text.encode("utf-8")
+    assert stored.handle == handle
+    assert stored.path == store.resolve(handle)
+    assert mode_of(stored.path) == 0o600
+    assert stored.path.read_bytes() == data
+    assert await session.read_text(handle) == text
+    assert stored.bytes == len(data)
+    assert stored.lines == len(text.splitlines())
+    assert stored.sha256 == hashlib.sha256(data).hexdigest()
+
+
+async def test_a_lone_surrogate_is_stored_as_a_question_mark(session: SessionStore) -> None:
+    handle = session.new_handle()
+    stored = await session.write(handle, "a\ud800b\n")
+    assert await session.read_text(handle) == "a?b\n"
+    assert (stored.bytes, stored.lines, stored.sha256) == (4, 1, hashlib.sha256(b"a?b\n").hexdigest())
+
+
+async def test_empty_text_is_stored_as_an_empty_file_of_zero_lines(store: OutputStore, session: SessionStore) -> None:
+    handle = session.new_handle()
+    stored = await session.write(handle, "")
+    assert (stored.bytes, stored.lines, stored.sha256) == (0, 0, hashlib.sha256(b"").hexdigest())
+    assert store.resolve(handle) == stored.path
+    assert await session.read_text(handle) == ""
+
+
+async def test_removing_a_session_removes_only_that_session(store: OutputStore) -> None:
+    doomed, kept = store.open_session(), store.open_session()
+    kept_handle = kept.new_handle()
+    await kept.write(kept_handle, "still here")
+    doomed.remove()
+    doomed.remove()
+    assert not doomed.path.exists()
+    assert store.resolve(kept_handle) is not None
+    assert await kept.read_text(kept_handle) == "still here"
+
+
+# Handles that must be refused
+
+
+async def test_a_session_does_not_own_or_read_another_sessions_handle(store: OutputStore) -> None:
+    mine, theirs = store.open_session(), store.open_session()
+    handle = theirs.new_handle()
+    await theirs.write(handle, "secret")
+    assert not mine.owns(handle)
+    assert theirs.owns(handle)
+    with pytest.raises(StoreError, match="unknown handle"):
+        await mine.read_text(handle)
+    with pytest.raises(StoreError, match="unknown handle"):
+        await mine.write(handle, "overwrite")
+    assert await theirs.read_text(handle) == "secret"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "../x",
+        "/etc/passwd",
+        "session-x/../../y",
+        "{session}/../../owner.pid",
+        "{session}/{file}/extra",
+        "{session}/{file}\n",
+        "{session}/{file}\x00",
+        "/{session}/{file}",
+        "{session}//{file}",
+        "{session}/{FILE}",
+        "{session}",
+        OWNER_FILE,
+    ],
+)
+async def test_malformed_handles_are_neither_resolved_nor_owned(
+    store: OutputStore, session: SessionStore, bad: str
+) -> None:
+    real = session.new_handle()
+    await session.write(real, "x")
+    file_id = real.partition("/")[2]
+    handle = bad.format(session=session.name, file=file_id, FILE=file_id.upper())
+    assert store.resolve(handle) is None
+    assert not session.owns(handle)
+    with pytest.raises(StoreError):
+        await session.read_text(handle)
+
+
+async def test_a_well_formed_handle_without_a_file_is_not_resolved(store: OutputStore, session: SessionStore) -> None:
+    handle = session.new_handle()
+    assert session.owns(handle)
+    assert store.resolve(handle) is None
+    with pytest.raises(StoreError, match=re.escape(f'unknown handle "{handle}"')):
+        await session.read_text(handle)
+
+
+# Write failures
+
+
+async def test_a_write_into_a_vanished_session_raises_a_store_error_naming_the_handle(session: SessionStore) -> None:
+    handle = session.new_handle()
+    session.remove()
+    with pytest.raises(StoreError) as caught:
+        await session.write(handle, "lost")
+    assert str(caught.value) == f'could not store the output of handle "{handle}": No such file or directory'
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+async def test_a_write_into_a_read_only_session_raises_a_store_error_naming_the_handle(session: SessionStore) -> None:
+    handle = session.new_handle()
+    os.chmod(session.path, 0o500)
+    try:
+        with pytest.raises(StoreError) as caught:
+            await session.write(handle, "denied")
+    finally:
+        os.chmod(session.path, 0o700)
+    assert str(caught.value) == f'could not store the output of handle "{handle}": Permission denied'
+
+
+# Stale run roots
+
+
+def test_a_root_whose_owner_died_is_removed_at_create(tmp_path: Path) -> None:
+    stale = make_root(tmp_path, "claimcheck-dead00000000", str(dead_pid()))
+    store = OutputStore.create(tmp_path)
+    assert not stale.exists()
+    assert store.run_root.exists()
+
+
+def test_a_root_of_a_live_process_is_kept_however_old(tmp_path: Path) -> None:
+    live = make_root(tmp_path, "claimcheck-live00000000", str(os.getpid()), mtime=TWO_HOURS_AGO)
+    assert remove_stale_roots(tmp_path) == []
+    assert (live / OWNER_FILE).exists()
+
+
+def test_a_symlink_named_like_a_root_is_left_alone_with_its_target(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = make_root(tmp_path, "elsewhere", str(dead_pid()), mtime=TWO_HOURS_AGO)
+    link = tmp_path / "claimcheck-x"
+    link.symlink_to(target, target_is_directory=True)
+    assert remove_stale_roots(tmp_path) == []
+    assert not caplog.records  # skipped as not a root, not after a failed removal
+    assert link.is_symlink()
+    assert (target / OWNER_FILE).exists() and (target / "session-left-behind").is_dir()
+
+
+@pytest.mark.parametrize("owner", ["not a pid", "", "0", "-1", "99999999999999999999", None])
+def test_an_ownerless_root_is_removed_only_once_it_is_an_hour_old(tmp_path: Path, owner: str | None) -> None:
+    old = make_root(tmp_path, "claimcheck-old000000000", owner, mtime=TWO_HOURS_AGO)
+    fresh = make_root(tmp_path, "claimcheck-fresh0000000", owner)
+    assert remove_stale_roots(tmp_path) == [old]
+    assert not old.exists()
+    assert fresh.is_dir()
+
+
+def test_the_sweep_ignores_other_names_and_plain_files(tmp_path: Path) -> None:
+    other = make_root(tmp_path, "not-claimcheck", str(dead_pid()))
+    plain = tmp_path / "claimcheck-file"
+    plain.write_text(str(dead_pid()), encoding="utf-8")
+    assert remove_stale_roots(tmp_path) == []
+    assert other.is_dir() and plain.is_file()
+
+
+def test_the_sweep_of_a_missing_directory_removes_nothing(tmp_path: Path) -> None:
+    assert remove_stale_roots(tmp_path / "absent") == []
+
+
+# Any text
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(text=st.text(st.characters(exclude_categories=())))
+async def test_any_text_reads_back_as_what_the_model_would_have_seen(session: SessionStore, text: str) -> None:
+    handle = session.new_handle()
+    stored = await session.write(handle, text)
+    seen = text.encode("utf-8", "replace")
+    assert await session.read_text(handle) == seen.decode("utf-8")
+    assert stored.bytes == len(seen)
+    assert stored.sha256 == hashlib.sha256(seen).hexdigest()
