@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 import time
@@ -16,13 +17,27 @@ __all__ = ["demo_config", "run_demo"]
 
 
 def demo_config() -> dict[str, object]:
-    """A config with the bundled demo server as its only downstream."""
-    return {"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "server.demo_server"]}}}
+    """A config with the bundled demo server as its only downstream; slow calls hand off after 1 s."""
+    return {
+        "mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "server.demo_server"]}},
+        "settings": {"asyncTimeoutSecs": 1},
+    }
 
 
 def _text(result: types.CallToolResult) -> str:
     parts = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    return " | ".join(parts)
+    return "\n".join(parts)
+
+
+def _handle(text: str) -> str:
+    match = re.search(r"session-[0-9a-f]+/[0-9a-f]+", text)
+    if match is None:
+        raise RuntimeError(f"claimcheck gave no handle: {text!r}")
+    return match.group(0)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
 
 
 def _say(step: str, detail: str = "") -> None:
@@ -44,7 +59,7 @@ async def run_demo() -> int:
             _say(f"tools/list -> {len(tools)} tools", "\n".join(f"  {t.name}" for t in tools))
 
             result = await client.call_tool("demo__echo", {"text": "hello through claimcheck"})
-            _say("demo__echo", f"  -> {_text(result)!r}")
+            _say("demo__echo: a fast, small call passes through unchanged", f"  -> {_text(result)!r}")
 
             updates: list[str] = []
 
@@ -52,16 +67,34 @@ async def run_demo() -> int:
                 updates.append(message or f"{progress}/{total}")
 
             started = time.perf_counter()
-            result = await client.call_tool("demo__slow", {"seconds": 2}, progress_callback=on_progress)
+            result = await client.call_tool("demo__slow", {"seconds": 4}, progress_callback=on_progress)
+            handle = _handle(_text(result))
             _say(
-                "demo__slow(seconds=2), progress relayed from the downstream",
-                "\n".join(f"  progress: {u}" for u in updates)
-                + f"\n  -> {_text(result)!r} after {time.perf_counter() - started:.1f} s",
+                f"demo__slow(seconds=4): still running after 1 s, so it goes to the background "
+                f"({time.perf_counter() - started:.1f} s)",
+                "\n".join(f"  progress: {u}" for u in updates) + "\n" + _indent(_text(result)),
             )
 
-            result = await client.call_tool("demo__big", {"kb": 64})
-            text = _text(result)
-            _say("demo__big(kb=64)", f"  -> {len(text):,} characters, first line {text.splitlines()[0]!r}")
+            result = await client.call_tool("demo__echo", {"text": "other work meanwhile"})
+            _say("demo__echo while it runs: the result carries a status footer", _indent(_text(result)))
+
+            result = await client.call_tool("wait_for_tool_output", {"handles": [handle]})
+            _say(
+                f"wait_for_tool_output: returns when it finishes, {time.perf_counter() - started:.1f} s after the call",
+                _indent(_text(result)),
+            )
+
+            result = await client.call_tool("demo__big", {"kb": 512})
+            big = _handle(_text(result))
+            _say("demo__big(kb=512): too large for a context, so it is stored whole", _indent(_text(result)))
+
+            result = await client.call_tool(
+                "tool_output", {"handle": big, "mode": "slice", "slice": {"anchor": "00004000", "window": 200}}
+            )
+            _say("tool_output mode=slice around an anchor", _indent(_text(result)))
+
+            result = await client.call_tool("list_tool_outputs", {})
+            _say("list_tool_outputs", _indent(_text(result)))
 
             result = await client.call_tool("demo__fail", {"message": "disk on fire"})
             _say(
@@ -72,7 +105,9 @@ async def run_demo() -> int:
             result = await client.call_tool("demo__crash", {})
             _say("demo__crash: the downstream process dies mid-call", f"  isError={result.is_error}: {_text(result)}")
             result = await client.call_tool("demo__echo", {"text": "back again"})
-            _say("demo__echo after the crash: claimcheck restarted the server", f"  -> {_text(result)!r}")
+            if "running in the background" in _text(result):  # the respawn itself can take over a second
+                result = await client.call_tool("wait_for_tool_output", {"handles": [_handle(_text(result))]})
+            _say("demo__echo after the crash: claimcheck restarted the server", _indent(_text(result)))
 
             result = await client.call_tool("demo__nope", {})
             _say("an unknown tool", f"  isError={result.is_error}: {_text(result)}")

@@ -1,0 +1,75 @@
+"""The run root of a real claimcheck process: made at start, holding session files, gone at every kind of exit."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from support import PYTHON, demo_server_entry, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+
+async def send(process: anyio.abc.Process, message: dict[str, Any]) -> None:
+    assert process.stdin is not None
+    await process.stdin.send((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+
+
+async def response(process: anyio.abc.Process, request_id: int) -> dict[str, Any]:
+    assert process.stdout is not None
+    buffer = b""
+    async for chunk in process.stdout:
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message  # type: ignore[no-any-return]
+    raise AssertionError("claimcheck closed stdout before answering")
+
+
+@pytest.mark.parametrize("how", ["stdin closed", "SIGTERM", "SIGINT"])
+async def test_claimcheck_removes_its_run_root_and_session_files_when_it_exits(tmp_path: Path, how: str) -> None:
+    root = tmp_path / "outputs"
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"root": str(root)}})
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api"]
+    with anyio.fail_after(60):
+        async with await anyio.open_process(command, stderr=subprocess.DEVNULL) as process:
+            client = {"name": "lifecycle-test", "version": "1"}
+            await send(
+                process,
+                {
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client},
+                },
+            )
+            await response(process, 1)
+            await send(process, {"method": "notifications/initialized"})
+            await send(
+                process, {"id": 2, "method": "tools/call", "params": {"name": "demo__big", "arguments": {"kb": 512}}}
+            )
+            answer = await response(process, 2)
+            (run_root,) = root.glob("claimcheck-*")
+            stored = [path.stat().st_size for path in run_root.glob("session-*/*")]
+            owner = (run_root / "owner.pid").read_text(encoding="utf-8")
+
+            if how == "stdin closed":
+                assert process.stdin is not None
+                await process.stdin.aclose()
+            else:
+                process.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+            code = await process.wait()
+
+    assert "Tool output is too large (524288 bytes" in answer["result"]["content"][0]["text"]
+    assert owner.strip() == str(process.pid)
+    assert stored == [512 * 1024]
+    assert code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)
+    assert not run_root.exists()
+    assert list(root.iterdir()) == []
