@@ -32,6 +32,10 @@ __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
 VERSION = "0.1.0"
 _INSTRUCTIONS = (
     "claimcheck forwards the tools of several MCP servers, each named <server>__<tool>. "
+    "A call that takes long, or any call with background=true, returns a handle at once and keeps running; "
+    "an output too large for your context is stored whole and returns a handle. "
+    "Use wait_for_tool_output to wait for running calls, tool_output to read or extract from an output, "
+    "list_tool_outputs and cancel_tool_output to manage them. "
     "Errors of a downstream server come back as error results naming the server and tool."
 )
 

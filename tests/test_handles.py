@@ -15,6 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from support import running_proxy, text_of
 
+from server import own_tools
 from server.proxy import Proxy
 from server.surface import build_server
 
@@ -369,3 +370,21 @@ async def test_outputs_over_max_output_bytes_are_cut_with_a_marker() -> None:
             text = stored.read_text(encoding="utf-8")
     assert text.startswith(big_text(400)[:5000])
     assert text.endswith(f"[claimcheck] output cut at 5000 bytes of {len(big_text(400))} (maxOutputBytes)\n")
+
+
+async def test_wait_sends_progress_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(own_tools, "PROGRESS_EVERY_S", 0.01)
+    down = Downstream()
+    ticks: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        ticks.append(message)
+        if len(ticks) == 3:
+            down.release.set()
+
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = await start_in_background(client)
+            waited = await client.call_tool("wait_for_tool_output", {}, progress_callback=on_progress)
+    assert ticks[:3] == ["waiting for 1 running output(s)"] * 3
+    assert f'"{handle}" down__gated: ready' in text_of(waited)
