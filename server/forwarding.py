@@ -68,6 +68,7 @@ async def forward(
         return _text(messages.running_message(call)), call
     if call.over_threshold:
         call.handed_out = True
+        call.seen = True  # the model is being told about it right now
         return _text(messages.too_large_message(call), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     if call.result is not None:

@@ -12,6 +12,7 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
+from fs_sandbox import Sandbox
 from server.config import CliOverrides, Config
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.pool import Pool
@@ -41,6 +42,7 @@ class Proxy:
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
         self._client_sessions: Sessions | None = None
+        self.sandbox: Sandbox | None = None
         self.pool.listeners.append(self.announce_tools_changed)
 
     @asynccontextmanager
@@ -52,11 +54,13 @@ class Proxy:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
                 self._client_sessions = Sessions(store, tg, settings.max_output_bytes)
+                self.sandbox = Sandbox(store.run_root)
                 try:
                     yield self
                 finally:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
+                        await self.sandbox.aclose()
                     tg.cancel_scope.cancel()
         finally:
             store.close()

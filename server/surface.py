@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from server import messages
 from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
+from server.files import FILE_TOOLS, file_tool_definitions, run_file_tool
 from server.forwarding import forward
 from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
 from server.proxy import Proxy
@@ -56,8 +57,9 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.settled()
-        own = own_tool_definitions(proxy.config.settings)
-        return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in OWN_TOOLS)])
+        own = [*own_tool_definitions(proxy.config.settings), *file_tool_definitions()]
+        reserved = OWN_TOOLS | FILE_TOOLS
+        return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in reserved)])
 
     async def call_tool(ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams) -> types.CallToolResult:
         await proxy.pool.settled()
@@ -82,6 +84,17 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
                 settings=settings,
                 threshold=threshold,
                 report=RequestRelay(ctx).progress,
+            )
+            return result, None
+        if params.name in FILE_TOOLS and proxy.sandbox is not None:
+            settings = proxy.config.settings
+            result = await run_file_tool(
+                params.name,
+                params.arguments,
+                session=session,
+                sessions=proxy.sessions,
+                sandbox=proxy.sandbox,
+                threshold=proxy.cli.async_token_threshold or settings.async_token_threshold,
             )
             return result, None
         route = proxy.pool.route(params.name)

@@ -24,7 +24,9 @@ from server.proxy import Proxy
 from server.surface import build_server
 
 PYTHON = sys.executable
-OWN_TOOLS = frozenset({"tool_output", "wait_for_tool_output", "list_tool_outputs", "cancel_tool_output"})
+OWN_TOOLS = frozenset(
+    {"tool_output", "wait_for_tool_output", "list_tool_outputs", "cancel_tool_output", "Read", "Grep"}
+)
 
 
 def proxied_names(tools: list[types.Tool]) -> list[str]:

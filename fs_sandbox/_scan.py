@@ -1,0 +1,168 @@
+"""Reading and searching one text file; also the grep worker process (run by path, stdlib only).
+
+Searches run in a separate process because CPython's `re` cannot be interrupted: a pattern that
+backtracks catastrophically would hold the GIL, and the whole server with it. The parent kills the
+worker when its time is up. Results cross the pipe as plain tuples, so this module can run as
+`__main__` in the worker and as `fs_sandbox._scan` in the parent alike.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import stat
+import struct
+import sys
+
+Line = tuple[int, str, bool]  # (1-based number, text, is a match)
+
+MAX_PATTERN_CHARS = 1000
+
+
+def decode(data: bytes) -> str:
+    """Text as the model should see it: invalid UTF-8 shown as U+FFFD, CR line ends removed."""
+    text = data.decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def read_file(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{os.path.basename(path)} is not a regular file")
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return decode(b"".join(chunks))
+
+
+def line_slice(text: str, start: int, count: int, from_end: bool) -> tuple[list[tuple[int, str]], int]:
+    """`count` lines from line `start` (0-based; from the end when `from_end`), and the total."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    if from_end:
+        stop = max(0, total - start)
+        first = max(0, stop - count)
+    else:
+        first, stop = min(start, total), min(total, start + count)
+    return [(number + 1, lines[number]) for number in range(first, stop)], total
+
+
+def compile_pattern(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
+    flags = re.MULTILINE | (0 if case_sensitive else re.IGNORECASE)
+    return re.compile(pattern, flags)
+
+
+def grep_text(
+    text: str, pattern: str, case_sensitive: bool, before: int, after: int, max_matches: int
+) -> tuple[list[list[Line]], int, bool]:
+    """Blocks of matching lines with context (overlapping blocks merged), matches shown, whether more exist.
+
+    The search runs over the whole text, not line by line, so a literal costs one fast scan; a
+    match counts for the line it starts on, once per line.
+    """
+    compiled = compile_pattern(pattern, case_sensitive)
+    matches: list[tuple[int, int, int]] = []  # (line number, line start, line end)
+    line_number, counted_to, position, more = 1, 0, 0, False
+    while position <= len(text):
+        found = compiled.search(text, position)
+        if found is None:
+            break
+        start = text.rfind("\n", 0, found.start()) + 1
+        end = text.find("\n", found.start())
+        end = len(text) if end < 0 else end
+        line_number += text.count("\n", counted_to, start)
+        counted_to = start
+        if len(matches) == max_matches:
+            more = True
+            break
+        matches.append((line_number, start, end))
+        position = end + 1
+    return _blocks(text, matches, before, after), len(matches), more
+
+
+def _blocks(text: str, matches: list[tuple[int, int, int]], before: int, after: int) -> list[list[Line]]:
+    blocks: list[list[Line]] = []
+    shown: dict[int, Line] = {}
+    last_shown = 0
+    for number, start, end in matches:
+        context_before = _lines_before(text, start, before)
+        context_after = _lines_after(text, end, after)
+        lines = [
+            *((number - len(context_before) + i, line, False) for i, line in enumerate(context_before)),
+            (number, text[start:end], True),
+            *((number + 1 + i, line, False) for i, line in enumerate(context_after)),
+        ]
+        if blocks and lines[0][0] <= last_shown + 1:
+            block = blocks[-1]
+        else:
+            block = []
+            blocks.append(block)
+        for line in lines:
+            if line[0] in shown:
+                if line[2] and not shown[line[0]][2]:  # a context line that is itself a match
+                    index = next(i for i, old in enumerate(block) if old[0] == line[0])
+                    block[index] = shown[line[0]] = line
+                continue
+            shown[line[0]] = line
+            block.append(line)
+        last_shown = max(last_shown, lines[-1][0])
+    return blocks
+
+
+def _lines_before(text: str, start: int, count: int) -> list[str]:
+    lines: list[str] = []
+    end = start - 1  # the newline ending the previous line
+    while count > 0 and end >= 0:
+        begin = text.rfind("\n", 0, end) + 1
+        lines.append(text[begin:end])
+        end = begin - 1
+        count -= 1
+    return lines[::-1]
+
+
+def _lines_after(text: str, end: int, count: int) -> list[str]:
+    lines: list[str] = []
+    begin = end + 1
+    while count > 0 and begin < len(text):
+        stop = text.find("\n", begin)
+        stop = len(text) if stop < 0 else stop
+        lines.append(text[begin:stop])
+        begin = stop + 1
+        count -= 1
+    return lines
+
+
+def serve() -> None:
+    """The worker loop: length-prefixed pickled requests in, pickled ("ok", result) or ("error", kind, text) out."""
+    reader = sys.stdin.buffer
+    writer = sys.stdout.buffer
+    while header := reader.read(8):
+        request = pickle.loads(reader.read(struct.unpack("<Q", header)[0]))
+        path, pattern, case_sensitive, before, after, max_matches = request
+        try:
+            reply: tuple[object, ...] = (
+                "ok",
+                grep_text(read_file(path), pattern, case_sensitive, before, after, max_matches),
+            )
+        except re.error as exc:
+            reply = ("error", "pattern", f"invalid regular expression: {exc}")
+        except ValueError as exc:
+            reply = ("error", "pattern", str(exc))
+        except OSError as exc:
+            reply = ("error", "file", str(exc.strerror or exc))
+        data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+        writer.write(struct.pack("<Q", len(data)) + data)
+        writer.flush()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,191 @@
+"""claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs (DESIGN §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from extraction import count_tokens
+from fs_sandbox import GrepResult, Sandbox, SandboxError
+from server.errors import ClaimcheckError
+from server.sessions import Session, Sessions
+
+__all__ = ["FILE_TOOLS", "FileToolError", "file_tool_definitions", "run_file_tool"]
+
+MAX_LINE_CHARS = 2000
+_RESERVE_TOKENS = 200  # room for the header and the line saying what was left out
+
+
+class FileToolError(ClaimcheckError):
+    """Read or Grep cannot answer; the message says why."""
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class _Read(_Args):
+    file: str
+    start: int = Field(default=0, ge=0)
+    lines: int = Field(default=200, ge=1)
+    head_or_tail: Literal["head", "tail"] = Field(default="head", alias="headOrTail")
+
+
+class _Grep(_Args):
+    file: str
+    regex: str = Field(min_length=1)
+    before: int = Field(default=3, ge=0, le=50)
+    after: int = Field(default=3, ge=0, le=50)
+    case_sensitive: bool = Field(default=False, alias="caseSensitive")
+    max_matches: int = Field(default=50, ge=1, le=1000, alias="maxMatches")
+
+
+def file_tool_definitions() -> list[types.Tool]:
+    return [
+        types.Tool(
+            name="Read",
+            description=(
+                "Read numbered lines of a stored tool output. `file` is a handle of this session; "
+                "`start` is the 0-based first line (counted from the end with headOrTail=tail)."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "description": "a handle, e.g. session-…/…"},
+                    "start": {"type": "integer", "minimum": 0, "default": 0},
+                    "lines": {"type": "integer", "minimum": 1, "default": 200},
+                    "headOrTail": {"type": "string", "enum": ["head", "tail"], "default": "head"},
+                },
+                "required": ["file"],
+                "additionalProperties": False,
+            },
+        ),
+        types.Tool(
+            name="Grep",
+            description=(
+                "Search a stored tool output with a regular expression (Python syntax); matching lines are "
+                "marked with →, with context lines around them. `file` is a handle of this session."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string"},
+                    "regex": {"type": "string"},
+                    "before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 3},
+                    "after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 3},
+                    "caseSensitive": {"type": "boolean", "default": False},
+                    "maxMatches": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+                },
+                "required": ["file", "regex"],
+                "additionalProperties": False,
+            },
+        ),
+    ]
+
+
+FILE_TOOLS = frozenset({"Read", "Grep"})
+
+
+async def run_file_tool(
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    session: Session,
+    sessions: Sessions,
+    sandbox: Sandbox,
+    threshold: int,
+) -> types.CallToolResult:
+    model: type[_Args] = _Read if name == "Read" else _Grep
+    try:
+        args = model.model_validate(arguments or {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
+        )
+        raise FileToolError(f"Invalid arguments for {name}: {problems}") from None
+    assert isinstance(args, _Read | _Grep)
+    await _check_handle(args.file, session, sessions)
+    budget = max(100, threshold - _RESERVE_TOKENS)
+    try:
+        if isinstance(args, _Read):
+            result = await sandbox.read(
+                args.file, start=args.start, lines=args.lines, from_end=args.head_or_tail == "tail"
+            )
+            numbered = [f"{number:>6}  {_clip(text)}" for number, text in result.lines]
+            if not numbered:
+                header = (
+                    f"{args.file} has {result.total_lines} lines; none from line {args.start} ({args.head_or_tail})."
+                )
+                return _text(header)
+            header = f"{args.file}: lines {result.lines[0][0]}-{result.lines[-1][0]} of {result.total_lines}"
+            return _text(_capped(header, numbered, budget))
+        found = await sandbox.grep(
+            args.file,
+            args.regex,
+            before=args.before,
+            after=args.after,
+            case_sensitive=args.case_sensitive,
+            max_matches=args.max_matches,
+        )
+    except SandboxError as exc:
+        raise FileToolError(f"{name} failed: {exc}") from None
+    return _text(_grep_text(args, found, budget))
+
+
+async def _check_handle(handle: str, session: Session, sessions: Sessions) -> None:
+    call = session.call(handle)
+    if call is None:
+        raise FileToolError(f'Unknown file "{handle}": not a handle of this session. Call list_tool_outputs.')
+    if call.status == "running":
+        raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
+    if call.status != "ready":
+        raise FileToolError(f'"{handle}" has no output: the call {call.status} ({call.error or "no details"}).')
+    call.seen = True
+    await sessions.ensure_stored(session, call)
+    if not call.stored:
+        raise FileToolError(f'The output of "{handle}" could not be stored, so it cannot be read as a file.')
+
+
+def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
+    if not found.matches:
+        case = "case-sensitive" if args.case_sensitive else "case-insensitive"
+        return f"No matches for {args.regex!r} in {args.file} ({case})."
+    more = "; more exist (raise maxMatches or narrow the pattern)" if found.more else ""
+    header = f"{found.matches} matching line(s) for {args.regex!r} in {args.file}{more}"
+    lines: list[str] = []
+    for index, block in enumerate(found.blocks):
+        if index:
+            lines.append("───")
+        lines.extend(f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text)}" for line in block)
+    return _capped(header, lines, budget)
+
+
+def _capped(header: str, lines: Iterable[str], budget: int) -> str:
+    """`header` and as many `lines` as fit in `budget` tokens, then a line saying what was left out."""
+    kept: list[str] = []
+    used = count_tokens(header)
+    pending = list(lines)
+    for line in pending:
+        cost = count_tokens(line) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    left = len(pending) - len(kept)
+    tail = (
+        [f"[... {left} more line(s) left out to stay under {budget} tokens; ask for fewer lines ...]"] if left else []
+    )
+    return "\n".join([header + ":", *kept, *tail])
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_LINE_CHARS:
+        return text
+    return f"{text[:MAX_LINE_CHARS]}… (+{len(text) - MAX_LINE_CHARS} characters)"
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])

