@@ -120,6 +120,9 @@ class Sandbox:
                     f"the search for {pattern!r} took longer than {self.timeout:g} s and was stopped; "
                     "simplify the pattern (nested repetition such as (a+)+ backtracks without end)"
                 ) from None
+            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+                await worker.kill()
+                raise SandboxError(f"the search worker stopped unexpectedly ({type(exc).__name__})") from None
             except BaseException:
                 await worker.kill()
                 raise
