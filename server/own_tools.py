@@ -10,20 +10,22 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from extraction import Extraction, truncate
+from extraction import Mode as ExtractMode
 from server import messages
 from server.calls import Call, render_output
 from server.config import Settings
 from server.errors import ClaimcheckError
-from server.retrieval import RetrievalError, SliceRequest, raw, slice_text, truncate
+from server.retrieval import RetrievalError, SliceRequest, raw, slice_text
 from server.sessions import Session, Sessions
 from server.store import StoreError
 
-__all__ = ["OWN_TOOLS", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
+__all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 
 PROGRESS_EVERY_S = 5.0
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
-_NO_LLM = "LLM extraction is not available in this version of claimcheck"
+ExtractFn = Callable[[Call, str, str, ExtractMode], Awaitable[Extraction]]
 
 
 class OwnToolError(ClaimcheckError):
@@ -135,6 +137,7 @@ async def run_own_tool(
     settings: Settings,
     threshold: int,
     report: Reporter,
+    extract: ExtractFn,
 ) -> types.CallToolResult:
     """Answer one call of an own tool; bad input raises `OwnToolError`."""
     model = _ARGUMENTS[name]
@@ -146,7 +149,7 @@ async def run_own_tool(
         )
         raise OwnToolError(f"Invalid arguments for {name}: {problems}") from None
     if isinstance(args, _ToolOutput):
-        return await _tool_output(args, session, sessions, threshold)
+        return await _tool_output(args, session, sessions, threshold, extract)
     if isinstance(args, _Wait):
         return await _wait(args, session, sessions, settings, report)
     if isinstance(args, _Cancel):
@@ -158,7 +161,9 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
-async def _tool_output(args: _ToolOutput, session: Session, sessions: Sessions, threshold: int) -> types.CallToolResult:
+async def _tool_output(
+    args: _ToolOutput, session: Session, sessions: Sessions, threshold: int, extract: ExtractFn
+) -> types.CallToolResult:
     call = session.call(args.handle)
     if call is None:
         why = f'Unknown handle "{args.handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
@@ -190,13 +195,12 @@ async def _tool_output(args: _ToolOutput, session: Session, sessions: Sessions, 
             return _text(messages.success(call.public_name, call.handle, "slice", body))
     except RetrievalError as exc:
         raise fail(str(exc)) from None
-    body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=threshold))
-    if args.mode != "truncate":
-        body = (
-            f'WARNING: tool_output fallback to truncate ({_NO_LLM}). Read, Grep and mode "slice" can still '
-            f"reach every part of the output.\n\n{body}"
-        )
-    return _text(messages.success(call.public_name, call.handle, "truncate", body))
+    if args.mode == "truncate":
+        body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=threshold))
+        return _text(messages.success(call.public_name, call.handle, "truncate", body))
+    assert args.extract is not None and args.mode in ("auto", "full-chunked", "read-grep")
+    extraction = await extract(call, text, args.extract, args.mode)
+    return _text(messages.success(call.public_name, call.handle, extraction.strategy, extraction.body))
 
 
 async def _text_of(call: Call, session: Session, sessions: Sessions) -> str:

@@ -12,8 +12,9 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
+from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
-from server.config import CliOverrides, Config
+from server.config import CliOverrides, Config, ExtractionSettings
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.pool import Pool
 from server.sessions import Sessions
@@ -43,6 +44,7 @@ class Proxy:
         self._sessions: list[ServerSession] = []
         self._client_sessions: Sessions | None = None
         self.sandbox: Sandbox | None = None
+        self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
 
     @asynccontextmanager
@@ -84,3 +86,15 @@ class Proxy:
                 logger.debug("dropping a client session that can no longer be notified", exc_info=True)
                 self._sessions.remove(session)
         await self.bus.publish(ToolsListChanged())
+
+
+def _policy(settings: ExtractionSettings) -> Policy:
+    return Policy(
+        max_chunks=settings.max_chunks,
+        max_chunks_hard=settings.max_chunks_hard,
+        overlap_percent=settings.overlap_percent,
+        avg_line_bytes_threshold=settings.avg_line_bytes_threshold,
+        concurrency=settings.concurrency,
+        retries=settings.retries,
+        max_turns=settings.max_turns,
+    )

@@ -1,12 +1,12 @@
-"""The non-LLM ways of reading a stored output: raw, slice and truncate (DESIGN §5)."""
+"""The non-LLM ways of reading a stored output besides truncate: raw and slice (DESIGN §5)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from extraction import exceeds, head_tokens, tail_tokens
+from extraction import exceeds
 
-__all__ = ["RetrievalError", "SliceRequest", "raw", "slice_text", "truncate"]
+__all__ = ["RetrievalError", "SliceRequest", "raw", "slice_text"]
 
 _USE_INSTEAD = 'Use mode "auto" with `extract`, mode "slice", mode "truncate", or Read/Grep with the handle as `file`.'
 
@@ -65,17 +65,3 @@ def slice_text(text: str, request: SliceRequest, *, threshold: int) -> str:
             f"The slice of {end - start} characters is over the {threshold}-token threshold; ask for a shorter one."
         )
     return f"[characters {start}-{end} of {len(text)}]\n{piece}"
-
-
-def truncate(text: str, *, threshold: int) -> str:
-    """Head and tail within the threshold, with a marker saying how much of the middle was left out."""
-    if not exceeds(text, threshold):
-        return text
-    budget = max(1, threshold // 2 - 40)
-    head, tail = head_tokens(text, budget), tail_tokens(text, budget)
-    omitted = text[len(head) : len(text) - len(tail)]
-    marker = (
-        f"\n\n[... {len(omitted)} characters ({omitted.count(chr(10))} lines) omitted by truncate; "
-        'mode "slice" or Read/Grep reach them ...]\n\n'
-    )
-    return head + marker + tail

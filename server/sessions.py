@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from extraction import estimate_tokens, exceeds
+from extraction import Usage, estimate_tokens, exceeds
 from server.calls import Call, CallRelay, render_output
 from server.config import Policy
 from server.errors import ClaimcheckError
@@ -42,6 +42,7 @@ class Session:
         self.store = store
         self.id = store.name
         self.calls: dict[str, Call] = {}
+        self.usage = Usage()
         self._changed = anyio.Event()
         self.closed = False
 

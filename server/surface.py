@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from server import messages
 from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
+from server.extracting import extract_function
 from server.files import FILE_TOOLS, file_tool_definitions, run_file_tool
 from server.forwarding import forward
 from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
@@ -84,6 +85,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
                 settings=settings,
                 threshold=threshold,
                 report=RequestRelay(ctx).progress,
+                extract=extract_function(proxy, ctx, session, threshold),
             )
             return result, None
         if params.name in FILE_TOOLS and proxy.sandbox is not None:

@@ -1,0 +1,70 @@
+"""The one seam between extraction and a language model: a chat completion, optionally with tools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = ["LLM", "Completion", "Message", "ToolCall", "ToolSpec", "Usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool the model may call: a name, what it does, and a JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class Usage:
+    """What extraction cost, counted per session."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    by_model: dict[str, int] = field(default_factory=dict)
+
+    def add(self, model: str, completion: Completion) -> None:
+        self.calls += 1
+        self.input_tokens += completion.input_tokens
+        self.output_tokens += completion.output_tokens
+        self.by_model[model] = self.by_model.get(model, 0) + 1
+
+
+class LLM(Protocol):
+    """A chat model; extraction strategies need nothing else."""
+
+    model: str
+    context_window: int
+    max_output_tokens: int
+    supports_tools: bool
+
+    async def complete(
+        self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
+    ) -> Completion: ...

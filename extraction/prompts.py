@@ -1,0 +1,133 @@
+"""Prompts for the extraction strategies and the FINAL wrapper their answers must use.
+
+The wrapper carries a per-request nonce, so text inside the tool output cannot fake an answer.
+A closing tag is optional (models often stop early) and a leading `<think>` block is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+__all__ = [
+    "NOT_FOUND",
+    "PROMPT_VERSION",
+    "Document",
+    "map_prompt",
+    "new_nonce",
+    "parse_final",
+    "read_grep_prompt",
+    "reduce_prompt",
+]
+
+PROMPT_VERSION = "1"
+NOT_FOUND = "NO RELEVANT DATA FOUND"
+_THINK = re.compile(r"^\s*<think>.*?(?:</think>|$)", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """What the prompts say about the output being read."""
+
+    tool: str
+    arguments_json: str
+    handle: str
+    bytes: int
+    lines: int
+    tokens: int
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(4)
+
+
+def _tag(nonce: str) -> str:
+    return f"claimcheck-{nonce}-FINAL"
+
+
+def _output_format(nonce: str, scope: str) -> str:
+    tag = _tag(nonce)
+    return f"""OUTPUT FORMAT (required)
+- Emit exactly one wrapper: <{tag} format="text"> ... </{tag}>
+- Put your extracted result inside the wrapper. Be precise and complete; keep numbers, names and ids exact.
+- After the result, add a line EVIDENCE: and then one line per supporting quote, each copied verbatim from
+  the document and wrapped in double quotes, like: > "exact text from the document"
+- If no relevant data exists, output inside the wrapper:
+  {NOT_FOUND}
+  <short description of what kind of information is available in {scope}>"""
+
+
+def _source(document: Document) -> str:
+    return f"""SOURCE TOOL
+- Name: {document.tool}
+- Arguments (verbatim JSON): {document.arguments_json}
+
+DOCUMENT STATS
+- Bytes: {document.bytes}
+- Lines: {document.lines}
+- Tokens (estimate): {document.tokens}"""
+
+
+def map_prompt(
+    document: Document, extract: str, chunk: str, index: int, total: int, overlap: float, nonce: str
+) -> tuple[str, str]:
+    """(system, user) for one chunk of the full-chunked map step."""
+    system = f"""You are an internal extraction agent. You must extract information from a document chunk.
+
+{_source(document)}
+
+CHUNK INFO
+- Index: {index} of {total}
+- Overlap: {overlap:g}%
+
+WHAT TO EXTRACT
+{extract}
+
+{_output_format(nonce, "this chunk")}"""
+    return system, f"DOCUMENT CHUNK {index} of {total}:\n{chunk}"
+
+
+def reduce_prompt(document: Document, extract: str, chunk_outputs: list[str], nonce: str) -> tuple[str, str]:
+    """(system, user) for the reduce step that merges the chunk answers."""
+    system = f"""You are an internal extraction agent. You must synthesize multiple chunk extractions into one final \
+answer.
+
+{_source(document)}
+
+WHAT TO EXTRACT
+{extract}
+
+Keep the EVIDENCE quotes of the chunk extractions that support your answer, unchanged.
+
+{_output_format(nonce, "the chunks")}"""
+    parts = [f"CHUNK {i} EXTRACTION:\n{text}" for i, text in enumerate(chunk_outputs, start=1)]
+    return system, "CHUNK OUTPUTS\n\n" + "\n\n".join(parts)
+
+
+def read_grep_prompt(document: Document, extract: str, nonce: str) -> tuple[str, str]:
+    """(system, user) for the read-grep loop, which sees the document only through Read and Grep."""
+    system = f"""You are an internal extraction agent. You can only use the Read and Grep tools.
+
+IMPORTANT: The handle is the filename. Use the filename exactly as given when calling Read or Grep.
+
+{_source(document)}
+- Handle/filename: {document.handle}
+
+WHAT TO EXTRACT
+{extract}
+
+Use Grep to find the relevant parts and Read to see them in full, then answer.
+
+{_output_format(nonce, "the file")}"""
+    return system, f"Extract from the file {document.handle}: {extract}"
+
+
+def parse_final(text: str, nonce: str) -> str | None:
+    """The content of the FINAL wrapper, or None when the answer has none."""
+    text = _THINK.sub("", text, count=1)
+    tag = re.escape(_tag(nonce))
+    match = re.search(rf"<{tag}(?:\s[^>]*)?>(.*?)(?:</{tag}>|$)", text, re.DOTALL)
+    if match is None:
+        return None
+    return match.group(1).strip()

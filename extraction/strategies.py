@@ -1,0 +1,185 @@
+"""The LLM strategies: full-chunked (parallel map, one reduce) and read-grep (a bounded tool loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+
+from extraction.chunking import Chunk, chunk_text
+from extraction.errors import LLMError, NoFinalReport
+from extraction.llm import LLM, Completion, Message, ToolSpec, Usage
+from extraction.prompts import NOT_FOUND, Document, map_prompt, parse_final, read_grep_prompt, reduce_prompt
+from extraction.tokens import count_tokens
+
+__all__ = ["FileTool", "Policy", "StrategyResult", "full_chunked", "plan_chunks", "read_grep"]
+
+FileTool = Callable[[dict[str, object]], Awaitable[str]]
+
+READ_SPEC = ToolSpec(
+    "Read",
+    "Read numbered lines of the file. start is the 0-based first line; headOrTail=tail counts from the end.",
+    {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string"},
+            "start": {"type": "integer", "minimum": 0},
+            "lines": {"type": "integer", "minimum": 1},
+            "headOrTail": {"type": "string", "enum": ["head", "tail"]},
+        },
+        "required": ["file"],
+    },
+)
+GREP_SPEC = ToolSpec(
+    "Grep",
+    "Search the file with a regular expression; matching lines are marked with an arrow, with context.",
+    {
+        "type": "object",
+        "properties": {
+            "file": {"type": "string"},
+            "regex": {"type": "string"},
+            "before": {"type": "integer", "minimum": 0},
+            "after": {"type": "integer", "minimum": 0},
+            "caseSensitive": {"type": "boolean"},
+            "maxMatches": {"type": "integer", "minimum": 1},
+        },
+        "required": ["file", "regex"],
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """`settings.extraction` as the strategies need it."""
+
+    max_chunks: int = 1
+    max_chunks_hard: int = 64
+    overlap_percent: float = 10
+    avg_line_bytes_threshold: int = 1000
+    concurrency: int = 4
+    retries: int = 2
+    max_turns: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyResult:
+    answer: str  # the FINAL content, evidence section included
+    chunks_searched: int
+    chunks_total: int
+
+
+def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
+    """Tokens left for a chunk: context window minus the answer and the prompt around the chunk."""
+    system, _ = map_prompt(document, extract, "", 999, 999, 10, nonce)
+    return llm.context_window - llm.max_output_tokens - count_tokens(system) - 64
+
+
+def plan_chunks(text: str, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str) -> list[Chunk]:
+    budget = chunk_budget(llm, document, extract, nonce)
+    if budget < 256:
+        raise LLMError(f"the model's context window ({llm.context_window} tokens) leaves no room for a chunk")
+    return chunk_text(text, budget, policy.overlap_percent, tokens=document.tokens)
+
+
+async def _ask(llm: LLM, usage: Usage, system: str, user: str, nonce: str, retries: int) -> str:
+    """One completion whose answer is in the FINAL wrapper, retried on failure."""
+    failure: Exception | None = None
+    for _ in range(retries + 1):
+        try:
+            messages = [Message("system", system), Message("user", user)]
+            completion = await llm.complete(messages, max_tokens=llm.max_output_tokens)
+        except LLMError as exc:
+            failure = exc
+            continue
+        usage.add(llm.model, completion)
+        answer = parse_final(completion.text, nonce)
+        if answer is not None:
+            return answer
+        failure = NoFinalReport("the model answered without the FINAL wrapper")
+    assert failure is not None
+    raise failure
+
+
+async def full_chunked(
+    llm: LLM, usage: Usage, document: Document, text: str, extract: str, policy: Policy, nonce: str
+) -> StrategyResult:
+    """Map every chunk (concurrently, under `policy.concurrency`), then reduce the relevant answers."""
+    chunks = plan_chunks(text, llm, document, extract, policy, nonce)
+    searched = chunks[: policy.max_chunks_hard]
+    answers: list[str] = [""] * len(searched)
+    limiter = anyio.CapacityLimiter(policy.concurrency)
+
+    async def map_one(chunk: Chunk) -> None:
+        async with limiter:
+            system, user = map_prompt(
+                document, extract, chunk.text, chunk.index, len(chunks), policy.overlap_percent, nonce
+            )
+            answers[chunk.index - 1] = await _ask(llm, usage, system, user, nonce, policy.retries)
+
+    async with anyio.create_task_group() as tg:
+        for chunk in searched:
+            tg.start_soon(map_one, chunk)
+    if len(answers) == 1:
+        return StrategyResult(answers[0], 1, len(chunks))
+    relevant = [answer for answer in answers if not answer.startswith(NOT_FOUND)]
+    if not relevant:
+        summary = "\n".join(f"- chunk {i}: {a.removeprefix(NOT_FOUND).strip()}" for i, a in enumerate(answers, 1))
+        return StrategyResult(f"{NOT_FOUND}\n{summary}", len(searched), len(chunks))
+    if len(relevant) == 1:
+        return StrategyResult(relevant[0], len(searched), len(chunks))
+    system, user = reduce_prompt(document, extract, relevant, nonce)
+    answer = await _ask(llm, usage, system, user, nonce, policy.retries)
+    return StrategyResult(answer, len(searched), len(chunks))
+
+
+async def read_grep(
+    llm: LLM,
+    usage: Usage,
+    document: Document,
+    extract: str,
+    tools: Mapping[str, FileTool],
+    policy: Policy,
+    nonce: str,
+) -> StrategyResult:
+    """Let the model look through Read and Grep for at most `policy.max_turns` rounds, then answer."""
+    system, user = read_grep_prompt(document, extract, nonce)
+    messages = [Message("system", system), Message("user", user)]
+    specs = (READ_SPEC, GREP_SPEC)
+    for turn in range(policy.max_turns + 1):
+        last = turn == policy.max_turns
+        if last:
+            messages.append(Message("user", "No more tool calls are possible. Give your answer in the wrapper now."))
+        completion = await _complete_with_retries(llm, messages, () if last else specs, policy.retries)
+        usage.add(llm.model, completion)
+        if not completion.tool_calls or last:
+            answer = parse_final(completion.text, nonce)
+            if answer is None:
+                raise NoFinalReport("the read-grep loop ended without the FINAL wrapper")
+            return StrategyResult(answer, 0, 0)
+        messages.append(Message("assistant", completion.text, tool_calls=completion.tool_calls))
+        for call in completion.tool_calls:
+            tool = tools.get(call.name)
+            if tool is None:
+                reply = f"Unknown tool {call.name!r}; only Read and Grep exist."
+            else:
+                arguments = {**call.arguments, "file": document.handle}  # the model may only look at this file
+                try:
+                    reply = await tool(arguments)
+                except Exception as exc:  # boundary: a tool error is shown to the model, not raised
+                    reply = f"{call.name} failed: {exc}"
+            messages.append(Message("tool", reply, tool_call_id=call.id))
+    raise NoFinalReport("the read-grep loop ended without an answer")  # pragma: no cover - the loop returns
+
+
+async def _complete_with_retries(
+    llm: LLM, messages: list[Message], specs: tuple[ToolSpec, ...], retries: int
+) -> Completion:
+    failure: LLMError | None = None
+    for _ in range(retries + 1):
+        try:
+            return await llm.complete(messages, max_tokens=llm.max_output_tokens, tools=specs)
+        except LLMError as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
