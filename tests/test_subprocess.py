@@ -190,7 +190,7 @@ def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None
     done = subprocess.run(claimcheck("demo"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "tools/list -> 10 tools" in out
+    assert "tools/list -> 12 tools" in out
     assert "-> 'hello through claimcheck'" in out
     assert "progress: slow: step 1 of 8" in out
     assert re.search(r'Tool demo__slow is running in the background \(handle: "session-\w+/\w+"\)', out)
