@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import anyio
 
 from extraction.chunking import Chunk, chunk_text
-from extraction.errors import LLMError, NoFinalReport
+from extraction.errors import ExtractionError, LLMError, NoFinalReport
 from extraction.llm import LLM, Completion, Message, ToolSpec, Usage
 from extraction.prompts import NOT_FOUND, Document, map_prompt, parse_final, read_grep_prompt, reduce_prompt
 from extraction.tokens import count_tokens
@@ -110,16 +110,24 @@ async def full_chunked(
     answers: list[str] = [""] * len(searched)
     limiter = anyio.CapacityLimiter(policy.concurrency)
 
-    async def map_one(chunk: Chunk) -> None:
+    failures: list[ExtractionError] = []
+
+    async def map_one(chunk: Chunk, scope: anyio.CancelScope) -> None:
         async with limiter:
             system, user = map_prompt(
                 document, extract, chunk.text, chunk.index, len(chunks), policy.overlap_percent, nonce
             )
-            answers[chunk.index - 1] = await _ask(llm, usage, system, user, nonce, policy.retries)
+            try:
+                answers[chunk.index - 1] = await _ask(llm, usage, system, user, nonce, policy.retries)
+            except ExtractionError as exc:  # one chunk that cannot be read spoils the whole answer
+                failures.append(exc)
+                scope.cancel()
 
     async with anyio.create_task_group() as tg:
         for chunk in searched:
-            tg.start_soon(map_one, chunk)
+            tg.start_soon(map_one, chunk, tg.cancel_scope)
+    if failures:
+        raise failures[0]
     if len(answers) == 1:
         return StrategyResult(answers[0], 1, len(chunks))
     relevant = [answer for answer in answers if not answer.startswith(NOT_FOUND)]

@@ -1,0 +1,217 @@
+"""tool_output's LLM modes end to end: claimcheck → a real OpenAI-compatible HTTP server, and → client sampling."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp import Client
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from support import running_proxy, text_of
+from test_handles import Downstream, client_of, handle_in
+
+from server.surface import build_server
+
+pytestmark = pytest.mark.anyio
+
+ERRORS = {120: "ERROR disk quota exceeded on /var", 333: "ERROR connection reset by peer 10.0.0.7"}
+
+
+def log_text(lines: int = 600) -> str:
+    return "".join(
+        f"{ERRORS[i]}\n" if i in ERRORS else f"line {i:05d} INFO request served in {i % 97} ms\n" for i in range(lines)
+    )
+
+
+def answer_from(messages: list[dict[str, Any]], nonce: str, hallucinate: bool) -> str:
+    """Quote every line of the chunk that mentions ERROR, as a careful model would."""
+    chunk = messages[-1]["content"]
+    found = [line for line in chunk.splitlines() if "ERROR" in line]
+    if not found:
+        body = "NO RELEVANT DATA FOUND\nonly INFO lines"
+    else:
+        quotes = [*found, "ERROR the moon is made of cheese"] if hallucinate else found
+        body = "\n".join(found) + "\nEVIDENCE:\n" + "\n".join(f'> "{q}"' for q in quotes)
+    return f'<claimcheck-{nonce}-FINAL format="text">{body}</claimcheck-{nonce}-FINAL>'
+
+
+class FakeOpenAI:
+    """A deterministic `/v1/chat/completions` on 127.0.0.1; `behaviour` picks a fault."""
+
+    def __init__(self) -> None:
+        self.behaviour = "good"
+        self.requests: list[dict[str, Any]] = []
+        self.never = anyio.Event()
+
+    async def completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        if self.behaviour == "slow":
+            await self.never.wait()
+        if self.behaviour == "malformed":
+            return PlainTextResponse("{not json", media_type="application/json")
+        if self.behaviour == "no wrapper":
+            text = "Here are the errors, but I forgot the wrapper."
+        else:
+            system = body["messages"][0]["content"]
+            nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
+            text = answer_from(body["messages"], nonce, self.behaviour == "hallucinate")
+        usage = {"prompt_tokens": 100, "completion_tokens": 20}
+        return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}], "usage": usage})
+
+
+@asynccontextmanager
+async def fake_openai() -> AsyncIterator[tuple[str, FakeOpenAI]]:
+    fake = FakeOpenAI()
+    app = Starlette(routes=[Route("/v1/chat/completions", fake.completions, methods=["POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))  # the socket already listens: no wait for startup
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", fake
+        fake.never.set()
+        server.should_exit = True
+
+
+def extraction_settings(base_url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "asyncTokenThreshold": 1000,
+        "extraction": {
+            "provider": "openai",
+            "baseUrl": base_url,
+            "model": "fake-1",
+            "contextWindow": 3000,
+            "maxOutputTokens": 300,
+            "retries": 1,
+            **extra,
+        },
+    }
+
+
+async def extract_errors(base_url: str, mode: str = "full-chunked", **extra: Any) -> tuple[str, str, bool]:
+    down = Downstream()
+    down.server.add_tool(lambda: log_text(), name="log", structured_output=False)
+    async with running_proxy({"down": down.server}, settings=extraction_settings(base_url, **extra)) as proxy:
+        async with client_of(proxy) as client:
+            with anyio.fail_after(30):
+                handle = handle_in(text_of(await client.call_tool("down__log", {})))
+                result = await client.call_tool(
+                    "tool_output", {"handle": handle, "extract": "every ERROR line", "mode": mode}
+                )
+    return handle, text_of(result), result.is_error
+
+
+async def test_full_chunked_extraction_over_http_quotes_verified_evidence_and_names_its_source() -> None:
+    text = log_text()
+    async with fake_openai() as (url, fake):
+        handle, answer, is_error = await extract_errors(url)
+    assert not is_error
+    assert answer.startswith(f"ABSTRACT FROM TOOL OUTPUT down__log WITH HANDLE {handle}, STRATEGY:full-chunked:\n\n")
+    for line in ERRORS.values():
+        at = text.index(line)
+        assert f'> "{line}" (chars {at}-{at + len(line)})' in answer
+    source = re.search(r"source: sha256=([0-9a-f]{64}) bytes=(\d+) chunks=(\d+)/(\d+) model=fake-1$", answer)
+    assert source, answer
+    assert int(source.group(2)) == len(text.encode())
+    assert int(source.group(3)) == int(source.group(4)) > 1  # every chunk was searched
+    maps = [r for r in fake.requests if "document chunk" in r["messages"][0]["content"]]
+    assert len(maps) == int(source.group(4))
+    assert all(r["model"] == "fake-1" for r in fake.requests)
+
+
+async def test_a_hallucinated_quote_is_marked_unverified() -> None:
+    async with fake_openai() as (url, fake):
+        fake.behaviour = "hallucinate"
+        _, answer, _ = await extract_errors(url)
+    assert '> "ERROR the moon is made of cheese" (unverified: not in the stored output)' in answer
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        ("malformed", "answered something that is not a chat completion"),
+        ("no wrapper", "without the FINAL wrapper"),
+        ("slow", "gave no answer within 0.5 s"),
+    ],
+)
+async def test_a_failing_llm_falls_back_to_truncate_with_the_reason(behaviour: str, reason: str) -> None:
+    async with fake_openai() as (url, fake):
+        fake.behaviour = behaviour
+        handle, answer, is_error = await extract_errors(url, timeoutSecs=0.5)
+    assert not is_error
+    assert answer.startswith(
+        f"ABSTRACT FROM TOOL OUTPUT down__log WITH HANDLE {handle}, STRATEGY:truncate:\n\n"
+        "WARNING: tool_output fallback to truncate ("
+    )
+    assert reason in answer
+    assert "line 00000 INFO" in answer  # the head of the output is still there
+
+
+async def test_an_endpoint_that_is_down_falls_back_to_truncate() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket closes
+    _, answer, is_error = await extract_errors(f"http://127.0.0.1:{port}/v1")
+    assert not is_error
+    assert "WARNING: tool_output fallback to truncate (" in answer and "cannot be reached" in answer
+
+
+async def test_the_same_extraction_twice_is_answered_from_the_cache() -> None:
+    async with fake_openai() as (url, fake):
+        down = Downstream()
+        down.server.add_tool(lambda: log_text(), name="log", structured_output=False)
+        async with running_proxy({"down": down.server}, settings=extraction_settings(url)) as proxy:
+            async with client_of(proxy) as client:
+                with anyio.fail_after(30):
+                    handle = handle_in(text_of(await client.call_tool("down__log", {})))
+                    args = {"handle": handle, "extract": "every ERROR line", "mode": "full-chunked"}
+                    first = text_of(await client.call_tool("tool_output", args))
+                    calls = len(fake.requests)
+                    second = text_of(await client.call_tool("tool_output", args))
+    assert first == second
+    assert len(fake.requests) == calls
+
+
+@pytest.mark.parametrize("mode", ["legacy"])
+async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode: str) -> None:
+    prompts: list[str] = []
+
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        system = params.system_prompt or ""
+        prompts.append(system)
+        nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
+        messages = [{"content": m.content.text} for m in params.messages]  # type: ignore[union-attr]
+        text = answer_from(messages, nonce, hallucinate=False)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model="client-model"
+        )
+
+    down = Downstream()
+    down.server.add_tool(lambda: log_text(), name="log", structured_output=False)
+    settings = {"asyncTokenThreshold": 1000, "extraction": {"contextWindow": 3000, "maxOutputTokens": 300}}
+    async with running_proxy({"down": down.server}, settings=settings) as proxy:
+        async with Client(build_server(proxy), mode=mode, sampling_callback=sample) as client:
+            with anyio.fail_after(30):
+                handle = handle_in(text_of(await client.call_tool("down__log", {})))
+                result = await client.call_tool(
+                    "tool_output", {"handle": handle, "extract": "every ERROR line", "mode": "full-chunked"}
+                )
+    answer = text_of(result)
+    assert "STRATEGY:full-chunked" in answer, answer
+    assert ERRORS[120] in answer and ERRORS[333] in answer
+    assert answer.rstrip().endswith("model=sampling:client-model")
+    assert prompts and "every ERROR line" in prompts[0]
+    assert json.dumps("down__log")[1:-1] in prompts[0]
