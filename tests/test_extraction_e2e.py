@@ -34,10 +34,10 @@ def log_text(lines: int = 600) -> str:
     )
 
 
-def answer_from(messages: list[dict[str, Any]], nonce: str, hallucinate: bool) -> str:
-    """Quote every line of the chunk that mentions ERROR, as a careful model would."""
+def answer_from(messages: list[dict[str, Any]], nonce: str, hallucinate: bool, keyword: str = "ERROR") -> str:
+    """Quote every line of the chunk that mentions `keyword`, as a careful model would."""
     chunk = messages[-1]["content"]
-    found = [line for line in chunk.splitlines() if "ERROR" in line]
+    found = [line for line in chunk.splitlines() if keyword in line]
     if not found:
         body = "NO RELEVANT DATA FOUND\nonly INFO lines"
     else:
@@ -51,6 +51,7 @@ class FakeOpenAI:
 
     def __init__(self) -> None:
         self.behaviour = "good"
+        self.keyword = "ERROR"
         self.requests: list[dict[str, Any]] = []
         self.never = anyio.Event()
 
@@ -66,7 +67,7 @@ class FakeOpenAI:
         else:
             system = body["messages"][0]["content"]
             nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
-            text = answer_from(body["messages"], nonce, self.behaviour == "hallucinate")
+            text = answer_from(body["messages"], nonce, self.behaviour == "hallucinate", self.keyword)
         usage = {"prompt_tokens": 100, "completion_tokens": 20}
         return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}], "usage": usage})
 
