@@ -62,6 +62,18 @@ class FakeOpenAI:
             await self.never.wait()
         if self.behaviour == "malformed":
             return PlainTextResponse("{not json", media_type="application/json")
+        if self.behaviour == "tools" and not any(m["role"] == "tool" for m in body["messages"]):
+            call = {"id": "call-1", "type": "function", "function": {"name": "Grep", "arguments": '{"regex": "ERROR"}'}}
+            message = {"role": "assistant", "content": "", "tool_calls": [call]}
+            return JSONResponse({"choices": [{"message": message}]})
+        if self.behaviour == "tools":
+            system = body["messages"][0]["content"]
+            nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
+            grep_reply = next(m["content"] for m in body["messages"] if m["role"] == "tool")
+            lines = [line.split("→ ", 1)[1] for line in grep_reply.splitlines() if "→ " in line]
+            evidence = "\n".join(f'> "{line}"' for line in lines)
+            text = f'<claimcheck-{nonce}-FINAL format="text">{"; ".join(lines)}\nEVIDENCE:\n{evidence}'
+            return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}]})
         if self.behaviour == "no wrapper":
             text = "Here are the errors, but I forgot the wrapper."
         else:
@@ -216,3 +228,19 @@ async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode
     assert answer.rstrip().endswith("model=sampling:client-model")
     assert prompts and "every ERROR line" in prompts[0]
     assert json.dumps("down__log")[1:-1] in prompts[0]
+
+
+async def test_read_grep_over_http_lets_the_model_grep_the_stored_output_and_answer() -> None:
+    text = log_text()
+    async with fake_openai() as (url, fake):
+        fake.behaviour = "tools"
+        handle, answer, is_error = await extract_errors(url, mode="read-grep")
+    assert not is_error
+    assert answer.startswith(f"ABSTRACT FROM TOOL OUTPUT down__log WITH HANDLE {handle}, STRATEGY:read-grep:\n\n")
+    for line in ERRORS.values():
+        at = text.index(line)
+        assert f'> "{line}" (chars {at}-{at + len(line)})' in answer
+    assert answer.rstrip().endswith("chunks=n/a model=fake-1")
+    first, second = fake.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["Read", "Grep"]
+    assert second["messages"][-1]["role"] == "tool" and second["messages"][-1]["tool_call_id"] == "call-1"
