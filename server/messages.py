@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from server.calls import Call
 
+FOOTER_ITEMS = 5
+
 __all__ = [
     "describe",
     "failure",
@@ -68,9 +70,15 @@ def footer(running: Sequence[Call], ready: Sequence[Call]) -> str | None:
         return None
     parts = []
     if running:
-        items = ", ".join(f'{c.public_name} "{c.handle}" ({_age(c.elapsed())})' for c in running)
+        items = _some([f'{c.public_name} "{c.handle}" ({_age(c.elapsed())})' for c in running])
         parts.append(f"{len(running)} running: {items}.")
     if ready:
-        items = ", ".join(f'{c.public_name} "{c.handle}" (~{_thousands(c.tokens)} tokens)' for c in ready)
+        items = _some([f'{c.public_name} "{c.handle}" (~{_thousands(c.tokens)} tokens)' for c in ready])
         parts.append(f"{len(ready)} ready: {items}.")
     return "[claimcheck] " + " ".join(parts) + " Use wait_for_tool_output or tool_output."
+
+
+def _some(items: list[str], shown: int = FOOTER_ITEMS) -> str:
+    """The first `shown` items, and how many more there are (the footer must stay small)."""
+    more = f", and {len(items) - shown} more (list_tool_outputs shows all)" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more

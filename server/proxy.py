@@ -12,7 +12,7 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
-from extraction import Extractor, Policy
+from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
 from server.config import CliOverrides, Config, ExtractionSettings
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
@@ -52,6 +52,7 @@ class Proxy:
         """Run the pool and the output store for the block; leaving it stops every server and call."""
         settings = self.config.settings
         store = OutputStore.create(Path(settings.root) if settings.root else None)
+        await anyio.to_thread.run_sync(count_tokens, "warm up")  # load the vocabulary before the first big output
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)

@@ -388,3 +388,16 @@ async def test_wait_sends_progress_while_it_waits(monkeypatch: pytest.MonkeyPatc
             waited = await client.call_tool("wait_for_tool_output", {}, progress_callback=on_progress)
     assert ticks[:3] == ["waiting for 1 running output(s)"] * 3
     assert f'"{handle}" down__gated: ready' in text_of(waited)
+
+
+async def test_the_footer_names_at_most_five_outputs_of_each_kind_and_counts_the_rest() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handles = [await start_in_background(client) for _ in range(8)]
+            result = await client.call_tool("down__echo", {"text": "x"})
+            down.release.set()
+    footer = result.content[-1].text  # type: ignore[union-attr]
+    assert footer.startswith("[claimcheck] 8 running: ")
+    assert sum(handle in footer for handle in handles) == 5
+    assert ", and 3 more (list_tool_outputs shows all)." in footer

@@ -1,6 +1,6 @@
 """Extraction numbers: map parallelism with a fixed-latency LLM, and context saved on real outputs.
 
-Run from the repo root in the project's venv:  python bench/extraction.py [--json PATH]
+Run from the repo root in the project's venv:  python bench/extraction_speed.py [--json PATH]
 
 (a) Map parallelism: a fake LLM that answers every completion after exactly L seconds; a document cut
     into 8 chunks; wall time of `full_chunked` at concurrency 1, 4, 8 and 16, as a multiple of L.
