@@ -82,23 +82,71 @@ def plan_chunks(text: str, llm: LLM, document: Document, extract: str, policy: P
     return chunk_text(text, budget, policy.overlap_percent, tokens=document.tokens)
 
 
-async def _ask(llm: LLM, usage: Usage, system: str, user: str, nonce: str, retries: int) -> str:
-    """One completion whose answer is in the FINAL wrapper, retried on failure."""
-    failure: Exception | None = None
-    for _ in range(retries + 1):
-        try:
-            messages = [Message("system", system), Message("user", user)]
-            completion = await llm.complete(messages, max_tokens=llm.max_output_tokens)
-        except LLMError as exc:
-            failure = exc
-            continue
-        usage.add(llm.model, completion)
-        answer = parse_final(completion.text, nonce)
-        if answer is not None:
-            return answer
-        failure = NoFinalReport("the model answered without the FINAL wrapper")
-    assert failure is not None
-    raise failure
+async def _ask_all(llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce: str, policy: Policy) -> list[str]:
+    """The FINAL content of one answer per (system, user) prompt, each tried `1 + retries` times.
+
+    Backends that take batches (`complete_batch`, e.g. sampling through a 2026-07-28 client) get all
+    prompts at once and a batch of the failed ones per retry; others get concurrent calls under
+    `policy.concurrency`, and the first prompt that keeps failing stops the rest.
+    """
+    if getattr(llm, "complete_batch", None) is not None:
+        return await _ask_in_batches(llm, usage, prompts, nonce, policy)
+    answers: list[str] = [""] * len(prompts)
+    failures: list[ExtractionError] = []
+    limiter = anyio.CapacityLimiter(policy.concurrency)
+
+    async def one(index: int, scope: anyio.CancelScope) -> None:
+        async with limiter:
+            failure: ExtractionError | None = None
+            for _ in range(policy.retries + 1):
+                try:
+                    completion = await llm.complete(_conversation(prompts[index]), max_tokens=llm.max_output_tokens)
+                except LLMError as exc:
+                    failure = exc
+                    continue
+                usage.add(llm.model, completion)
+                if (answer := parse_final(completion.text, nonce)) is not None:
+                    answers[index] = answer
+                    return
+                failure = NoFinalReport("the model answered without the FINAL wrapper")
+            assert failure is not None
+            failures.append(failure)  # one part that cannot be read spoils the whole answer
+            scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for index in range(len(prompts)):
+            tg.start_soon(one, index, tg.cancel_scope)
+    if failures:
+        raise failures[0]
+    return answers
+
+
+async def _ask_in_batches(
+    llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce: str, policy: Policy
+) -> list[str]:
+    answers: list[str | None] = [None] * len(prompts)
+    failures: dict[int, ExtractionError] = {}
+    pending = list(range(len(prompts)))
+    batch = llm.complete_batch  # type: ignore[attr-defined]  # checked by the caller
+    for _ in range(policy.retries + 1):
+        results = await batch([_conversation(prompts[i]) for i in pending], max_tokens=llm.max_output_tokens)
+        for index, result in zip(pending, results, strict=True):
+            if isinstance(result, LLMError):
+                failures[index] = result
+                continue
+            usage.add(llm.model, result)
+            if (answer := parse_final(result.text, nonce)) is None:
+                failures[index] = NoFinalReport("the model answered without the FINAL wrapper")
+            else:
+                answers[index] = answer
+        pending = [index for index in pending if answers[index] is None]
+        if not pending:
+            return [answer or "" for answer in answers]
+    raise failures[pending[0]]
+
+
+def _conversation(prompt: tuple[str, str]) -> list[Message]:
+    return [Message("system", prompt[0]), Message("user", prompt[1])]
 
 
 async def full_chunked(
@@ -107,27 +155,11 @@ async def full_chunked(
     """Map every chunk (concurrently, under `policy.concurrency`), then reduce the relevant answers."""
     chunks = plan_chunks(text, llm, document, extract, policy, nonce)
     searched = chunks[: policy.max_chunks_hard]
-    answers: list[str] = [""] * len(searched)
-    limiter = anyio.CapacityLimiter(policy.concurrency)
-
-    failures: list[ExtractionError] = []
-
-    async def map_one(chunk: Chunk, scope: anyio.CancelScope) -> None:
-        async with limiter:
-            system, user = map_prompt(
-                document, extract, chunk.text, chunk.index, len(chunks), policy.overlap_percent, nonce
-            )
-            try:
-                answers[chunk.index - 1] = await _ask(llm, usage, system, user, nonce, policy.retries)
-            except ExtractionError as exc:  # one chunk that cannot be read spoils the whole answer
-                failures.append(exc)
-                scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        for chunk in searched:
-            tg.start_soon(map_one, chunk, tg.cancel_scope)
-    if failures:
-        raise failures[0]
+    prompts = [
+        map_prompt(document, extract, chunk.text, chunk.index, len(chunks), policy.overlap_percent, nonce)
+        for chunk in searched
+    ]
+    answers = await _ask_all(llm, usage, prompts, nonce, policy)
     if len(answers) == 1:
         return StrategyResult(answers[0], 1, len(chunks))
     relevant = [answer for answer in answers if not answer.startswith(NOT_FOUND)]
@@ -136,8 +168,7 @@ async def full_chunked(
         return StrategyResult(f"{NOT_FOUND}\n{summary}", len(searched), len(chunks))
     if len(relevant) == 1:
         return StrategyResult(relevant[0], len(searched), len(chunks))
-    system, user = reduce_prompt(document, extract, relevant, nonce)
-    answer = await _ask(llm, usage, system, user, nonce, policy.retries)
+    (answer,) = await _ask_all(llm, usage, [reduce_prompt(document, extract, relevant, nonce)], nonce, policy)
     return StrategyResult(answer, len(searched), len(chunks))
 
 

@@ -3,28 +3,44 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from extraction import LLM, Completion, Document, Extraction, FileTool, LLMBadResponse, LLMUnavailable, Message
+from extraction import (
+    LLM,
+    Completion,
+    Document,
+    Extraction,
+    FileTool,
+    LLMBadResponse,
+    LLMError,
+    LLMTimeout,
+    LLMUnavailable,
+    Message,
+)
 from extraction import Mode as ExtractMode
 from extraction.llm import ToolSpec
 from extraction.openai import OpenAICompatible
 from server.calls import Call
 from server.config import ExtractionSettings
+from server.errors import ClaimcheckError
 from server.files import FileToolError, run_file_tool
 from server.own_tools import ExtractFn
 from server.proxy import Proxy
 from server.relay import RequestRelay
 from server.sessions import Session
 
-__all__ = ["SamplingLLM", "choose_llm", "extract_function"]
+__all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function"]
 
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
+_ROUNDS = "sampling in rounds"  # choose_llm's answer for a 2026-07-28 client that can sample
 
 
 class SamplingLLM:
@@ -41,16 +57,7 @@ class SamplingLLM:
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
     ) -> Completion:
-        system = "\n\n".join(m.content for m in messages if m.role == "system")
-        turns = [
-            types.SamplingMessage(
-                role="assistant" if m.role == "assistant" else "user",
-                content=types.TextContent(type="text", text=m.content),
-            )
-            for m in messages
-            if m.role != "system"
-        ]
-        params = types.CreateMessageRequestParams(messages=turns, system_prompt=system or None, max_tokens=max_tokens)
+        params = _sampling_params(messages, max_tokens)
         answer = await self._relay.sample(params)
         if isinstance(answer, types.ErrorData):
             raise LLMUnavailable(f"the client could not sample: {answer.message}")
@@ -59,6 +66,89 @@ class SamplingLLM:
             raise LLMBadResponse("the client's sampling answer is not text")
         self.model = f"sampling:{answer.model}" if answer.model else self.model
         return Completion(text=content.text)
+
+
+class InputRequired(ClaimcheckError):
+    """Not a failure: the 2026-07-28 client must answer sampling requests and call again."""
+
+    def __init__(self, result: types.InputRequiredResult) -> None:
+        super().__init__("input required")
+        self.result = result
+
+
+@dataclass(eq=False)
+class Conversation:
+    """An extraction answered over several rounds of a 2026-07-28 client's `InputRequiredResult` retries."""
+
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    batch: list[types.CreateMessageRequestParams] | None = None
+    answers: list[Completion | LLMError] | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    result: Extraction | None = None
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def changed(self) -> anyio.Event:
+        return self._changed
+
+    def pulse(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+class BatchSamplingLLM:
+    """Sampling through a 2026-07-28 client: each batch of completions becomes one round of input requests."""
+
+    supports_tools = False
+
+    def __init__(self, conversation: Conversation, settings: ExtractionSettings, client: str) -> None:
+        self._conversation = conversation
+        self._wait = settings.timeout_secs
+        self.model = f"sampling:{client}"
+        self.context_window = settings.context_window
+        self.max_output_tokens = settings.max_output_tokens
+
+    async def complete(
+        self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
+        (answer,) = await self.complete_batch([messages], max_tokens=max_tokens)
+        if isinstance(answer, LLMError):
+            raise answer
+        return answer
+
+    async def complete_batch(
+        self, conversations: Sequence[Sequence[Message]], *, max_tokens: int
+    ) -> list[Completion | LLMError]:
+        conversation = self._conversation
+        conversation.batch = [_sampling_params(messages, max_tokens) for messages in conversations]
+        conversation.answers = None
+        conversation.answered = anyio.Event()
+        conversation.pulse()
+        with anyio.move_on_after(self._wait):
+            await conversation.answered.wait()
+        answers = conversation.answers
+        if answers is None:
+            timeout = LLMTimeout(f"the client did not answer the sampling requests within {self._wait:g} s")
+            return [timeout] * len(conversations)
+        return answers
+
+
+def _sampling_params(messages: Sequence[Message], max_tokens: int) -> types.CreateMessageRequestParams:
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    turns = [
+        types.SamplingMessage(
+            role="assistant" if m.role == "assistant" else "user",
+            content=types.TextContent(type="text", text=m.content),
+        )
+        for m in messages
+        if m.role != "system"
+    ]
+    return types.CreateMessageRequestParams(messages=turns, system_prompt=system or None, max_tokens=max_tokens)
+
+
+def _answer_of(response: object) -> Completion | LLMError:
+    if isinstance(response, types.CreateMessageResult) and isinstance(response.content, types.TextContent):
+        return Completion(text=response.content.text)
+    return LLMBadResponse("the client's answer to a sampling request is missing or not text")
 
 
 def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> tuple[LLM | None, str]:
@@ -81,16 +171,22 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
         return llm, ""
     if provider == "openai":
         return None, "the openai provider needs settings.extraction.baseUrl and model"
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return None, "no LLM is configured, and sampling through a 2026-07-28 client is not supported yet"
     if not ctx.session.check_client_capability(_SAMPLING):
         return None, "no LLM is configured (settings.extraction) and the client offers no sampling"
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None, _ROUNDS
     params = ctx.session.client_params
     client = params.client_info.name if params is not None else "client"
     return SamplingLLM(RequestRelay(ctx), settings, client), ""
 
 
-def extract_function(proxy: Proxy, ctx: ServerRequestContext[Any], session: Session, threshold: int) -> ExtractFn:
+def extract_function(
+    proxy: Proxy,
+    ctx: ServerRequestContext[Any],
+    session: Session,
+    threshold: int,
+    params: types.CallToolRequestParams,
+) -> ExtractFn:
     """What `tool_output` calls for auto, full-chunked and read-grep in this request."""
 
     async def extract(call: Call, text: str, request: str, mode: ExtractMode) -> Extraction:
@@ -116,17 +212,58 @@ def extract_function(proxy: Proxy, ctx: ServerRequestContext[Any], session: Sess
 
             return run
 
-        return await proxy.extractor.extract(
-            document,
-            text,
-            call.sha256,
-            request,
-            mode,
-            llm=llm,
-            usage=session.usage,
-            tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
-            threshold=threshold,
-            unavailable_reason=reason,
-        )
+        async def run(chosen: LLM | None) -> Extraction:
+            return await proxy.extractor.extract(
+                document,
+                text,
+                call.sha256,
+                request,
+                mode,
+                llm=chosen,
+                usage=session.usage,
+                tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
+                threshold=threshold,
+                unavailable_reason=reason,
+            )
+
+        if llm is None and reason == _ROUNDS:
+            return await _in_rounds(proxy, ctx, session, params, run)
+        return await run(llm)
 
     return extract
+
+
+async def _in_rounds(
+    proxy: Proxy,
+    ctx: ServerRequestContext[Any],
+    session: Session,
+    params: types.CallToolRequestParams,
+    run: Callable[[LLM | None], Awaitable[Extraction]],
+) -> Extraction:
+    """Run the extraction in the background; each batch of completions goes to the client as one round."""
+    conversation = session.conversations.get(params.request_state or "")
+    if conversation is None:
+        conversation = Conversation()
+        session.conversations[conversation.token] = conversation
+        client = ctx.session.client_params.client_info.name if ctx.session.client_params else "client"
+        llm = BatchSamplingLLM(conversation, proxy.config.settings.extraction, client)
+
+        async def background() -> None:
+            conversation.result = await run(llm)
+            conversation.pulse()
+
+        proxy.sessions.spawn(background)
+    elif conversation.batch is not None and params.input_responses is not None:
+        responses = params.input_responses
+        conversation.answers = [_answer_of(responses.get(f"s{i}")) for i in range(len(conversation.batch))]
+        conversation.batch = None
+        conversation.answered.set()
+    while conversation.result is None and conversation.batch is None:
+        await conversation.changed().wait()
+    if conversation.result is not None:
+        session.conversations.pop(conversation.token, None)
+        return conversation.result
+    requests: dict[str, types.InputRequest] = {
+        f"s{i}": types.CreateMessageRequest(params=p) for i, p in enumerate(conversation.batch or [])
+    }
+    raise InputRequired(types.InputRequiredResult(input_requests=requests, request_state=conversation.token))

@@ -9,7 +9,7 @@ directory; handles of other sessions are unknown to it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -43,6 +43,7 @@ class Session:
         self.id = store.name
         self.calls: dict[str, Call] = {}
         self.usage = Usage()
+        self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.extracting)
         self._changed = anyio.Event()
         self.closed = False
 
@@ -108,6 +109,10 @@ class Sessions:
     async def close_all(self) -> None:
         for session in list(self.live):
             await self.close(session)
+
+    def spawn(self, function: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `function` in the lifespan task group: it outlives the request that started it."""
+        self._tg.start_soon(function)
 
     def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
         """Run `call` in the lifespan task group; its relay follows `upstream` until detached."""

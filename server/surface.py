@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from server import messages
 from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
-from server.extracting import extract_function
+from server.extracting import InputRequired, extract_function
 from server.files import FILE_TOOLS, file_tool_definitions, run_file_tool
 from server.forwarding import forward
 from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
@@ -62,11 +62,15 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         reserved = OWN_TOOLS | FILE_TOOLS
         return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in reserved)])
 
-    async def call_tool(ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         await proxy.pool.settled()
         session = proxy.sessions.for_request(ctx)
         try:
             result, about = await _answer(ctx, params, session)
+        except InputRequired as needed:  # a 2026-07-28 client answers sampling requests, then calls again
+            return needed.result
         except ClaimcheckError as exc:
             result, about = error_result(str(exc)), None
         return _with_footer(result, session, about) if proxy.config.settings.status_footer else result
@@ -85,7 +89,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
                 settings=settings,
                 threshold=threshold,
                 report=RequestRelay(ctx).progress,
-                extract=extract_function(proxy, ctx, session, threshold),
+                extract=extract_function(proxy, ctx, session, threshold, params),
             )
             return result, None
         if params.name in FILE_TOOLS and proxy.sandbox is not None:
