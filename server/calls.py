@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,10 @@ class Call:
     handed_out: bool = False
     seen: bool = False
     retrievals: int = 0
+    session_id: str = ""
+    batch_id: str = ""
+    log: list[tuple[float, str, str]] = field(default_factory=list)
+    observer: Callable[[Call, str], None] | None = None
 
     @property
     def arguments_json(self) -> str:
@@ -72,10 +77,21 @@ class Call:
         end = self.finished_mono if self.finished_mono is not None else time.monotonic()
         return end - self.started_mono
 
+    @property
+    def finished_at(self) -> float | None:
+        return None if self.finished_mono is None else self.started + (self.finished_mono - self.started_mono)
+
+    def note(self, kind: str, detail: str = "") -> None:
+        """Record an event of this call's life, and tell the observer (status API, history)."""
+        self.log.append((time.time(), kind, detail))
+        if self.observer is not None:
+            self.observer(self, kind)
+
     def finish(self, status: Status) -> None:
         self.status = status
         self.finished_mono = time.monotonic()
         self.finished.set()
+        self.note("finished", status if self.error is None else f"{status}: {self.error.strip()[:500]}")
 
     def set_output(self, text: str, *, tokens: int, tokens_exact: bool, over: bool) -> None:
         data = text.encode("utf-8", "replace")
@@ -98,6 +114,7 @@ class CallRelay:
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._call.progress = Progress(progress, total, message)
+        self._call.note("progress", self._call.progress.describe())
         if self.upstream is not None:
             await self.upstream.progress(progress, total, message)
 

@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         no_async=args.no_async,
         async_timeout_secs=args.async_timeout,
         async_token_threshold=args.token_threshold,
+        no_api=args.no_api,
     )
     anyio.run(serve, Proxy(config, cli=cli), args.transport, args.host, args.port)
     return 0

@@ -27,11 +27,13 @@ __all__ = [
     "ServerConfig",
     "Settings",
     "ToolFilter",
+    "api_port",
     "default_config_path",
     "load_config",
     "parse_config",
     "policy_for",
     "resolve_policy",
+    "state_dir",
 ]
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
@@ -110,6 +112,7 @@ class ApiSettings(_Strict):
 
     enabled: bool = True
     port: int = Field(default=5165, ge=0, le=65535)
+    heartbeat_secs: float = Field(default=30, alias="heartbeatSecs", gt=0)
 
 
 class Settings(_Strict):
@@ -157,6 +160,7 @@ class CliOverrides:
     no_async: bool = False
     async_timeout_secs: float | None = None
     async_token_threshold: int | None = None
+    no_api: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,32 @@ def resolve_policy(settings: Settings, own: ServerConfig, cli: CliOverrides | No
         ),
         call_timeout_secs=own.timeout,
     )
+
+
+def state_dir(settings: Settings, environ: Mapping[str, str] = os.environ) -> Path:
+    """`settings.stateDir`, else `$XDG_STATE_HOME/claimcheck`, else `~/.local/state/claimcheck`."""
+    if settings.state_dir:
+        return Path(settings.state_dir).expanduser()
+    base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "claimcheck"
+
+
+def api_port(settings: Settings, environ: Mapping[str, str] = os.environ) -> int | None:
+    """The status API's first port to try, or None when the API is off (settings, `$CLAIMCHECK_API_*`)."""
+    if environ.get("CLAIMCHECK_API_ENABLED", "").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    if not settings.api.enabled:
+        return None
+    raw = environ.get("CLAIMCHECK_API_PORT")
+    if raw is None or not raw.strip():
+        return settings.api.port
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ConfigError(f"CLAIMCHECK_API_PORT must be a port number, not {raw!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"CLAIMCHECK_API_PORT must be 0..65535, not {port}")
+    return port
 
 
 def default_config_path(environ: Mapping[str, str] = os.environ) -> Path:

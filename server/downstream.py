@@ -30,6 +30,7 @@ from server.config import ServerConfig
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
 from server.relay import Relay
 from server.stdio_transport import StdioProcess
+from server.version import VERSION
 
 __all__ = ["CONNECT_TIMEOUT_S", "Downstream", "DownstreamSpec", "State"]
 
@@ -46,7 +47,7 @@ _sse_module.sse_within_origin = functools.partial(_sse_module.sse_within_origin,
 
 State = Literal["starting", "ready", "down", "failed"]
 Target = Server[Any] | AbstractAsyncContextManager[Any] | str
-_IMPLEMENTATION = types.Implementation(name="claimcheck", version="0.1.0")
+_IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,10 +65,12 @@ async def forward(
         call_relay.upstream = None
     if not call.finished.is_set():
         call.handed_out = True
+        call.note("handed-out", "still running after the time rule")
         return _text(messages.running_message(call)), call
     if call.over_threshold:
         call.handed_out = True
         call.seen = True  # the model is being told about it right now
+        call.note("handed-out", "over the token threshold")
         return _text(messages.too_large_message(call), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     if call.result is not None:

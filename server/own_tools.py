@@ -180,6 +180,7 @@ async def _tool_output(
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True
     call.retrievals += 1
+    call.note("retrieved", f"tool_output mode={args.mode}")
     text = await _text_of(call, session, sessions)
     size = f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
     try:

@@ -8,17 +8,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
 from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
-from server.config import CliOverrides, Config, ExtractionSettings
+from server.config import CliOverrides, Config, ExtractionSettings, api_port, state_dir
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.pool import Pool
 from server.sessions import Sessions
 from server.store import OutputStore
+from server.version import VERSION
 
 __all__ = ["Proxy"]
 
@@ -44,6 +46,7 @@ class Proxy:
         self._sessions: list[ServerSession] = []
         self._client_sessions: Sessions | None = None
         self.sandbox: Sandbox | None = None
+        self.api_url: str | None = None
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
 
@@ -58,6 +61,9 @@ class Proxy:
                 await tg.start(self.pool.run)
                 self._client_sessions = Sessions(store, tg, settings.max_output_bytes)
                 self.sandbox = Sandbox(store.run_root)
+                port = None if self.cli.no_api else api_port(settings)
+                if port is not None:
+                    self.api_url = await self._start_api(tg, port)
                 try:
                     yield self
                 finally:
@@ -67,6 +73,31 @@ class Proxy:
                     tg.cancel_scope.cancel()
         finally:
             store.close()
+
+    async def _start_api(self, tg: anyio.abc.TaskGroup, port: int) -> str:
+        """History, the event hub and the status API, all in this event loop."""
+        from server.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
+        from server.events import EventHub
+        from server.history import History
+
+        settings = self.config.settings
+        directory = state_dir(settings)
+        history = History(directory / "history.sqlite3")
+        hub = EventHub(history)
+        self.sessions.observer = hub.observe
+        await tg.start(history.run)
+        api = StatusApi(hub, version=VERSION, heartbeat_secs=settings.api.heartbeat_secs, usage=self.usage_totals)
+        url: str = await tg.start(serve_api, api, port, directory)
+        return url
+
+    def usage_totals(self) -> dict[str, int]:
+        """Extraction usage summed over the live sessions."""
+        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        return {
+            "calls": sum(s.usage.calls for s in sessions),
+            "inputTokens": sum(s.usage.input_tokens for s in sessions),
+            "outputTokens": sum(s.usage.output_tokens for s in sessions),
+        }
 
     @property
     def sessions(self) -> Sessions:

@@ -9,6 +9,7 @@ directory; handles of other sessions are unknown to it.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -75,6 +76,7 @@ class Sessions:
         self._max_output_bytes = max_output_bytes
         self._default: Session | None = None
         self.live: set[Session] = set()
+        self.observer: Callable[[Call, str], None] | None = None
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request."""
@@ -117,7 +119,12 @@ class Sessions:
     def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
         """Run `call` in the lifespan task group; its relay follows `upstream` until detached."""
         relay = CallRelay(call, upstream)
+        running = [other for other in session.calls.values() if other.status == "running"]
+        call.session_id = session.id
+        call.batch_id = running[-1].batch_id if running else uuid.uuid4().hex[:12]
+        call.observer = self.observer
         session.calls[call.handle] = call
+        call.note("created", f"{call.server}/{call.tool}")
         self._tg.start_soon(self._run, session, call, invoke, relay, policy)
         return relay
 

@@ -28,10 +28,10 @@ from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
 from server.proxy import Proxy
 from server.relay import RequestRelay
 from server.sessions import Session
+from server.version import VERSION
 
 __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
 
-VERSION = "0.1.0"
 _INSTRUCTIONS = (
     "claimcheck forwards the tools of several MCP servers, each named <server>__<tool>. "
     "A call that takes long, or any call with background=true, returns a handle at once and keeps running; "

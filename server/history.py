@@ -1,0 +1,245 @@
+"""Call history in SQLite: metadata only (never output content), written in the background, kept across restarts.
+
+The MCP path only queues a row (`record`); one writer task commits queued rows in batches from a worker
+thread. Reads open their own connection (WAL mode lets them run beside the writer).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from server.calls import Call
+from server.tasks import iso
+
+__all__ = ["History", "TaskQuery"]
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    handle TEXT PRIMARY KEY, session TEXT, server TEXT, tool TEXT, name TEXT, arguments TEXT,
+    status TEXT, started REAL, finished REAL, bytes INTEGER, lines INTEGER, tokens INTEGER,
+    progress TEXT, error TEXT, batch TEXT, handed_out INTEGER, retrievals INTEGER, instance INTEGER
+);
+CREATE INDEX IF NOT EXISTS tasks_started ON tasks (started DESC);
+CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status, started DESC);
+CREATE INDEX IF NOT EXISTS tasks_server ON tasks (server, started DESC);
+CREATE INDEX IF NOT EXISTS tasks_batch ON tasks (batch);
+CREATE TABLE IF NOT EXISTS logs (handle TEXT, ts REAL, kind TEXT, detail TEXT);
+CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
+"""
+_COLUMNS = (
+    "handle, session, server, tool, name, arguments, status, started, finished, bytes, lines, tokens, "
+    "progress, error, batch, handed_out, retrievals, instance"
+)
+_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+Row = tuple[Any, ...]
+
+
+class TaskQuery:
+    """Filters of `GET /v1/tasks`."""
+
+    def __init__(self, **filters: str | None) -> None:
+        self.filters = {key: value for key, value in filters.items() if value}
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses, values = [], []
+        for column in ("status", "server", "tool", "session"):
+            if column in self.filters:
+                clauses.append(f"{column} = ?")
+                values.append(self.filters[column])
+        if "search" in self.filters:
+            clauses.append("(name LIKE ? OR arguments LIKE ? OR error LIKE ?)")
+            values += [f"%{self.filters['search']}%"] * 3
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), values
+
+
+class History:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._send, self._receive = anyio.create_memory_object_stream[Any](100_000)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+            db.execute("PRAGMA journal_mode=WAL")
+            self._close_orphans(db)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def _close_orphans(self, db: sqlite3.Connection) -> None:
+        """Calls left running by an instance that is gone ended with it."""
+        for (instance,) in db.execute("SELECT DISTINCT instance FROM tasks WHERE status = 'running'").fetchall():
+            if instance != os.getpid() and not _alive(instance):
+                db.execute(
+                    "UPDATE tasks SET status = 'cancelled', error = 'claimcheck stopped before the call finished' "
+                    "WHERE status = 'running' AND instance = ?",
+                    (instance,),
+                )
+
+    def record(self, call: Call, kind: str) -> None:
+        """Queue the call's current state and its newest log entry; never waits."""
+        progress = call.progress
+        row = (
+            call.handle, call.session_id, call.server, call.tool, call.public_name,
+            json.dumps(call.arguments, ensure_ascii=False), call.status, call.started, call.finished_at,
+            call.bytes, call.lines, call.tokens,
+            None if progress is None else json.dumps([progress.progress, progress.total, progress.message]),
+            call.error, call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
+        )  # fmt: skip
+        ts, log_kind, detail = call.log[-1] if call.log else (call.started, kind, "")
+        try:
+            self._send.send_nowait(("row", row, (call.handle, ts, log_kind, detail)))
+        except anyio.WouldBlock:
+            logger.warning("history queue full; dropping an update of %s", call.handle)
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        done = anyio.Event()
+        await self._send.send(("flush", done))
+        await done.wait()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The writer: commit queued rows in batches until cancelled (then commit what is left)."""
+        task_status.started()
+        try:
+            await self._write_from(self._receive)
+        finally:
+            with anyio.CancelScope(shield=True):
+                leftover = []
+                while True:
+                    try:
+                        leftover.append(self._receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await anyio.to_thread.run_sync(self._commit, leftover)
+
+    async def _write_from(self, receive: MemoryObjectReceiveStream[Any]) -> None:
+        async for first in receive:
+            batch = [first]
+            while True:
+                try:
+                    batch.append(receive.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+            await anyio.to_thread.run_sync(self._commit, batch)
+            for item in batch:
+                if item[0] == "flush":
+                    item[1].set()
+
+    def _commit(self, batch: list[Any]) -> None:
+        rows = {item[1][0]: item[1] for item in batch if item[0] == "row"}  # the newest state of each call
+        logs = [item[2] for item in batch if item[0] == "row" and item[2][2]]
+        if not rows:
+            return
+        try:
+            with self._connect() as db:
+                db.executemany(
+                    f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 18)})", rows.values()
+                )
+                db.executemany("INSERT INTO logs (handle, ts, kind, detail) VALUES (?, ?, ?, ?)", logs)
+        except sqlite3.Error:
+            logger.exception("could not write %d history rows to %s", len(rows), self.path)
+
+    # ---- reads (blocking; the API runs them in a worker thread)
+
+    def tasks(self, query: TaskQuery, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        where, values = query.where()
+        with self._connect() as db:
+            total = db.execute(f"SELECT COUNT(*) FROM tasks{where}", values).fetchone()[0]
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM tasks{where} ORDER BY started DESC LIMIT ? OFFSET ?", [*values, limit, offset]
+            ).fetchall()
+        return [_task(row) for row in rows], int(total)
+
+    def get(self, handle: str) -> dict[str, Any] | None:
+        with self._connect() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE handle = ?", (handle,)).fetchone()
+        return None if row is None else _task(row)
+
+    def logs(self, handle: str) -> list[tuple[float, str, str]]:
+        with self._connect() as db:
+            return db.execute("SELECT ts, kind, detail FROM logs WHERE handle = ? ORDER BY ts", (handle,)).fetchall()
+
+    def group(self, batch: str) -> list[dict[str, Any]]:
+        with self._connect() as db:
+            rows = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE batch = ? ORDER BY started", (batch,)).fetchall()
+        return [_task(row) for row in rows]
+
+    def stats(self) -> dict[str, Any]:
+        with self._connect() as db:
+            by_status = dict(db.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status").fetchall())
+            by_server = dict(db.execute("SELECT server, COUNT(*) FROM tasks GROUP BY server").fetchall())
+            durations = db.execute(
+                "SELECT AVG(finished - started), MIN(finished - started), MAX(finished - started), SUM(bytes) "
+                "FROM tasks WHERE finished IS NOT NULL"
+            ).fetchone()
+        average, shortest, longest, output_bytes = durations
+        return {
+            "byStatus": by_status,
+            "byServer": by_server,
+            "totalTasks": sum(by_status.values()),
+            "activeTasks": by_status.get("running", 0),
+            "duration": {
+                "avg": None if average is None else round(average * 1000, 1),
+                "min": None if shortest is None else round(shortest * 1000, 1),
+                "max": None if longest is None else round(longest * 1000, 1),
+            },
+            "outputBytes": output_bytes or 0,
+        }
+
+
+def _task(row: Row) -> dict[str, Any]:
+    (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
+     progress, error, batch, handed_out, retrievals, _instance) = row  # fmt: skip
+    progress_values = json.loads(progress) if progress else None
+    return {
+        "handle": handle,
+        "session": session,
+        "server": server,
+        "tool": tool,
+        "name": name,
+        "arguments": json.loads(arguments) if arguments else {},
+        "status": status,
+        "startedAt": iso(started),
+        "finishedAt": iso(finished),
+        "durationMs": None if finished is None else round((finished - started) * 1000, 1),
+        "bytes": size,
+        "lines": lines,
+        "tokens": tokens,
+        "progress": None
+        if progress_values is None
+        else dict(zip(("progress", "total", "message"), progress_values, strict=True)),
+        "error": error,
+        "batchId": batch,
+        "handedOut": bool(handed_out),
+        "retrievals": retrievals,
+        "live": False,
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

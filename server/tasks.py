@@ -1,0 +1,46 @@
+"""Tool calls as the status API's tasks: one JSON shape for live calls, history rows and SSE events."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from server.calls import Call
+
+__all__ = ["EVENT_OF", "iso", "task_json"]
+
+EVENT_OF = {"ready": "task.completed", "failed": "task.error", "cancelled": "task.cancelled"}
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_json(call: Call, *, live: bool = True) -> dict[str, Any]:
+    finished = call.finished_at
+    progress = call.progress
+    return {
+        "handle": call.handle,
+        "session": call.session_id,
+        "server": call.server,
+        "tool": call.tool,
+        "name": call.public_name,
+        "arguments": call.arguments,
+        "status": call.status,
+        "startedAt": iso(call.started),
+        "finishedAt": iso(finished),
+        "durationMs": None if finished is None else round((finished - call.started) * 1000, 1),
+        "bytes": call.bytes,
+        "lines": call.lines,
+        "tokens": call.tokens,
+        "progress": None
+        if progress is None
+        else {"progress": progress.progress, "total": progress.total, "message": progress.message},
+        "error": call.error,
+        "batchId": call.batch_id,
+        "handedOut": call.handed_out,
+        "retrievals": call.retrievals,
+        "live": live,
+    }
