@@ -225,10 +225,27 @@ async def serve_api(
     info = {"port": bound, "pid": os.getpid(), "startedAt": iso(api.started), "url": url, "version": api.version}
     discovery.write_text(json.dumps(info), encoding="utf-8")
     print(f"claimcheck: status API at {url}", file=sys.stderr, flush=True)
-    server = _QuietServer(uvicorn.Config(api.app(), log_level="warning", lifespan="off"))
+    config = uvicorn.Config(api.app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+    server = _QuietServer(config)
+    stopped = anyio.Event()
+
+    async def serve() -> None:
+        # Shielded: cancelling uvicorn mid-flight leaves its listening socket registered with the event loop,
+        # and a later socket that reuses the descriptor would be served by the dead server.
+        with anyio.CancelScope(shield=True):
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                stopped.set()
+
     try:
-        task_status.started(url)
-        await server.serve(sockets=[sock])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            task_status.started(url)
+            try:
+                await stopped.wait()
+            finally:
+                server.should_exit = True  # uvicorn notices within 0.1 s; open streams get 2 s to finish
     finally:
         discovery.unlink(missing_ok=True)
         sock.close()
