@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server.config import CliOverrides, Config, load_config
+from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
 from server.errors import ConfigError
 from server.proxy import Proxy
 from server.surface import VERSION
@@ -38,12 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return anyio.run(run_demo)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()
     except ConfigError as exc:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "tools":
         return anyio.run(_print_tools, config)
+    if args.command == "ps":
+        from server.ps import print_ps
+
+        return anyio.run(print_ps, state_dir(config.settings))
     cli = CliOverrides(
         no_async=args.no_async,
         async_timeout_secs=args.async_timeout,
@@ -79,11 +83,18 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--config", help=config_help)
 
     commands.add_parser("demo", help="run claimcheck on a bundled demo server and show what a client sees")
+    ps = commands.add_parser("ps", help="list the running claimcheck instances and their live calls")
+    ps.add_argument("--config", help="read settings.stateDir from this config")
     return parser
 
 
+def _config_if_any() -> Config:
+    """The default config when there is one (for its stateDir), else the defaults."""
+    return load_config() if default_config_path().exists() else Config()
+
+
 async def _print_tools(config: Config) -> int:
-    proxy = Proxy(config)
+    proxy = Proxy(config, cli=CliOverrides(no_api=True))
     async with proxy.running():
         await proxy.pool.settled()
         failed = False

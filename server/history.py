@@ -20,6 +20,7 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from server.calls import Call
+from server.store import pid_alive
 from server.tasks import iso
 
 __all__ = ["History", "TaskQuery"]
@@ -87,7 +88,7 @@ class History:
     def _close_orphans(self, db: sqlite3.Connection) -> None:
         """Calls left running by an instance that is gone ended with it."""
         for (instance,) in db.execute("SELECT DISTINCT instance FROM tasks WHERE status = 'running'").fetchall():
-            if instance != os.getpid() and not _alive(instance):
+            if instance != os.getpid() and not pid_alive(instance):
                 db.execute(
                     "UPDATE tasks SET status = 'cancelled', error = 'claimcheck stopped before the call finished' "
                     "WHERE status = 'running' AND instance = ?",
@@ -233,13 +234,3 @@ def _task(row: Row) -> dict[str, Any]:
         "retrievals": retrievals,
         "live": False,
     }
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

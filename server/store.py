@@ -29,6 +29,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "StoredFile",
+    "pid_alive",
     "remove_stale_roots",
 ]
 
@@ -201,13 +202,18 @@ def _is_stale(run_root: Path, mtime: float) -> bool:
     pid = _owner_pid(run_root)
     if pid is None:
         return time.time() - mtime > _STALE_AFTER_S
+    return not pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
-        pass  # alive, but another user's
-    return False
+        return True
+    return True
 
 
 def _owner_pid(run_root: Path) -> int | None:

@@ -205,3 +205,23 @@ async def test_the_status_api_stays_off_when_disabled(tmp_path: Path, monkeypatc
     async with running_proxy({"down": Downstream().server}, settings={"stateDir": str(tmp_path)}) as proxy:
         assert proxy.api_url is None
     assert not (tmp_path / "instances").exists()
+
+
+async def test_ps_lists_the_running_instance_and_its_live_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.ps import print_ps
+
+    down = Downstream()
+    stale = tmp_path / "instances" / "999999999.json"
+    async with api_proxy(tmp_path, down, monkeypatch) as (proxy, _), client_of(proxy) as client:
+        with anyio.fail_after(20):
+            stale.write_text(json.dumps({"pid": 999999999, "url": "http://127.0.0.1:1/"}), encoding="utf-8")
+            handle = await start_in_background(client)
+            await print_ps(tmp_path)
+            down.release.set()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"pid {os.getpid()}  {proxy.api_url}  since ") and out[0].endswith("1 running")
+    assert out[1].startswith(f"  down__gated  {handle}  running ")
+    assert len(out) == 2
+    assert not stale.exists()  # a dead instance's file is cleaned up
