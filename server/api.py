@@ -199,6 +199,7 @@ def bind_api_socket(port: int) -> socket.socket:
         except OSError:
             sock.close()
             continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms stalls
         sock.listen(128)
         sock.setblocking(False)
         return sock

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from server.calls import Call
 from server.store import pid_alive
@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_started ON tasks (started DESC);
 CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status, started DESC);
 CREATE INDEX IF NOT EXISTS tasks_server ON tasks (server, started DESC);
+CREATE INDEX IF NOT EXISTS tasks_status_server ON tasks (status, server, started DESC);
 CREATE INDEX IF NOT EXISTS tasks_batch ON tasks (batch);
 CREATE TABLE IF NOT EXISTS logs (handle TEXT, ts REAL, kind TEXT, detail TEXT);
 CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
@@ -67,23 +68,27 @@ class TaskQuery:
 
 
 class History:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, coalesce_secs: float = 0.05) -> None:
         self.path = path
+        self.coalesce_secs = coalesce_secs
         self._send, self._receive = anyio.create_memory_object_stream[Any](100_000)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # one connection, used by one worker thread at a time
+        self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL stays consistent; a power cut may lose the last rows
         with self._connect() as db:
             db.executescript(_SCHEMA)
-            db.execute("PRAGMA journal_mode=WAL")
             self._close_orphans(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10)
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+        with self._lock, self._db:
+            yield self._db
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
     def _close_orphans(self, db: sqlite3.Connection) -> None:
         """Calls left running by an instance that is gone ended with it."""
@@ -120,30 +125,31 @@ class History:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The writer: commit queued rows in batches until cancelled (then commit what is left)."""
         task_status.started()
+        batch: list[Any] = []
         try:
-            await self._write_from(self._receive)
+            async for first in self._receive:
+                batch.append(first)
+                with anyio.move_on_after(self.coalesce_secs):  # gather a burst into one commit
+                    while batch[-1][0] != "flush":
+                        batch.append(await self._receive.receive())
+                batch.extend(self._drain())
+                committing, batch = batch, []  # a cancel during the commit must not commit it twice
+                await anyio.to_thread.run_sync(self._commit, committing)
+                _release(committing)
         finally:
             with anyio.CancelScope(shield=True):
-                leftover = []
-                while True:
-                    try:
-                        leftover.append(self._receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await anyio.to_thread.run_sync(self._commit, leftover)
+                batch.extend(self._drain())
+                await anyio.to_thread.run_sync(self._commit, batch)
+                _release(batch)
+                self.close()
 
-    async def _write_from(self, receive: MemoryObjectReceiveStream[Any]) -> None:
-        async for first in receive:
-            batch = [first]
-            while True:
-                try:
-                    batch.append(receive.receive_nowait())
-                except anyio.WouldBlock:
-                    break
-            await anyio.to_thread.run_sync(self._commit, batch)
-            for item in batch:
-                if item[0] == "flush":
-                    item[1].set()
+    def _drain(self) -> list[Any]:
+        items = []
+        while True:
+            try:
+                items.append(self._receive.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                return items
 
     def _commit(self, batch: list[Any]) -> None:
         rows = {item[1][0]: item[1] for item in batch if item[0] == "row"}  # the newest state of each call
@@ -205,6 +211,12 @@ class History:
             },
             "outputBytes": output_bytes or 0,
         }
+
+
+def _release(batch: list[Any]) -> None:
+    for item in batch:
+        if item[0] == "flush":
+            item[1].set()
 
 
 def _task(row: Row) -> dict[str, Any]:
