@@ -8,12 +8,17 @@ worker when its time is up. Results cross the pipe as plain tuples, so this modu
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import pickle
 import re
 import stat
 import struct
 import sys
+from array import array
+from collections.abc import Callable
+from typing import AnyStr
 
 Line = tuple[int, str, bool]  # (1-based number, text, is a match)
 
@@ -26,18 +31,19 @@ def decode(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def read_file(path: str) -> str:
+def read_file(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{os.path.basename(path)} is not a regular file")
         os.set_blocking(fd, True)
-        chunks = []
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # one read, one buffer; keep reading if the file grew meanwhile
         while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
+            data += chunk
     finally:
         os.close(fd)
-    return decode(b"".join(chunks))
+    return data
 
 
 def line_slice(text: str, start: int, count: int, from_end: bool) -> tuple[list[tuple[int, str]], int]:
@@ -61,6 +67,68 @@ def compile_pattern(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
     return re.compile(pattern, flags)
 
 
+_REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
+def grep_file(
+    file: StoredFile, pattern: str, case_sensitive: bool, before: int, after: int, max_matches: int
+) -> tuple[list[list[Line]], int, bool]:
+    """`grep_text` over a file; a plain ASCII literal is searched in its bytes without decoding."""
+    data = file.data
+    literal = not _REGEX_SYNTAX.intersection(pattern) and pattern.isascii() and not file.has_cr
+    if not literal:
+        return grep_text(decode(data), pattern, case_sensitive, before, after, max_matches)
+    compile_pattern(pattern, case_sensitive)  # the same limits as a regex
+    needle = pattern.encode() if case_sensitive else pattern.lower().encode()
+    haystack = data if case_sensitive else file.lowered()  # bytes.lower changes ASCII letters only
+
+    def finder(position: int) -> int:
+        return haystack.find(needle, position)
+
+    file.searches += 1  # the first search counts newlines; later ones use a line index, built once
+    return _grep(data, finder, before, after, max_matches, file.line_of if file.searches > 1 else None)
+
+
+class StoredFile:
+    """A stored output as the worker keeps it: outputs never change once written, so greps share this."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.has_cr = b"\r" in data
+        self.searches = 0
+        self._lowered: bytes | None = None
+        self._newlines: array[int] | None = None
+
+    def lowered(self) -> bytes:
+        if self._lowered is None:
+            self._lowered = self.data.lower()
+        return self._lowered
+
+    def line_of(self, offset: int) -> int:
+        """The 1-based number of the line that starts at or contains byte `offset`."""
+        if self._newlines is None:
+            ends = itertools.accumulate(len(line) + 1 for line in self.data.split(b"\n"))
+            self._newlines = array("q", (end - 1 for end in ends))
+            self._newlines.pop()  # the last "line" has no newline after it
+        return bisect.bisect_left(self._newlines, offset) + 1
+
+
+_cache: dict[tuple[str, int, int, int], StoredFile] = {}
+_CACHED_FILES = 2
+
+
+def load(path: str) -> StoredFile:
+    """The file at `path`, from the cache while its inode, size and mtime are unchanged."""
+    stats = os.stat(path, follow_symlinks=False)
+    key = (path, stats.st_ino, stats.st_size, stats.st_mtime_ns)
+    if (hit := _cache.pop(key, None)) is None:
+        hit = StoredFile(read_file(path))
+    _cache[key] = hit  # most recent last
+    while len(_cache) > _CACHED_FILES:
+        _cache.pop(next(iter(_cache)))
+    return hit
+
+
 def grep_text(
     text: str, pattern: str, case_sensitive: bool, before: int, after: int, max_matches: int
 ) -> tuple[list[list[Line]], int, bool]:
@@ -70,17 +138,37 @@ def grep_text(
     match counts for the line it starts on, once per line.
     """
     compiled = compile_pattern(pattern, case_sensitive)
+
+    def finder(position: int) -> int:
+        found = compiled.search(text, position)
+        return -1 if found is None else found.start()
+
+    return _grep(text, finder, before, after, max_matches)
+
+
+def _grep(
+    text: AnyStr,
+    finder: Callable[[int], int],
+    before: int,
+    after: int,
+    max_matches: int,
+    line_of: Callable[[int], int] | None = None,
+) -> tuple[list[list[Line]], int, bool]:
+    newline = _newline(text)
     matches: list[tuple[int, int, int]] = []  # (line number, line start, line end)
     line_number, counted_to, position, more = 1, 0, 0, False
     while position <= len(text):
-        found = compiled.search(text, position)
-        if found is None:
-            break
-        start = text.rfind("\n", 0, found.start()) + 1
-        end = text.find("\n", found.start())
+        at = finder(position)
+        if at < 0 or (at == len(text) and (not text or text.endswith(newline))):
+            break  # nothing, or only the empty "line" after the final newline, which Read does not show
+        start = text.rfind(newline, 0, at) + 1
+        end = text.find(newline, at)
         end = len(text) if end < 0 else end
-        line_number += text.count("\n", counted_to, start)
-        counted_to = start
+        if line_of is not None:
+            line_number = line_of(start)
+        else:
+            line_number += text.count(newline, counted_to, start)
+            counted_to = start
         if len(matches) == max_matches:
             more = True
             break
@@ -89,18 +177,25 @@ def grep_text(
     return _blocks(text, matches, before, after), len(matches), more
 
 
-def _blocks(text: str, matches: list[tuple[int, int, int]], before: int, after: int) -> list[list[Line]]:
+def _newline(text: AnyStr) -> AnyStr:
+    return "\n" if isinstance(text, str) else b"\n"
+
+
+def _line(text: AnyStr) -> str:
+    return text if isinstance(text, str) else text.decode("utf-8", "replace")
+
+
+def _blocks(text: AnyStr, matches: list[tuple[int, int, int]], before: int, after: int) -> list[list[Line]]:
     blocks: list[list[Line]] = []
     shown: dict[int, Line] = {}
     last_shown = 0
     for number, start, end in matches:
         context_before = _lines_before(text, start, before)
         context_after = _lines_after(text, end, after)
-        lines = [
-            *((number - len(context_before) + i, line, False) for i, line in enumerate(context_before)),
-            (number, text[start:end], True),
-            *((number + 1 + i, line, False) for i, line in enumerate(context_after)),
-        ]
+        first = number - len(context_before)
+        lines: list[Line] = [(first + i, line, False) for i, line in enumerate(context_before)]
+        lines.append((number, _line(text[start:end]), True))
+        lines.extend((number + 1 + i, line, False) for i, line in enumerate(context_after))
         if blocks and lines[0][0] <= last_shown + 1:
             block = blocks[-1]
         else:
@@ -118,24 +213,24 @@ def _blocks(text: str, matches: list[tuple[int, int, int]], before: int, after: 
     return blocks
 
 
-def _lines_before(text: str, start: int, count: int) -> list[str]:
+def _lines_before(text: AnyStr, start: int, count: int) -> list[str]:
     lines: list[str] = []
     end = start - 1  # the newline ending the previous line
     while count > 0 and end >= 0:
-        begin = text.rfind("\n", 0, end) + 1
-        lines.append(text[begin:end])
+        begin = text.rfind(_newline(text), 0, end) + 1
+        lines.append(_line(text[begin:end]))
         end = begin - 1
         count -= 1
     return lines[::-1]
 
 
-def _lines_after(text: str, end: int, count: int) -> list[str]:
+def _lines_after(text: AnyStr, end: int, count: int) -> list[str]:
     lines: list[str] = []
     begin = end + 1
     while count > 0 and begin < len(text):
-        stop = text.find("\n", begin)
+        stop = text.find(_newline(text), begin)
         stop = len(text) if stop < 0 else stop
-        lines.append(text[begin:stop])
+        lines.append(_line(text[begin:stop]))
         begin = stop + 1
         count -= 1
     return lines
@@ -151,7 +246,7 @@ def serve() -> None:
         try:
             reply: tuple[object, ...] = (
                 "ok",
-                grep_text(read_file(path), pattern, case_sensitive, before, after, max_matches),
+                grep_file(load(path), pattern, case_sensitive, before, after, max_matches),
             )
         except re.error as exc:
             reply = ("error", "pattern", f"invalid regular expression: {exc}")

@@ -25,6 +25,10 @@ def confine(root: Path, name: str) -> Path:
         raise PathRefused("the file name is empty")
     if "\x00" in name:
         raise PathRefused("the file name contains a NUL byte")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathRefused("the file name is not valid text (it contains a lone surrogate)") from None
     normal = name.replace("\\", "/")
     if normal.startswith("/") or _DRIVE.match(normal):
         raise PathRefused(f"absolute paths are not allowed ({name!r}); use a handle")
