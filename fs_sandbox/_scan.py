@@ -76,6 +76,8 @@ def grep_file(
     """`grep_text` over a file; a plain ASCII literal is searched in its bytes without decoding."""
     data = file.data
     literal = not _REGEX_SYNTAX.intersection(pattern) and pattern.isascii() and not file.has_cr
+    # re.IGNORECASE is Unicode-aware ("k" also matches the Kelvin sign), so bytes only stand in for ASCII text.
+    literal = literal and (case_sensitive or file.ascii)
     if not literal:
         return grep_text(decode(data), pattern, case_sensitive, before, after, max_matches)
     compile_pattern(pattern, case_sensitive)  # the same limits as a regex
@@ -95,6 +97,7 @@ class StoredFile:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.has_cr = b"\r" in data
+        self.ascii = data.isascii()
         self.searches = 0
         self._lowered: bytes | None = None
         self._newlines: array[int] | None = None
