@@ -60,6 +60,7 @@ class Call:
     tokens_exact: bool = True
     sha256: str = ""
     stored: bool = False
+    fallback: str | None = None  # a truncated answer, when a big output could not be stored
     over_threshold: bool = False
     handed_out: bool = False
     seen: bool = False

@@ -67,6 +67,9 @@ async def forward(
         call.handed_out = True
         call.note("handed-out", "still running after the time rule")
         return _text(messages.running_message(call)), call
+    if call.over_threshold and call.fallback is not None:
+        session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
+        return _text(call.fallback, is_error=call.status == "failed"), None
     if call.over_threshold:
         call.handed_out = True
         call.seen = True  # the model is being told about it right now

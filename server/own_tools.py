@@ -213,6 +213,8 @@ async def _text_of(call: Call, session: Session, sessions: Sessions) -> str:
     if call.result is not None:
         await sessions.ensure_stored(session, call)
         return render_output(call.result)
+    if call.fallback is not None:
+        raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", call.fallback))
     raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", "The output could not be stored."))
 
 

@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from extraction import Usage, estimate_tokens, exceeds
+from extraction import Usage, estimate_tokens, exceeds, fallback_warning, truncate
 from server.calls import Call, CallRelay, render_output
 from server.config import Policy
 from server.errors import ClaimcheckError
@@ -157,7 +157,10 @@ class Sessions:
         call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
         call.result = None if over else result
         if over or call.handed_out:
-            await self._store(session, call, text)
+            failure = await self._store(session, call, text)
+            if failure is not None and over:  # keep what fits rather than lose the call
+                body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=policy.async_token_threshold))
+                call.fallback = f"{fallback_warning(f'the output could not be stored: {failure}')}\n\n{body}"
         if result.is_error:
             call.error = text
             call.finish("failed")
@@ -165,12 +168,15 @@ class Sessions:
             call.finish("ready")
         call.text = None  # the stored file holds it; memory holds only small results
 
-    async def _store(self, session: Session, call: Call, text: str) -> None:
+    async def _store(self, session: Session, call: Call, text: str) -> str | None:
+        """Write the output under its handle; the reason it failed, or None."""
         try:
             await session.store.write(call.handle, text)
-            call.stored = True
-        except StoreError:
-            logger.exception("could not store the output of %s", call.handle)
+        except StoreError as exc:
+            logger.warning("%s", exc)
+            return str(exc)
+        call.stored = True
+        return None
 
     async def ensure_stored(self, session: Session, call: Call) -> None:
         """Store a finished small output once its handle has been handed out."""

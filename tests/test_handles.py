@@ -17,6 +17,7 @@ from support import running_proxy, text_of
 
 from server import own_tools
 from server.proxy import Proxy
+from server.store import SessionStore, StoreError
 from server.surface import build_server
 
 pytestmark = pytest.mark.anyio
@@ -401,3 +402,24 @@ async def test_the_footer_names_at_most_five_outputs_of_each_kind_and_counts_the
     assert footer.startswith("[claimcheck] 8 running: ")
     assert sum(handle in footer for handle in handles) == 5
     assert ", and 3 more (list_tool_outputs shows all)." in footer
+
+
+async def test_a_big_output_that_cannot_be_stored_comes_back_truncated_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def disk_full(self: SessionStore, handle: str, text: str) -> None:
+        raise StoreError(f'could not store the output of handle "{handle}": No space left on device')
+
+    monkeypatch.setattr(SessionStore, "write", disk_full)
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool("down__big", {"lines": 400})
+            listed = await client.call_tool("list_tool_outputs", {})
+    answer = text_of(result)
+    assert not result.is_error
+    assert answer.startswith("WARNING: tool_output fallback to truncate (the output could not be stored: ")
+    assert "No space left on device" in answer
+    assert "line 00000 of the big output" in answer and "line 00399 of the big output" in answer
+    assert len(ENC.encode_ordinary(answer)) < THRESHOLD + 100
+    assert text_of(listed) == "This session has no tool outputs yet."
