@@ -54,7 +54,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         async_token_threshold=args.token_threshold,
         no_api=args.no_api,
     )
-    anyio.run(serve, Proxy(config, cli=cli), args.transport, args.host, args.port)
+    token: str | None = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env, "")
+        if not token:
+            print(f"claimcheck: --auth-token-env names {args.auth_token_env}, which is not set", file=sys.stderr)
+            return EXIT_CONFIG
+        if args.transport == "stdio":
+            print("claimcheck: --auth-token-env applies to --transport http and sse only", file=sys.stderr)
+            return EXIT_CONFIG
+    anyio.run(serve, Proxy(config, cli=cli), args.transport, args.host, args.port, token)
     return 0
 
 
@@ -78,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
     run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
     run.add_argument("--no-api", action="store_true", help="do not start the local status API")
+    run.add_argument(
+        "--auth-token-env", metavar="VAR", help="HTTP/SSE: require `Authorization: Bearer $VAR` on every request"
+    )
 
     tools = commands.add_parser("tools", help="connect to every server and print the tools a client will see")
     tools.add_argument("--config", help=config_help)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 import signal
 import socket
@@ -18,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.proxy import Proxy
 from server.surface import build_server
@@ -31,15 +33,22 @@ UpstreamTransport = Literal["stdio", "http", "sse"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-async def serve(proxy: Proxy, transport: UpstreamTransport, host: str = "127.0.0.1", port: int = 0) -> None:
+async def serve(
+    proxy: Proxy,
+    transport: UpstreamTransport,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    auth_token: str | None = None,
+) -> None:
+    """Serve until stopped; over HTTP/SSE every request must carry `Authorization: Bearer <auth_token>` if set."""
     if transport == "stdio":
         await serve_stdio(proxy)
     else:
         sock = _bind(host, port)
         if transport == "http":
-            await serve_http(proxy, sock)
+            await serve_http(proxy, sock, auth_token)
         else:
-            await serve_sse(proxy, sock)
+            await serve_sse(proxy, sock, auth_token)
 
 
 async def serve_stdio(proxy: Proxy) -> None:
@@ -52,7 +61,7 @@ async def serve_stdio(proxy: Proxy) -> None:
         tg.cancel_scope.cancel()
 
 
-async def serve_http(proxy: Proxy, sock: socket.socket) -> None:
+async def serve_http(proxy: Proxy, sock: socket.socket, auth_token: str | None = None) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
     server = build_server(proxy)
     host = sock.getsockname()[0]
@@ -64,10 +73,10 @@ async def serve_http(proxy: Proxy, sock: socket.socket) -> None:
             yield
 
     app = Starlette(routes=list(inner.routes), lifespan=lifespan)
-    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP")
+    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token)
 
 
-async def serve_sse(proxy: Proxy, sock: socket.socket) -> None:
+async def serve_sse(proxy: Proxy, sock: socket.socket, auth_token: str | None = None) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
     server = build_server(proxy)
     host = sock.getsockname()[0]
@@ -94,7 +103,7 @@ async def serve_sse(proxy: Proxy, sock: socket.socket) -> None:
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
         lifespan=lifespan,
     )
-    await _run_uvicorn(app, sock, "/sse", "SSE")
+    await _run_uvicorn(app, sock, "/sse", "SSE", auth_token)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -108,11 +117,14 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _run_uvicorn(app: Starlette, sock: socket.socket, path: str, label: str) -> None:
+async def _run_uvicorn(
+    app: Starlette, sock: socket.socket, path: str, label: str, auth_token: str | None = None
+) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"claimcheck: serving MCP over {label} at http://{shown}:{port}{path}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    served: ASGIApp = app if auth_token is None else BearerAuth(app, auth_token)
+    config = uvicorn.Config(served, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
@@ -121,3 +133,22 @@ async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
         async for _ in signals:
             scope.cancel()
             return
+
+
+class BearerAuth:
+    """Refuse every HTTP request without `Authorization: Bearer <token>` (compared in constant time)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers", [])).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = b'{"error": "missing or wrong bearer token"}'
+                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

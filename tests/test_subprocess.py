@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
@@ -201,3 +202,36 @@ def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None
     assert "2 output(s) in this session:" in out
     assert 'isError=True: Server "demo" failed on tool "crash"' in out
     assert "back again" in out.split("demo__echo after the crash", 1)[1]
+
+
+async def test_a_bearer_token_guards_the_http_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    command = claimcheck(
+        "serve", "--config", str(config), "--transport", "http", "--port", "0", "--auth-token-env", "CC_TEST_TOKEN"
+    )
+    monkeypatch.setenv("CC_TEST_TOKEN", "s3cret-token")
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url:
+            async with httpx2.AsyncClient() as http:
+                without = await http.post(url, json={})
+                wrong = await http.post(url, json={}, headers={"Authorization": "Bearer nope"})
+            headers = {"Authorization": "Bearer s3cret-token"}
+            async with httpx2.AsyncClient(headers=headers) as authed:
+                async with Client(streamable_http_client(url, http_client=authed), mode="legacy") as client:
+                    result = await client.call_tool("demo__echo", {"text": "let in"})
+    assert without.status_code == 401 and without.headers["www-authenticate"] == "Bearer"
+    assert wrong.status_code == 401
+    assert text_of(result) == "let in"
+
+
+def test_an_auth_token_variable_that_is_not_set_stops_claimcheck(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {}})
+    done = subprocess.run(
+        claimcheck("serve", "--config", str(config), "--transport", "http", "--auth-token-env", "CC_UNSET_VAR_X"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert "CC_UNSET_VAR_X, which is not set" in done.stderr
