@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ __all__ = ["CONNECT_TIMEOUT_S", "Downstream", "DownstreamSpec", "State"]
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
+CRASH_LIMIT = 3
+"""Crashes within CRASH_WINDOW_S after which restarts back off (2 s, 4 s, … up to the window)."""
+CRASH_WINDOW_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
 
 # The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
@@ -93,6 +97,7 @@ class Downstream:
         self._broken = anyio.Event()
         self._calls: list[_Call] = []
         self._call_counter = 0
+        self._crashes: deque[float] = deque(maxlen=CRASH_LIMIT * 4)
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -125,11 +130,24 @@ class Downstream:
             if was_up:
                 self.state = "down"
                 self.restarts += 1
+                self._crashes.append(anyio.current_time())
                 logger.warning("server %r went away (%s); it restarts on its next call", self.name, self.last_error)
             else:
                 self.state = "down" if self._first_done.is_set() else "failed"
                 logger.error("server %r could not start: %s", self.name, self.last_error)
             self._changed()
+
+    def _recent_crashes(self) -> int:
+        now = anyio.current_time()
+        return sum(1 for when in self._crashes if now - when < CRASH_WINDOW_S)
+
+    def _backoff_left(self) -> float:
+        """Seconds until the next restart is allowed: 0 until CRASH_LIMIT crashes in CRASH_WINDOW_S, then doubling."""
+        recent = self._recent_crashes()
+        if recent < CRASH_LIMIT:
+            return 0.0
+        delay = min(CRASH_WINDOW_S, 2.0 ** (recent - CRASH_LIMIT + 1))
+        return max(0.0, self._crashes[-1] + delay - anyio.current_time())
 
     async def first_attempt(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
@@ -231,6 +249,13 @@ class Downstream:
                 return self._client
             if self.state == "failed":
                 raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error})")
+            if self.state == "down" and (wait := self._backoff_left()) > 0:
+                raise DownstreamUnavailable(
+                    self.name,
+                    tool,
+                    f"the server keeps crashing ({self._recent_crashes()} times in the last {CRASH_WINDOW_S:g} s; "
+                    f"last: {self.last_error}); claimcheck starts it again in {wait:.0f} s",
+                )
             if self.state == "down":
                 if requested:
                     raise DownstreamUnavailable(self.name, tool, f"the server could not restart ({self.last_error})")

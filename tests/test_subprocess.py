@@ -235,3 +235,17 @@ def test_an_auth_token_variable_that_is_not_set_stops_claimcheck(tmp_path: Path)
     )
     assert done.returncode == 2
     assert "CC_UNSET_VAR_X, which is not set" in done.stderr
+
+
+async def test_a_server_that_keeps_crashing_is_not_restarted_at_once_and_the_error_says_so(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    with anyio.fail_after(90):
+        async with Client(stdio_claimcheck(config), mode="legacy") as client:
+            crashes = [await client.call_tool("demo__crash", {}) for _ in range(3)]
+            refused = await client.call_tool("demo__echo", {"text": "too soon"})
+    assert all(result.is_error for result in crashes)
+    assert refused.is_error
+    assert 'Server "demo" failed on tool "echo": the server keeps crashing (3 times in the last 60 s' in text_of(
+        refused
+    )
+    assert "claimcheck starts it again in" in text_of(refused)
