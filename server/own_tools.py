@@ -175,7 +175,8 @@ async def _tool_output(
     if call.status == "running":
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
-        raise fail(f"The call {call.status}: {call.error or 'no details'}")
+        error = truncate(call.error or "no details", threshold=threshold)  # an error can be huge too
+        raise fail(f"The call {call.status}: {error}")
     if args.mode in ("auto", "full-chunked", "read-grep") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True

@@ -423,3 +423,21 @@ async def test_a_big_output_that_cannot_be_stored_comes_back_truncated_with_a_wa
     assert "line 00000 of the big output" in answer and "line 00399 of the big output" in answer
     assert len(ENC.encode_ordinary(answer)) < THRESHOLD + 100
     assert text_of(listed) == "This session has no tool outputs yet."
+
+
+async def test_a_huge_error_is_stored_like_any_big_output_and_reported_as_an_error() -> None:
+    down = Downstream()
+
+    @down.server.tool(structured_output=False)
+    def explode() -> str:
+        raise ToolError(big_text(400))
+
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool("down__explode", {})
+            handle = handle_in(text_of(result))
+            detail = await client.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+    assert result.is_error
+    assert text_of(result).startswith("Tool output is too large (")
+    assert detail.is_error and "line 00000 of the big output" in text_of(detail)
+    assert len(ENC.encode_ordinary(text_of(detail))) < THRESHOLD + 100  # a huge error is cut like an output

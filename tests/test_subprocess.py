@@ -249,3 +249,25 @@ async def test_a_server_that_keeps_crashing_is_not_restarted_at_once_and_the_err
         refused
     )
     assert "claimcheck starts it again in" in text_of(refused)
+
+
+async def test_http_clients_cannot_reach_each_others_handles_and_foreign_hosts_are_refused(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"asyncTokenThreshold": 500}}
+    )
+    command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url:
+            async with Client(url, mode="legacy") as alice, Client(url, mode="legacy") as bob:
+                big = text_of(await alice.call_tool("demo__big", {"kb": 8}))
+                handle = re.search(r'handle = "([^"]+)"', big)
+                assert handle, big
+                stolen = await bob.call_tool("tool_output", {"handle": handle.group(1), "mode": "truncate"})
+                read = await bob.call_tool("Read", {"file": handle.group(1)})
+                own = await alice.call_tool("tool_output", {"handle": handle.group(1), "mode": "truncate"})
+            async with httpx2.AsyncClient() as http:
+                rebound = await http.post(url, json={}, headers={"Host": "attacker.example"})
+    assert stolen.is_error and "Unknown handle" in text_of(stolen)
+    assert read.is_error and "Unknown file" in text_of(read)
+    assert not own.is_error
+    assert rebound.status_code == 421
