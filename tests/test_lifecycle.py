@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -35,12 +37,16 @@ async def response(process: anyio.abc.Process, request_id: int) -> dict[str, Any
 
 
 @pytest.mark.parametrize("how", ["stdin closed", "SIGTERM", "SIGINT"])
-async def test_claimcheck_removes_its_run_root_and_session_files_when_it_exits(tmp_path: Path, how: str) -> None:
-    root = tmp_path / "outputs"
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"root": str(root)}})
-    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api"]
+async def test_claimcheck_removes_its_run_root_and_discovery_file_and_keeps_its_history_when_it_exits(
+    tmp_path: Path, how: str
+) -> None:
+    root, state = tmp_path / "outputs", tmp_path / "state"
+    settings = {"root": str(root), "stateDir": str(state)}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config)]
+    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
     with anyio.fail_after(60):
-        async with await anyio.open_process(command, stderr=subprocess.DEVNULL) as process:
+        async with await anyio.open_process(command, stderr=subprocess.DEVNULL, env=env) as process:
             client = {"name": "lifecycle-test", "version": "1"}
             await send(
                 process,
@@ -59,6 +65,7 @@ async def test_claimcheck_removes_its_run_root_and_session_files_when_it_exits(t
             (run_root,) = root.glob("claimcheck-*")
             stored = [path.stat().st_size for path in run_root.glob("session-*/*")]
             owner = (run_root / "owner.pid").read_text(encoding="utf-8")
+            discovery = list((state / "instances").glob("*.json"))
 
             if how == "stdin closed":
                 assert process.stdin is not None
@@ -73,3 +80,7 @@ async def test_claimcheck_removes_its_run_root_and_session_files_when_it_exits(t
     assert code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)
     assert not run_root.exists()
     assert list(root.iterdir()) == []
+    assert [path.name for path in discovery] == [f"{process.pid}.json"] and not discovery[0].exists()
+    with sqlite3.connect(state / "history.sqlite3") as db:
+        rows = db.execute("SELECT name, status, bytes FROM tasks").fetchall()
+    assert rows == [("demo__big", "ready", 512 * 1024)]  # the history was flushed before exit
