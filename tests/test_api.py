@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -225,3 +226,28 @@ async def test_ps_lists_the_running_instance_and_its_live_calls(
     assert out[1].startswith(f"  down__gated  {handle}  running ")
     assert len(out) == 2
     assert not stale.exists()  # a dead instance's file is cleaned up
+
+
+def test_calls_a_crashed_instance_left_running_are_marked_cancelled_at_the_next_start(tmp_path: Path) -> None:
+    from server.history import History, TaskQuery
+
+    path = tmp_path / "history.sqlite3"
+    History(path).close()
+    dead = 2**22 + 12345  # above the default pid_max: no process has it
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO tasks (handle, name, status, started, instance) VALUES (?, ?, 'running', 1.0, ?)",
+            ("session-a/b", "x__y", dead),
+        )
+        db.execute(
+            "INSERT INTO tasks (handle, name, status, started, instance) VALUES (?, ?, 'running', 2.0, ?)",
+            ("session-c/d", "x__z", os.getpid()),
+        )
+    history = History(path)
+    try:
+        tasks = {task["handle"]: task for task in history.tasks(TaskQuery(), 10, 0)[0]}
+    finally:
+        history.close()
+    assert tasks["session-a/b"]["status"] == "cancelled"
+    assert tasks["session-a/b"]["error"] == "claimcheck stopped before the call finished"
+    assert tasks["session-c/d"]["status"] == "running"  # a live instance's calls are left alone
