@@ -271,3 +271,35 @@ async def test_http_clients_cannot_reach_each_others_handles_and_foreign_hosts_a
     assert read.is_error and "Unknown file" in text_of(read)
     assert not own.is_error
     assert rebound.status_code == 421
+
+
+def _python_entry(code: str) -> dict[str, Any]:
+    return {"command": PYTHON, "args": ["-c", code]}
+
+
+async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the_server() -> None:
+    noisy = "print('Welcome to the noisy server!', flush=True); from server.demo_server import main; main([])"
+    config = parse_config({"mcpServers": {"noisy": _python_entry(noisy)}})
+    proxy = Proxy(config)
+    with anyio.fail_after(60):
+        async with proxy.running():
+            await proxy.pool.settled()
+            (downstream,) = proxy.pool.downstreams
+            result = await downstream.call("echo", {"text": "heard through the noise"}, None)
+    assert downstream.state == "ready"
+    assert text_of(result) == "heard through the noise"
+
+
+async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_reason() -> None:
+    sleepy = "import time; time.sleep(30)"
+    config = parse_config({"mcpServers": {"sleepy": _python_entry(sleepy), "demo": demo_server_entry()}})
+    proxy = Proxy(config, connect_timeout=2)
+    with anyio.fail_after(60):
+        async with proxy.running():
+            await proxy.pool.settled()
+            sleepy_server, demo = proxy.pool.downstreams
+            tools = [tool.name for tool in proxy.pool.tools()]
+    assert sleepy_server.state == "failed"
+    assert sleepy_server.last_error == "no answer to initialize and tools/list within 2 s"
+    assert demo.state == "ready" and "demo__echo" in tools
+    assert not any(name.startswith("sleepy__") for name in tools)
