@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -303,3 +304,34 @@ async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_rea
     assert sleepy_server.last_error == "no answer to initialize and tools/list within 2 s"
     assert demo.state == "ready" and "demo__echo" in tools
     assert not any(name.startswith("sleepy__") for name in tools)
+
+
+async def test_an_http_client_that_leaves_has_its_running_calls_cancelled_and_its_directory_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAIMCHECK_API_ENABLED", "true")
+    monkeypatch.setenv("CLAIMCHECK_API_PORT", "0")
+    root, state = tmp_path / "outputs", tmp_path / "state"
+    settings = {"root": str(root), "stateDir": str(state)}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
+    with anyio.fail_after(90):
+        both = r"(http://127\.0\.0\.1:\d+/mcp)[\s\S]*status API at"  # the API comes up after the MCP line
+        async with announced_url(command, both) as url:
+            (discovery,) = (state / "instances").glob("*.json")
+            api = json.loads(discovery.read_text(encoding="utf-8"))["url"]
+            async with httpx2.AsyncClient(base_url=api, timeout=60) as http, http.stream("GET", "v1/events") as events:
+                lines = events.aiter_lines()
+                async with Client(url, mode="legacy") as client:
+                    first = text_of(await client.call_tool("demo__slow", {"seconds": 30, "background": True}))
+                    handle = re.search(r'handle: "(session-\w+)/(\w+)"', first)
+                    assert handle, first
+                    (session_dir,) = root.glob(f"claimcheck-*/{handle.group(1)}")
+                # the client has left: its HTTP session ends, and with it the call
+                cancelled = None
+                async for line in lines:
+                    if line.startswith("data: ") and '"status": "cancelled"' in line:
+                        cancelled = json.loads(line.removeprefix("data: "))
+                        break
+    assert cancelled is not None and cancelled["handle"] == f"{handle.group(1)}/{handle.group(2)}"
+    assert not session_dir.exists()
