@@ -97,9 +97,11 @@ async def test_a_call_appears_running_and_turns_ready_live_and_its_log_opens(tmp
                     assert handle, text_of(first)
                     row = page.locator(f'tr[data-handle="{handle.group(1)}"]')
                     await expect(row).to_have_attribute("data-status", "running", timeout=20_000)
+                    await row.focus()  # updates change the row in place, so keyboard focus survives them
                     waited = await client.call_tool("wait_for_tool_output", {"handles": [handle.group(1)]})
                     assert "ready" in text_of(waited)
                     await expect(row).to_have_attribute("data-status", "ready", timeout=20_000)
+                    await expect(row).to_be_focused()
 
             await row.click()
             log = page.locator("#log-panel")
