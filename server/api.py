@@ -194,6 +194,9 @@ def bind_api_socket(port: int) -> socket.socket:
     candidates = [port + i for i in range(API_PORT_TRIES)] if port else []
     for candidate in [*candidates, 0]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # TIME-WAIT from a dashboard of the previous run must not push us off our port;
+        # Linux still refuses a port that a live instance listens on.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", candidate))
         except OSError:

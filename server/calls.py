@@ -58,6 +58,7 @@ class Call:
     lines: int = 0
     tokens: int = 0
     tokens_exact: bool = True
+    tokens_counted: bool = False  # a small inline result is never counted
     sha256: str = ""
     stored: bool = False
     fallback: str | None = None  # a truncated answer, when a big output could not be stored
@@ -94,13 +95,21 @@ class Call:
         self.finished.set()
         self.note("finished", status if self.error is None else f"{status}: {self.error.strip()[:500]}")
 
-    def set_output(self, text: str, *, tokens: int, tokens_exact: bool, over: bool) -> None:
+    def set_output(self, text: str, *, tokens: int | None, tokens_exact: bool, over: bool) -> None:
         data = text.encode("utf-8", "replace")
         self.text = text
         self.bytes = len(data)
         self.lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
         self.sha256 = hashlib.sha256(data).hexdigest()
-        self.tokens, self.tokens_exact, self.over_threshold = tokens, tokens_exact, over
+        self.over_threshold = over
+        if tokens is not None:
+            self.set_tokens(tokens, tokens_exact)
+
+    def set_tokens(self, tokens: int, exact: bool) -> None:
+        self.tokens, self.tokens_exact, self.tokens_counted = tokens, exact, True
+
+    def tokens_or_none(self) -> int | None:
+        return self.tokens if self.tokens_counted else None
 
     def tokens_label(self) -> str:
         return f"{self.tokens}" if self.tokens_exact else f"~{self.tokens}"

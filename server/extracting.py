@@ -24,6 +24,7 @@ from extraction import (
     LLMTimeout,
     LLMUnavailable,
     Message,
+    Usage,
 )
 from extraction import Mode as ExtractMode
 from extraction.llm import ToolSpec
@@ -180,6 +181,19 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
     return SamplingLLM(RequestRelay(ctx), settings, client), ""
 
 
+class _CallUsage(Usage):
+    """Counts into the session's usage and writes each LLM call into the call's log."""
+
+    def __init__(self, session_usage: Usage, call: Call) -> None:
+        super().__init__()
+        self._session_usage, self._call = session_usage, call
+
+    def add(self, model: str, completion: Completion) -> None:
+        super().add(model, completion)
+        self._session_usage.add(model, completion)
+        self._call.note("extraction", f"{model}: {completion.input_tokens} tokens in, {completion.output_tokens} out")
+
+
 def extract_function(
     proxy: Proxy,
     ctx: ServerRequestContext[Any],
@@ -220,7 +234,7 @@ def extract_function(
                 request,
                 mode,
                 llm=chosen,
-                usage=session.usage,
+                usage=_CallUsage(session.usage, call),
                 tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
                 threshold=threshold,
                 unavailable_reason=reason,

@@ -106,7 +106,7 @@ class History:
         row = (
             call.handle, call.session_id, call.server, call.tool, call.public_name,
             json.dumps(call.arguments, ensure_ascii=False), call.status, call.started, call.finished_at,
-            call.bytes, call.lines, call.tokens,
+            call.bytes, call.lines, call.tokens_or_none(),
             None if progress is None else json.dumps([progress.progress, progress.total, progress.message]),
             call.error, call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
         )  # fmt: skip

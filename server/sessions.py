@@ -150,10 +150,10 @@ class Sessions:
             cut = text.encode("utf-8", "replace")[: self._max_output_bytes].decode("utf-8", "ignore")
             text = cut + _CUT_MARKER.format(limit=self._max_output_bytes, total=total)
         over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
+        tokens: int | None = None  # an inline result never shows its count
+        exact = False
         if over or call.handed_out:
             tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
-        else:
-            tokens, exact = 0, False  # an inline result never shows its count
         call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
         call.result = None if over else result
         if over or call.handed_out:
@@ -184,5 +184,5 @@ class Sessions:
             return
         text = render_output(call.result)
         tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
-        call.tokens, call.tokens_exact = tokens, exact
+        call.set_tokens(tokens, exact)
         await self._store(session, call, text)

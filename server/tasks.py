@@ -34,7 +34,7 @@ def task_json(call: Call, *, live: bool = True) -> dict[str, Any]:
         "durationMs": None if finished is None else round((finished - call.started) * 1000, 1),
         "bytes": call.bytes,
         "lines": call.lines,
-        "tokens": call.tokens,
+        "tokens": call.tokens_or_none(),
         "progress": None
         if progress is None
         else {"progress": progress.progress, "total": progress.total, "message": progress.message},

@@ -222,7 +222,11 @@ async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode
                 result = await client.call_tool(
                     "tool_output", {"handle": handle, "extract": "every ERROR line", "mode": "full-chunked"}
                 )
+            (call,) = [s.call(handle) for s in proxy.sessions.live if s.call(handle) is not None]
     answer = text_of(result)
+    assert call is not None
+    logged = [detail for _, kind, detail in call.log if kind == "extraction"]
+    assert len(logged) == len(prompts) and all(d.startswith("sampling:") for d in logged)  # one per LLM call
     assert "STRATEGY:full-chunked" in answer, answer
     assert ERRORS[120] in answer and ERRORS[333] in answer
     assert re.search(r"chunks=(\d+)/\1 model=sampling:", answer), answer
