@@ -291,6 +291,43 @@ async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the
     assert text_of(result) == "heard through the noise"
 
 
+_GARBAGE_SERVER = """
+import os
+from server.demo_server import build_demo_server
+WIRE = os.dup(1)  # the SDK moves print() off the protocol's stdout; a server in another language would not
+demo = build_demo_server()
+
+@demo.tool(structured_output=False)
+def noise() -> str:
+    for line in (b"not json at all", b'{"half": ', b"\\xff\\xfe binary", b'{"jsonrpc": "2.0", "id": 987654, "result": {}}',
+                 b'{"jsonrpc": "2.0", "method": 42}', b"[]"):
+        os.write(WIRE, line + b"\\n")  # the protocol's own stdout, in the middle of a call
+    return "said my piece"
+
+demo.run("stdio")
+"""
+
+
+async def test_garbage_written_to_stdout_in_the_middle_of_a_session_is_skipped_and_calls_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = parse_config({"mcpServers": {"noisy": _python_entry(_GARBAGE_SERVER), "demo": demo_server_entry()}})
+    proxy = Proxy(config)
+    with anyio.fail_after(60):
+        async with proxy.running():
+            await proxy.pool.settled()
+            noisy, demo = proxy.pool.downstreams
+            before = await noisy.call("echo", {"text": "before"}, None)
+            during = await noisy.call("noise", {}, None)
+            after = await noisy.call("echo", {"text": "after"}, None)
+            elsewhere = await demo.call("echo", {"text": "unaffected"}, None)
+    assert [text_of(before), text_of(during), text_of(after)] == ["before", "said my piece", "after"]
+    assert not during.is_error and noisy.state == "ready"
+    assert text_of(elsewhere) == "unaffected"
+    skipped = [r.getMessage() for r in caplog.records if "wrote a line that is not JSON-RPC" in r.getMessage()]
+    assert len(skipped) == 5, skipped  # all but the stray response, which is valid JSON-RPC with an unknown id
+
+
 async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_reason() -> None:
     sleepy = "import time; time.sleep(30)"
     config = parse_config({"mcpServers": {"sleepy": _python_entry(sleepy), "demo": demo_server_entry()}})
