@@ -1,13 +1,16 @@
 """Client sessions and the background calls they own.
 
 A session is one client: the stdio connection, or one MCP session of the HTTP/SSE transports (its
-`Connection`). 2026-07-28 requests carry no connection identity, so every such request without one
-shares the process's default session. Closing a session cancels its running calls and deletes its
-directory; handles of other sessions are unknown to it.
+`Connection`). 2026-07-28 requests carry no session at all, so over HTTP claimcheck keys them by who
+is asking: the `Authorization` header, the client's name, and an optional `Claimcheck-Session` header
+for telling apart two copies of one client. Over stdio there is one client, in the default session.
+Closing a session cancels its running calls and deletes its directory; handles of other sessions are
+unknown to it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -31,6 +34,7 @@ __all__ = ["Session", "Sessions"]
 logger = logging.getLogger(__name__)
 
 _STATE_KEY = "claimcheck.session"
+SESSION_HEADER = "claimcheck-session"
 _CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
@@ -67,6 +71,17 @@ class Session:
         self._changed = anyio.Event()
 
 
+def _principal(ctx: ServerRequestContext[Any]) -> str | None:
+    """Who sent a sessionless HTTP request; None off HTTP (stdio has one client)."""
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return None
+    params = ctx.session.client_params
+    client = params.client_info.name if params is not None else ""
+    parts = (headers.get("authorization", ""), client, headers.get(SESSION_HEADER, ""))
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()
+
+
 class Sessions:
     """Every live session of the process, and the task group their calls run in."""
 
@@ -75,6 +90,7 @@ class Sessions:
         self._tg = task_group
         self._max_output_bytes = max_output_bytes
         self._default: Session | None = None
+        self._by_principal: dict[str, Session] = {}  # 2026-07-28 clients over HTTP
         self.live: set[Session] = set()
         self.observer: Callable[[Call, str], None] | None = None
 
@@ -82,6 +98,12 @@ class Sessions:
         """The session of the client that sent this request."""
         connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
         if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            principal = _principal(ctx)
+            if principal is not None:
+                found = self._by_principal.get(principal)
+                if found is None or found.closed:
+                    found = self._by_principal[principal] = self.open()
+                return found
             if self._default is None or self._default.closed:
                 self._default = self.open()
             return self._default

@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import Implementation
 from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
@@ -274,6 +275,45 @@ async def test_http_clients_cannot_reach_each_others_handles_and_foreign_hosts_a
     assert rebound.status_code == 421
 
 
+def _modern_client(url: str, name: str, session: str | None = None) -> Client:
+    """A 2026-07-28 client over HTTP: no handshake, no Mcp-Session-Id."""
+    headers = {} if session is None else {"Claimcheck-Session": session}
+    http = httpx2.AsyncClient(headers=headers, timeout=30)
+    transport = streamable_http_client(url, http_client=http)
+    return Client(transport, mode="auto", client_info=Implementation(name=name, version="1"))
+
+
+async def test_2026_clients_over_http_are_kept_apart_by_client_name_and_claimcheck_session_header(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"asyncTokenThreshold": 500}}
+    )
+    command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url:
+            async with (
+                _modern_client(url, "alice") as alice,
+                _modern_client(url, "bob") as bob,
+                _modern_client(url, "bob", session="second window") as bob_two,
+                _modern_client(url, "alice") as alice_again,
+            ):
+                assert alice.protocol_version == "2026-07-28"
+                big = text_of(await alice.call_tool("demo__big", {"kb": 8}))
+                handle = re.search(r'handle = "([^"]+)"', big)
+                assert handle, big
+                stolen = await bob.call_tool("tool_output", {"handle": handle.group(1), "mode": "truncate"})
+                other_window = await bob_two.call_tool("Read", {"file": handle.group(1)})
+                listed_by_bob = text_of(await bob.call_tool("list_tool_outputs", {}))
+                same_client = await alice_again.call_tool(
+                    "tool_output", {"handle": handle.group(1), "mode": "truncate"}
+                )
+    assert stolen.is_error and "Unknown handle" in text_of(stolen)
+    assert other_window.is_error and "Unknown file" in text_of(other_window)
+    assert handle.group(1) not in listed_by_bob
+    assert not same_client.is_error  # the same client name, token and header: the same session (no way to tell)
+
+
 def _python_entry(code: str) -> dict[str, Any]:
     return {"command": PYTHON, "args": ["-c", code]}
 
@@ -299,8 +339,8 @@ demo = build_demo_server()
 
 @demo.tool(structured_output=False)
 def noise() -> str:
-    for line in (b"not json at all", b'{"half": ', b"\\xff\\xfe binary", b'{"jsonrpc": "2.0", "id": 987654, "result": {}}',
-                 b'{"jsonrpc": "2.0", "method": 42}', b"[]"):
+    stray, bad = b'{"jsonrpc": "2.0", "id": 987654, "result": {}}', b'{"jsonrpc": "2.0", "method": 42}'
+    for line in (b"not json at all", b'{"half": ', b"\\xff\\xfe binary", stray, bad, b"[]"):
         os.write(WIRE, line + b"\\n")  # the protocol's own stdout, in the middle of a call
     return "said my piece"
 
