@@ -64,6 +64,7 @@ class Call:
     fallback: str | None = None  # a truncated answer, when a big output could not be stored
     over_threshold: bool = False
     handed_out: bool = False
+    ttl_ms: int | None = None  # set when the call was started as an MCP task
     seen: bool = False
     retrievals: int = 0
     session_id: str = ""

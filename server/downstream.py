@@ -31,6 +31,7 @@ from server.config import ServerConfig
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
 from server.relay import Relay
 from server.stdio_transport import StdioProcess
+from server.task_client import call_as_task
 from server.version import VERSION
 
 __all__ = ["CONNECT_TIMEOUT_S", "Downstream", "DownstreamSpec", "State"]
@@ -263,8 +264,14 @@ class Downstream:
                 self._wanted.set()
             await self._state_changed.wait()
 
-    async def call(self, tool: str, arguments: dict[str, Any] | None, relay: Relay | None) -> types.CallToolResult:
-        """Forward one `tools/call`; failures of the downstream become `DownstreamError`s."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any] | None, relay: Relay | None, *, as_task: bool = False
+    ) -> types.CallToolResult:
+        """Forward one `tools/call`; failures of the downstream become `DownstreamError`s.
+
+        A tool that requires tasks is always called as one; a tool that allows them is when `as_task`
+        (the call goes to the background anyway), so cancellation and progress are the server's own.
+        """
         client = await self.client(tool)
         self._call_counter += 1
         call = _Call(relay, self._call_counter)
@@ -272,6 +279,8 @@ class Downstream:
         progress = relay.progress if relay is not None else None
         try:
             with anyio.move_on_after(self.config.timeout):
+                if self._wants_task(tool, as_task):
+                    return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
                 return await client.call_tool(tool, arguments, progress_callback=progress)
             raise DownstreamTimeout(
                 self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s"
@@ -290,6 +299,16 @@ class Downstream:
             raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
         finally:
             self._calls.remove(call)
+
+    def _wants_task(self, tool: str, as_task: bool) -> bool:
+        definition = self.tools.get(tool)
+        support = definition.execution.task_support if definition and definition.execution else None
+        if support == "required":
+            return True
+        if support != "optional" or not as_task or self._client is None:
+            return False
+        tasks = self._client.server_capabilities.tasks
+        return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
 
     async def close(self) -> None:
         self._broken.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import anyio
@@ -9,14 +10,14 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from server import messages
-from server.calls import Call
+from server.calls import Call, CallRelay
 from server.errors import ClaimcheckError
 from server.pool import Route
 from server.proxy import Proxy
-from server.relay import RequestRelay
+from server.relay import Relay, RequestRelay
 from server.sessions import Session
 
-__all__ = ["ArgumentError", "forward"]
+__all__ = ["ArgumentError", "begin", "forward", "split_arguments"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -32,26 +33,11 @@ async def forward(
 ) -> tuple[types.CallToolResult, Call | None]:
     """The result for the client, and the call it is about when that call now has a handle."""
     relay = RequestRelay(ctx, proxy.log_level)
-    args = dict(arguments) if arguments is not None else None
-    background = False
-    if args is not None and route.background_param is not None and route.background_param in args:
-        flag = args.pop(route.background_param)
-        if not isinstance(flag, bool):
-            raise ArgumentError(f'"{route.background_param}" must be true or false, not {flag!r}.')
-        background = flag
+    args, background = split_arguments(route, arguments)
     if not route.policy.async_enabled:
         return _inline(route, await route.downstream.call(route.tool, args, relay)), None
 
-    call = Call(
-        handle=session.store.new_handle(),
-        public_name=route.public,
-        server=route.downstream.name,
-        tool=route.tool,
-        arguments=args or {},
-    )
-    call_relay = proxy.sessions.start(
-        session, call, lambda r: route.downstream.call(route.tool, args, r), route.policy, relay
-    )
+    call, call_relay = begin(proxy, route, args, session, relay, background=background)
     try:
         if not background:
             with anyio.move_on_after(route.policy.async_timeout_secs):
@@ -79,6 +65,41 @@ async def forward(
     if call.result is not None:
         return _inline(route, call.result), None
     return _text(call.error or f"the call {call.status}", is_error=True), None
+
+
+def split_arguments(route: Route, arguments: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+    """The downstream's arguments, and whether claimcheck's `background` flag asked for the background."""
+    args = dict(arguments) if arguments is not None else None
+    if args is None or route.background_param is None or route.background_param not in args:
+        return args, False
+    flag = args.pop(route.background_param)
+    if not isinstance(flag, bool):
+        raise ArgumentError(f'"{route.background_param}" must be true or false, not {flag!r}.')
+    return args, flag
+
+
+def begin(
+    proxy: Proxy,
+    route: Route,
+    args: dict[str, Any] | None,
+    session: Session,
+    relay: Relay | None,
+    *,
+    background: bool,
+) -> tuple[Call, CallRelay]:
+    """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one."""
+    call = Call(
+        handle=session.store.new_handle(),
+        public_name=route.public,
+        server=route.downstream.name,
+        tool=route.tool,
+        arguments=args or {},
+    )
+
+    def invoke(r: CallRelay) -> Awaitable[types.CallToolResult]:
+        return route.downstream.call(route.tool, args, r, as_task=background)
+
+    return call, proxy.sessions.start(session, call, invoke, route.policy, relay)
 
 
 def _inline(route: Route, result: types.CallToolResult) -> types.CallToolResult:

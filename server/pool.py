@@ -110,7 +110,9 @@ class Pool:
                         routes[public].downstream.name,
                     )
                     continue
-                definition = tool.model_copy(update={"name": public, "output_schema": None})
+                # claimcheck runs any call as an MCP task, and a tool that requires one without it
+                execution = types.ToolExecution(task_support="optional")
+                definition = tool.model_copy(update={"name": public, "output_schema": None, "execution": execution})
                 background: str | None = None
                 if policy.async_enabled:
                     definition, background = _with_background(definition, settings.background_param)

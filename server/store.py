@@ -155,6 +155,11 @@ class SessionStore:
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f'could not read the output of handle "{handle}": {_reason(exc)}') from exc
 
+    def discard(self, handle: str) -> None:
+        """Delete the output of `handle`, if one was stored."""
+        if self.owns(handle):
+            _unlink_quietly(self._path_of(handle))
+
     def remove(self) -> None:
         """Remove this session's directory and every output in it; safe to call more than once."""
         _remove_tree(self.path)

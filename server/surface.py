@@ -18,7 +18,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server import messages
+from server import mcp_tasks, messages
 from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
 from server.extracting import InputRequired, extract_function
@@ -134,6 +134,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]  # see above
         server.create_initialization_options, NotificationOptions(tools_changed=True)
     )
+    mcp_tasks.install(server, proxy)
     return server
 
 

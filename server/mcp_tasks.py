@@ -1,0 +1,211 @@
+"""MCP Tasks (protocol 2025-11-25) served from the same registry that backs handles (DESIGN §8).
+
+A task is a proxied call whose handle is its task id: a task-augmented `tools/call` starts the call
+in the background at once and answers `CreateTaskResult`; `tasks/get|result|list|cancel` read the
+session's calls, so a call that became a handle is a task too, and the status API shows tasks as
+calls. mcp 2.3.0 ships only the types, so the `tools/call` is intercepted in a middleware (before the
+SDK checks the result is a `CallToolResult`) and `tasks/*` are custom request handlers. 2026-07-28
+clients do not have tasks in the core protocol; their calls take the ordinary path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from server import messages
+from server.calls import Call
+from server.errors import ClaimcheckError
+from server.forwarding import begin, split_arguments
+from server.proxy import Proxy
+from server.sessions import Session
+from server.tasks import iso
+
+__all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "task_of"]
+
+logger = logging.getLogger(__name__)
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+DEFAULT_TTL_MS = 3_600_000
+"""How long a finished task is kept when the client names no ttl."""
+MAX_TTL_MS = 86_400_000
+POLL_INTERVAL_MS = 500
+_STATUS: dict[str, types.TaskStatus] = {
+    "running": "working",
+    "ready": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+
+
+def tasks_capability() -> types.ServerTasksCapability:
+    return types.ServerTasksCapability(
+        list=types.TasksListCapability(),
+        cancel=types.TasksCancelCapability(),
+        requests=types.ServerTasksRequestsCapability(
+            tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+        ),
+    )
+
+
+def install(server: Server[Proxy], proxy: Proxy) -> None:
+    """Serve tasks on `server`: the capability, the `tools/call` interception and the `tasks/*` methods."""
+    tasks = _Tasks(proxy)
+    server.middleware.append(tasks.intercept)
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks.get)
+    server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
+    server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
+    options: Callable[..., InitializationOptions] = server.create_initialization_options
+
+    def with_tasks(*args: Any, **kwargs: Any) -> InitializationOptions:
+        initialization = options(*args, **kwargs)
+        initialization.capabilities.tasks = tasks_capability()
+        return initialization
+
+    server.create_initialization_options = with_tasks  # type: ignore[method-assign]  # the SDK never sets tasks
+
+
+def task_of(call: Call) -> types.Task:
+    """The task view of a call (its handle is the task id)."""
+    updated = call.log[-1][0] if call.log else call.started
+    message = call.error if call.status == "failed" and call.error else None
+    if call.status == "running" and call.progress is not None:
+        message = call.progress.describe()
+    return types.Task(
+        task_id=call.handle,
+        status=_STATUS[call.status],
+        status_message=message.strip()[:500] if message else None,
+        created_at=iso(call.started) or "",
+        last_updated_at=iso(updated) or "",
+        ttl=call.ttl_ms if call.ttl_ms is not None else DEFAULT_TTL_MS,  # always a number: see notes P11
+        poll_interval=POLL_INTERVAL_MS,
+    )
+
+
+class _Tasks:
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    async def intercept(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        """A task-augmented `tools/call` becomes a background call and a `CreateTaskResult`."""
+        raw = ctx.params
+        if ctx.method != "tools/call" or not isinstance(raw, dict) or raw.get("task") is None:
+            return await call_next(ctx)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)
+        try:
+            params = types.CallToolRequestParams.model_validate(raw, by_name=False)
+        except ValidationError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid tools/call params: {exc}") from None
+        await self.proxy.pool.settled()
+        route = self.proxy.pool.route(params.name)
+        if route is None:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f'Tool "{params.name}" cannot run as a task: only the proxied servers\' tools can.',
+            )
+        session = self.proxy.sessions.for_request(ctx)
+        try:
+            args, _ = split_arguments(route, params.arguments)
+        except ClaimcheckError as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        call, _ = begin(self.proxy, route, args, session, None, background=True)
+        assert params.task is not None
+        requested = params.task.ttl
+        call.ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
+        call.handed_out = True
+        call.note("handed-out", "started as a task")
+        self.proxy.sessions.spawn(lambda: _announce_end(ctx.session, call))
+        created = types.CreateTaskResult(task=task_of(call))
+        return created.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def get(self, ctx: ServerRequestContext[Any], params: types.GetTaskRequestParams) -> types.GetTaskResult:
+        call = self._find(ctx, params.task_id)
+        return types.GetTaskResult(**task_of(call).model_dump())
+
+    async def result(self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams) -> HandlerResult:
+        """Blocks until the task is done (per the spec), then the call's result under the size rule."""
+        call = self._find(ctx, params.task_id)
+        await call.finished.wait()
+        call.seen = True
+        related = {RELATED_TASK: {"taskId": call.handle}}
+        if call.status == "cancelled":
+            raise MCPError(code=types.INVALID_PARAMS, message=f'Task "{call.handle}" was cancelled.')
+        if call.over_threshold:
+            result = _text(call.fallback or messages.too_large_message(call), is_error=call.status == "failed")
+        elif call.result is not None:
+            call.retrievals += 1
+            result = call.result
+        else:
+            result = _text(call.error or f"the call {call.status}", is_error=True)
+        data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        data["_meta"] = {**data.get("_meta", {}), **related}
+        return data
+
+    async def list(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListTasksResult:
+        session = self._session(ctx)
+        return types.ListTasksResult(tasks=[task_of(call) for call in session.handed_out()])
+
+    async def cancel(
+        self, ctx: ServerRequestContext[Any], params: types.CancelTaskRequestParams
+    ) -> types.CancelTaskResult:
+        call = self._find(ctx, params.task_id)
+        if call.finished.is_set():
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"Cannot cancel task: it is already {_STATUS[call.status]}.",
+            )
+        call.scope.cancel()
+        with anyio.move_on_after(5):
+            await call.finished.wait()
+        return types.CancelTaskResult(**task_of(call).model_dump())
+
+    def _session(self, ctx: ServerRequestContext[Any]) -> Session:
+        session = self.proxy.sessions.for_request(ctx)
+        _expire(session)
+        return session
+
+    def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> Call:
+        call = self._session(ctx).call(task_id)
+        if call is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f'Failed to retrieve task: no task "{task_id}".')
+        return call
+
+
+def _expire(session: Session) -> None:
+    """Forget finished tasks whose ttl has run out (counted from creation; a running task is kept)."""
+    now = time.time()
+    for call in list(session.calls.values()):
+        if call.ttl_ms is not None and call.finished.is_set() and now > call.started + call.ttl_ms / 1000:
+            session.calls.pop(call.handle, None)
+            session.store.discard(call.handle)
+
+
+async def _announce_end(session: ServerSession, call: Call) -> None:
+    """`notifications/tasks/status` once the task reaches its end."""
+    await call.finished.wait()
+    task = task_of(call)
+    notification = types.TaskStatusNotification(params=types.TaskStatusNotificationParams(**task.model_dump()))
+    try:
+        await session.send_notification(notification)  # type: ignore[arg-type]  # types-only in the SDK's union
+    except Exception:  # boundary: the client may have gone; the task's state stays readable
+        logger.debug("could not send the status of task %s", call.handle, exc_info=True)
+
+
+def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)

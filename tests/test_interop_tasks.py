@@ -1,0 +1,58 @@
+"""A tool that requires MCP tasks (server-everything's `simulate-research-query`) for a client that knows none."""
+
+from __future__ import annotations
+
+import anyio
+import peers
+import pytest
+from mcp import Client
+from support import text_of
+from test_handles import handle_in
+
+from server.config import parse_config
+from server.proxy import Proxy
+from server.surface import build_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
+
+TOOL = "everything__simulate-research-query"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def everything_proxy(settings: dict[str, object]) -> Proxy:
+    node, *args = peers.everything_command()
+    return Proxy(parse_config({"mcpServers": {"everything": {"command": node, "args": args}}, "settings": settings}))
+
+
+async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_as_progress() -> None:
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    proxy = everything_proxy({"asyncTimeoutSecs": 45})
+    with anyio.fail_after(90):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            result = await client.call_tool(TOOL, {"topic": "claim checks"}, progress_callback=on_progress)
+    assert TOOL in tools
+    assert not result.is_error, text_of(result)
+    assert text_of(result).startswith("# Research Report: claim checks")
+    messages = [message for _, message in progress]
+    assert "Gathering sources..." in messages and "Generating report..." in messages
+    assert [value for value, _ in progress] == sorted(value for value, _ in progress)
+
+
+async def test_a_tool_that_requires_tasks_can_go_to_the_background_and_be_waited_for() -> None:
+    proxy = everything_proxy({})
+    with anyio.fail_after(90):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            started = await client.call_tool(TOOL, {"topic": "handles", "background": True})
+            handle = handle_in(text_of(started))
+            waited = await client.call_tool("wait_for_tool_output", {"handles": [handle]})
+    assert text_of(started).startswith(f"Tool {TOOL} is running in the background")
+    assert "1 finished" in text_of(waited) and "# Research Report: handles" in text_of(waited)
