@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server.event_store import BoundedEventStore
 from server.proxy import Proxy
 from server.surface import build_server
 from server.upstream_stdio import stdio_streams
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 UpstreamTransport = Literal["stdio", "http", "sse"]
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_RETRY_MS = 1000
+"""How soon a client whose stream dropped should reconnect (with Last-Event-ID) to resume it."""
 
 
 async def serve(
@@ -65,7 +68,9 @@ async def serve_http(proxy: Proxy, sock: socket.socket, auth_token: str | None =
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
     server = build_server(proxy)
     host = sock.getsockname()[0]
-    inner = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, event_store=BoundedEventStore(), retry_interval=_RETRY_MS
+    )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

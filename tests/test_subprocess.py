@@ -412,3 +412,37 @@ async def test_an_http_client_that_leaves_has_its_running_calls_cancelled_and_it
                         break
     assert cancelled is not None and cancelled["handle"] == f"{handle.group(1)}/{handle.group(2)}"
     assert not session_dir.exists()
+
+
+async def test_an_http_client_whose_stream_drops_mid_call_resumes_it_with_last_event_id(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
+    version = "2025-11-25"
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    hello = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    call = {"name": "demo__slow", "arguments": {"seconds": 1}}
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url, httpx2.AsyncClient(timeout=30) as http:
+            opened = await http.post(
+                url, headers=base, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+            )
+            session = {**base, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+            await http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+            async with http.stream("POST", url, headers=session, json=request) as stream:
+                first_id = None
+                async for line in stream.aiter_lines():  # the priming event comes first
+                    if line.startswith("id:"):
+                        first_id = line.removeprefix("id:").strip()
+                        break
+            assert first_id, "no event id: the stream cannot be resumed"
+            resumed: list[dict[str, Any]] = []
+            replay = {**session, "Accept": "text/event-stream", "Last-Event-ID": first_id}
+            async with http.stream("GET", url, headers=replay) as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:") and line.removeprefix("data:").strip():
+                        resumed.append(json.loads(line.removeprefix("data:")))
+                        if resumed[-1].get("id") == 2:
+                            break
+    result = resumed[-1]["result"]
+    assert [item["text"] for item in result["content"]] == ["slept 1 s"]
