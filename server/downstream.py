@@ -1,4 +1,4 @@
-"""One downstream MCP server: its connection, its tools, and calls to it.
+"""One downstream MCP server: its connection, its tools (and resources, prompts), and calls to it.
 
 A supervisor task owns the `Client` (anyio scopes must be left by the task that entered them). A
 server that fails at start stays down and its tools are absent; one that dies after it was up keeps
@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import httpx2
@@ -26,6 +26,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from server.config import ServerConfig
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
@@ -34,7 +35,7 @@ from server.stdio_transport import StdioProcess
 from server.task_client import call_as_task
 from server.version import VERSION
 
-__all__ = ["CONNECT_TIMEOUT_S", "Downstream", "DownstreamSpec", "State"]
+__all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "DownstreamSpec", "State"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ _sse_module.sse_within_origin = functools.partial(_sse_module.sse_within_origin,
 State = Literal["starting", "ready", "down", "failed"]
 Target = Server[Any] | AbstractAsyncContextManager[Any] | str
 _IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,16 @@ class DownstreamSpec:
     name: str
     config: ServerConfig
     target: Callable[[], Target] | None = None
+
+
+class CatalogObserver(Protocol):
+    """Hears about a downstream's resources and prompts (`server.catalog`)."""
+
+    async def connected(self, downstream: Downstream) -> None: ...
+
+    async def lists_changed(self, downstream: Downstream) -> None: ...
+
+    async def resource_updated(self, downstream: Downstream, uri: str) -> None: ...
 
 
 @dataclass(eq=False)
@@ -83,6 +95,11 @@ class Downstream:
         self.name = spec.name
         self.config = spec.config
         self.tools: dict[str, types.Tool] = {}
+        self.resources: dict[str, types.Resource] = {}
+        self.templates: dict[str, types.ResourceTemplate] = {}
+        self.prompts: dict[str, types.Prompt] = {}
+        self.capabilities: types.ServerCapabilities | None = None
+        self.observer: CatalogObserver | None = None
         self.state: State = "starting"
         self.last_error: str | None = None
         self.restarts = 0
@@ -114,10 +131,13 @@ class Downstream:
                         target = await self._target(stack)
                         client = await stack.enter_async_context(self._client_for(target))
                         await self._refresh_tools(client, announce=False)
+                        await self._refresh_catalog(client, announce=False)
                         scope.deadline = math.inf
                         self._client, self.state, self.last_error, was_up = client, "ready", None, True
                         self._changed()
                         await self._on_tools_changed()
+                        if self.observer is not None:
+                            await self.observer.connected(self)
                         async with anyio.create_task_group() as tg:
                             if self.process is not None:
                                 tg.start_soon(self._watch, self.process)
@@ -207,11 +227,52 @@ class Downstream:
         if changed and announce:
             await self._on_tools_changed()
 
+    async def _refresh_catalog(
+        self, client: Client, *, announce: bool = True, resources: bool = True, prompts: bool = True
+    ) -> None:
+        """Resources, templates and prompts, where the server offers them (`server.catalog` routes them)."""
+        self.capabilities = offered = client.server_capabilities
+        before = (self.resources, self.templates, self.prompts)
+        if resources:
+            listed = await self._every_page(client.list_resources, "resources", offered.resources)
+            self.resources = {r.uri: r for r in listed}
+            listed = await self._every_page(client.list_resource_templates, "resource_templates", offered.resources)
+            self.templates = {t.uri_template: t for t in listed}
+        if prompts:
+            self.prompts = {p.name: p for p in await self._every_page(client.list_prompts, "prompts", offered.prompts)}
+        if announce and before != (self.resources, self.templates, self.prompts) and self.observer is not None:
+            await self.observer.lists_changed(self)
+
+    async def _every_page(self, list_page: Callable[..., Awaitable[Any]], field: str, offered: object) -> list[Any]:
+        """Every item of a list the server offers, following `nextCursor`; a list it cannot give is empty."""
+        items: list[Any] = []
+        cursor: str | None = None
+        try:
+            for _ in range(1000) if offered is not None else ():
+                page = await list_page(cursor=cursor)
+                items.extend(getattr(page, field))
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except (MCPError, ValidationError) as exc:
+            if not isinstance(exc, MCPError) or exc.error.code != types.METHOD_NOT_FOUND:
+                logger.warning(
+                    "server %r could not list its %s: %s", self.name, field.replace("_", " "), _describe(exc)
+                )
+            return []
+        return items
+
     # -- notifications and requests from the downstream ---------------------------------------
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._client is not None:
             await self._refresh_tools(self._client)
+        elif isinstance(message, types.ResourceListChangedNotification) and self._client is not None:
+            await self._refresh_catalog(self._client, prompts=False)
+        elif isinstance(message, types.PromptListChangedNotification) and self._client is not None:
+            await self._refresh_catalog(self._client, resources=False)
+        elif isinstance(message, types.ResourceUpdatedNotification) and self.observer is not None:
+            await self.observer.resource_updated(self, message.params.uri)
         elif isinstance(message, Exception):
             logger.warning("server %r sent something unreadable: %s", self.name, message)
 
@@ -309,6 +370,33 @@ class Downstream:
             return False
         tasks = self._client.server_capabilities.tasks
         return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
+
+    async def request(self, method: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
+        """Forward one request that is not a tool call; failures become JSON-RPC errors naming the server."""
+
+        def failed(reason: str, code: int = types.INTERNAL_ERROR, data: Any = None) -> MCPError:
+            return MCPError(code=code, message=f'Server "{self.name}" failed on {method}: {reason}', data=data)
+
+        try:
+            client = await self.client(method)
+        except DownstreamError as exc:
+            raise failed(exc.reason) from None
+        try:
+            with anyio.move_on_after(self.config.timeout):
+                return await send(client)
+        except MCPError as exc:
+            if exc.error.code != types.CONNECTION_CLOSED:
+                raise failed(exc.error.message, exc.error.code, exc.error.data) from None
+            self.last_error = "the connection closed during a request"
+            self._broken.set()
+            raise failed("the server closed the connection (it may have crashed)") from None
+        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            self.last_error = _describe(exc)
+            self._broken.set()
+            raise failed(f"the connection failed: {self.last_error}") from None
+        except ValidationError as exc:
+            raise failed(f"the server's answer is not a valid result ({exc.error_count()} problems)") from None
+        raise failed(f"no answer within the server's timeout of {self.config.timeout:g} s")
 
     async def close(self) -> None:
         self._broken.set()

@@ -1,9 +1,9 @@
-"""The running proxy: configuration, the downstream pool, and the clients to tell about changes."""
+"""The running proxy: configuration, the downstream pool and catalog, and the clients to tell about changes."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,10 +11,18 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
 
 from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
+from server.catalog import Catalog
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, state_dir
 from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.pool import Pool
@@ -49,6 +57,7 @@ class Proxy:
         self.api_url: str | None = None
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
+        self.catalog = Catalog(self.pool.downstreams, config.settings.tool_separator, self)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
@@ -106,18 +115,38 @@ class Proxy:
         return self._client_sessions
 
     def add_session(self, session: ServerSession) -> None:
-        """Remember a handshake-era client so it hears about tool list changes."""
+        """Remember a handshake-era client so it hears about list changes."""
         self._sessions.append(session)
 
     async def announce_tools_changed(self) -> None:
         """Tell every client: handshake-era ones by notification, 2026-era ones through `subscriptions/listen`."""
+        await self._announce(ServerSession.send_tool_list_changed, ToolsListChanged())
+
+    async def announce_resources_changed(self) -> None:
+        await self._announce(ServerSession.send_resource_list_changed, ResourcesListChanged())
+
+    async def announce_prompts_changed(self) -> None:
+        await self._announce(ServerSession.send_prompt_list_changed, PromptsListChanged())
+
+    async def announce_resource_updated(self, uri: str) -> None:
+        """Tell the clients that follow `uri`: handshake-era subscribers, and listen streams that name it."""
+        subscriptions = self.catalog.subscriptions
+        for key, session in subscriptions.followers(uri):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # boundary: a client that went away must not stop the others hearing
+                logger.debug("dropping a subscriber that can no longer be notified", exc_info=True)
+                await subscriptions.forget(key)
+        await self.bus.publish(ResourceUpdated(uri=uri))
+
+    async def _announce(self, send: Callable[[ServerSession], Awaitable[None]], event: ServerEvent) -> None:
         for session in list(self._sessions):
             try:
-                await session.send_tool_list_changed()
+                await send(session)
             except Exception:  # boundary: a client that went away must not stop the others hearing
                 logger.debug("dropping a client session that can no longer be notified", exc_info=True)
                 self._sessions.remove(session)
-        await self.bus.publish(ToolsListChanged())
+        await self.bus.publish(event)
 
 
 def _policy(settings: ExtractionSettings) -> Policy:

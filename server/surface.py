@@ -18,7 +18,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server import mcp_tasks, messages
+from server import catalog_surface, mcp_tasks, messages
 from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
 from server.extracting import InputRequired, extract_function
@@ -132,9 +132,11 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
     # The HTTP session manager calls create_initialization_options() without arguments.
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]  # see above
-        server.create_initialization_options, NotificationOptions(tools_changed=True)
+        server.create_initialization_options,
+        NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
     )
     mcp_tasks.install(server, proxy)
+    catalog_surface.install(server, proxy)
     return server
 
 

@@ -1,0 +1,131 @@
+"""The MCP requests about resources, prompts and completion; each goes to the server the catalog names.
+
+Lists are served whole, in one page. A downstream's failure comes back as a JSON-RPC error naming
+the server (these are not tool calls: there is no isError result to carry it). A server that does
+not offer completion answers with no suggestions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from server.catalog import offers
+from server.proxy import Proxy
+
+__all__ = ["install"]
+
+logger = logging.getLogger(__name__)
+
+_CLEANUP_KEY = "claimcheck.resource-subscriptions"
+
+
+def install(server: Server[Proxy], proxy: Proxy) -> None:
+    """Serve resources, prompts and completion on `server`, and follow the URIs listen streams name."""
+    catalog = proxy.catalog
+
+    async def list_resources(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourcesResult:
+        await proxy.pool.settled()
+        return types.ListResourcesResult(resources=catalog.resources())
+
+    async def list_templates(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourceTemplatesResult:
+        await proxy.pool.settled()
+        return types.ListResourceTemplatesResult(resource_templates=catalog.templates())
+
+    async def list_prompts(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListPromptsResult:
+        await proxy.pool.settled()
+        return types.ListPromptsResult(prompts=catalog.prompts())
+
+    async def read_resource(
+        ctx: ServerRequestContext[Proxy], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        await proxy.pool.settled()
+        uri = params.uri
+        return await catalog.resource_server(uri).request("resources/read", lambda client: client.read_resource(uri))
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        await proxy.pool.settled()
+        route = catalog.prompt(params.name)
+        arguments = params.arguments
+        return await route.downstream.request("prompts/get", lambda client: client.get_prompt(route.name, arguments))
+
+    async def complete(ctx: ServerRequestContext[Proxy], params: types.CompleteRequestParams) -> types.CompleteResult:
+        await proxy.pool.settled()
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            route = catalog.prompt(ref.name)
+            downstream, ref = route.downstream, ref.model_copy(update={"name": route.name})
+        else:
+            downstream = catalog.template_server(ref.uri)
+        if not offers(downstream, "completions"):
+            return types.CompleteResult(completion=types.Completion(values=[]))
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        return await downstream.request("completion/complete", lambda client: client.complete(ref, argument, context))
+
+    async def subscribe(ctx: ServerRequestContext[Proxy], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await proxy.pool.settled()
+        downstream = catalog.resource_server(params.uri)
+        await catalog.subscriptions.follow(_client_key(ctx, proxy), ctx.session, params.uri, downstream)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Proxy], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await catalog.subscriptions.unfollow(_client_key(ctx, proxy), params.uri)
+        return types.EmptyResult()
+
+    server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
+    server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, list_templates)
+    server.add_request_handler("resources/read", types.ReadResourceRequestParams, read_resource)
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    server.add_request_handler("prompts/list", types.PaginatedRequestParams, list_prompts)
+    server.add_request_handler("prompts/get", types.GetPromptRequestParams, get_prompt)
+    server.add_request_handler("completion/complete", types.CompleteRequestParams, complete)
+
+    listen = server.get_request_handler("subscriptions/listen")
+    if listen is None:
+        return
+    serve_stream = listen.handler
+
+    async def listen_following(
+        ctx: ServerRequestContext[Proxy], params: types.SubscriptionsListenRequestParams
+    ) -> HandlerResult:
+        """A 2026-era client follows URIs for as long as its listen stream is open."""
+        await proxy.pool.settled()
+        held: list[str] = []
+        for uri in params.notifications.resource_subscriptions or ():
+            try:
+                await catalog.subscriptions.hold(uri, catalog.resource_server(uri))
+            except MCPError as exc:  # honoured all the same: it never fires, as for a URI nobody has
+                logger.info("a listen stream follows %s, which no server updates: %s", uri, exc.error.message)
+            else:
+                held.append(uri)
+        try:
+            return await serve_stream(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for uri in held:
+                    await catalog.subscriptions.release(uri)
+
+    server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen_following)
+
+
+def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:
+    """The client connection a handshake-era subscription belongs to; its URIs are released when it closes."""
+    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (see sessions.py)
+    if connection is None:
+        return ctx.session
+    if _CLEANUP_KEY not in connection.state:
+        connection.state[_CLEANUP_KEY] = True
+        connection.exit_stack.push_async_callback(proxy.catalog.subscriptions.forget, connection)
+    return connection
