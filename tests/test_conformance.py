@@ -36,27 +36,7 @@ _RESULT_DIR = re.compile(r"server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z")
 _SCENARIO_LINE = re.compile(r"^\s+- (?P<scenario>\S+)", re.MULTILINE)
 
 
-def _not_forwarded(method: str) -> str:
-    return (
-        f"not forwarded yet: claimcheck's MCP surface (server/surface.py build_server) has no {method} "
-        "handler, so it answers -32601 Method not found instead of asking the downstream"
-    )
-
-
-EXPECTED_FAILURES: dict[str, str] = {
-    "completion-complete": _not_forwarded("completion/complete"),
-    "resources-list": _not_forwarded("resources/list"),
-    "resources-read-text": _not_forwarded("resources/read"),
-    "resources-read-binary": _not_forwarded("resources/read"),
-    "resources-templates-read": _not_forwarded("resources/read"),
-    "resources-subscribe": _not_forwarded("resources/subscribe"),
-    "resources-unsubscribe": _not_forwarded("resources/subscribe"),
-    "prompts-list": _not_forwarded("prompts/list"),
-    "prompts-get-simple": _not_forwarded("prompts/get"),
-    "prompts-get-with-args": _not_forwarded("prompts/get"),
-    "prompts-get-embedded-resource": _not_forwarded("prompts/get"),
-    "prompts-get-with-image": _not_forwarded("prompts/get"),
-}
+EXPECTED_FAILURES: dict[str, str] = {}
 """Scenarios that do worse through claimcheck than against the fixture alone, and why."""
 
 FIXTURE_NOT_CLEAN: dict[str, str] = {
