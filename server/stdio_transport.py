@@ -26,7 +26,9 @@ __all__ = ["StdioProcess", "stdio_transport"]
 
 logger = logging.getLogger(__name__)
 
-_EXIT_GRACE_S = 2.0
+_EXIT_GRACE_S = (1.0, 0.5)
+"""Waits after closing stdin, then after SIGTERM, before SIGKILL. Together under the 2 s that MCP
+clients give claimcheck itself after closing its stdin, so no downstream outlives a killed claimcheck."""
 
 
 @dataclass
@@ -110,13 +112,13 @@ async def _stop(process: anyio.abc.Process) -> None:
             await process.stdin.aclose()
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+    for sig, grace in ((None, _EXIT_GRACE_S[0]), (signal.SIGTERM, _EXIT_GRACE_S[1]), (signal.SIGKILL, 2.0)):
         if sig is not None:
             try:
                 os.killpg(process.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        with anyio.move_on_after(_EXIT_GRACE_S):
+        with anyio.move_on_after(grace):
             await process.wait()
             break
     try:  # grandchildren a wrapper such as npx left behind

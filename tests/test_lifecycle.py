@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from mcp import Client, StdioServerParameters
 from support import PYTHON, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -84,3 +85,29 @@ async def test_claimcheck_removes_its_run_root_and_discovery_file_and_keeps_its_
     with sqlite3.connect(state / "history.sqlite3") as db:
         rows = db.execute("SELECT name, status, bytes FROM tasks").fetchall()
     assert rows == [("demo__big", "ready", 512 * 1024)]  # the history was flushed before exit
+
+
+async def test_a_downstream_that_ignores_stdin_and_sigterm_does_not_outlive_claimcheck(tmp_path: Path) -> None:
+    """The SDK's stdio client gives claimcheck 2 s after closing stdin, then kills its process group;
+    downstreams live in their own groups, so claimcheck must have killed them by then."""
+    fifo = tmp_path / "pid"
+    os.mkfifo(fifo)
+    stubborn = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(fifo)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    )
+    config = write_config(tmp_path, {"mcpServers": {"stubborn": {"command": PYTHON, "args": ["-c", stubborn]}}})
+    command = ["-m", "server", "serve", "--config", str(config)]
+    params = StdioServerParameters(command=PYTHON, args=command, env=dict(os.environ))
+    with anyio.fail_after(60):
+        async with Client(params, mode="legacy"):
+            pid = int(await anyio.to_thread.run_sync(fifo.read_text))  # blocks until the downstream wrote it
+            ended = os.pidfd_open(pid)  # readable once the process has ended (a zombie counts)
+        try:
+            with anyio.move_on_after(10) as waited:
+                await anyio.wait_readable(ended)
+        finally:
+            os.close(ended)
+    if waited.cancelled_caught:
+        os.kill(pid, signal.SIGKILL)  # leave no process behind on this machine
+    assert not waited.cancelled_caught, "the downstream outlived claimcheck"
