@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from server.config import ServerConfig
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
+from server.listing import describe, every_page
 from server.relay import Relay
 from server.stdio_transport import StdioProcess
 from server.task_client import call_as_task
@@ -146,7 +147,7 @@ class Downstream:
                 if scope.cancelled_caught and not was_up:
                     self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
-                self.last_error = _describe(exc)
+                self.last_error = describe(exc)
             self._client, self._wanted = None, anyio.Event()
             if was_up:
                 self.state = "down"
@@ -214,14 +215,7 @@ class Downstream:
         )
 
     async def _refresh_tools(self, client: Client, *, announce: bool = True) -> None:
-        tools: dict[str, types.Tool] = {}
-        cursor: str | None = None
-        for _ in range(1000):
-            page = await client.list_tools(cursor=cursor)
-            tools.update((t.name, t) for t in page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        tools: dict[str, types.Tool] = {t.name: t for t in await every_page(client.list_tools, "tools")}
         changed = tools != self.tools
         self.tools = tools
         if changed and announce:
@@ -245,22 +239,14 @@ class Downstream:
 
     async def _every_page(self, list_page: Callable[..., Awaitable[Any]], field: str, offered: object) -> list[Any]:
         """Every item of a list the server offers, following `nextCursor`; a list it cannot give is empty."""
-        items: list[Any] = []
-        cursor: str | None = None
+        if offered is None:
+            return []
         try:
-            for _ in range(1000) if offered is not None else ():
-                page = await list_page(cursor=cursor)
-                items.extend(getattr(page, field))
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            return await every_page(list_page, field)
         except (MCPError, ValidationError) as exc:
             if not isinstance(exc, MCPError) or exc.error.code != types.METHOD_NOT_FOUND:
-                logger.warning(
-                    "server %r could not list its %s: %s", self.name, field.replace("_", " "), _describe(exc)
-                )
+                logger.warning("server %r could not list its %s: %s", self.name, field.replace("_", " "), describe(exc))
             return []
-        return items
 
     # -- notifications and requests from the downstream ---------------------------------------
 
@@ -355,7 +341,7 @@ class Downstream:
                 ) from None
             raise DownstreamError(self.name, tool, f"{exc.error.message} (JSON-RPC error {exc.error.code})") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = _describe(exc)
+            self.last_error = describe(exc)
             self._broken.set()
             raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
         finally:
@@ -391,7 +377,7 @@ class Downstream:
             self._broken.set()
             raise failed("the server closed the connection (it may have crashed)") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = _describe(exc)
+            self.last_error = describe(exc)
             self._broken.set()
             raise failed(f"the connection failed: {self.last_error}") from None
         except ValidationError as exc:
@@ -400,14 +386,3 @@ class Downstream:
 
     async def close(self) -> None:
         self._broken.set()
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, looking inside exception groups for the first real cause."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        return f"{exc.error.message} (JSON-RPC error {exc.error.code})"
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

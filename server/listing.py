@@ -1,0 +1,37 @@
+"""Reading a downstream's paginated lists (tools, resources, templates, prompts) and naming its failures."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+
+__all__ = ["MAX_PAGES", "describe", "every_page"]
+
+MAX_PAGES = 1000
+"""A server whose cursor never ends is read this far and no further."""
+
+
+async def every_page(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """The items of every page, following `nextCursor`."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await list_page(cursor=cursor)
+        items.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside exception groups for the first real cause."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} (JSON-RPC error {exc.error.code})"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
