@@ -326,7 +326,7 @@ class Downstream:
         progress = relay.progress if relay is not None else None
         try:
             with anyio.move_on_after(self.config.timeout):
-                if self._wants_task(tool, as_task):
+                if self._wants_task(client, tool, as_task):
                     return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
                 return await client.call_tool(tool, arguments, progress_callback=progress)
             raise DownstreamTimeout(
@@ -347,14 +347,14 @@ class Downstream:
         finally:
             self._calls.remove(call)
 
-    def _wants_task(self, tool: str, as_task: bool) -> bool:
+    def _wants_task(self, client: Client, tool: str, as_task: bool) -> bool:
         definition = self.tools.get(tool)
         support = definition.execution.task_support if definition and definition.execution else None
         if support == "required":
             return True
-        if support != "optional" or not as_task or self._client is None:
+        if support != "optional" or not as_task:
             return False
-        tasks = self._client.server_capabilities.tasks
+        tasks = client.server_capabilities.tasks
         return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
 
     async def request(self, method: str, send: Callable[[Client], Awaitable[_T]]) -> _T:

@@ -17,7 +17,7 @@ from server.proxy import Proxy
 from server.relay import Relay, RequestRelay
 from server.sessions import Session
 
-__all__ = ["ArgumentError", "begin", "forward", "split_arguments"]
+__all__ = ["ArgumentError", "begin", "forward", "split_arguments", "text_result"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -52,19 +52,19 @@ async def forward(
     if not call.finished.is_set():
         call.handed_out = True
         call.note("handed-out", "still running after the time rule")
-        return _text(messages.running_message(call)), call
+        return text_result(messages.running_message(call)), call
     if call.over_threshold and call.fallback is not None:
         session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
-        return _text(call.fallback, is_error=call.status == "failed"), None
+        return text_result(call.fallback, is_error=call.status == "failed"), None
     if call.over_threshold:
         call.handed_out = True
         call.seen = True  # the model is being told about it right now
         call.note("handed-out", "over the token threshold")
-        return _text(messages.too_large_message(call), is_error=call.status == "failed"), call
+        return text_result(messages.too_large_message(call), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     if call.result is not None:
         return _inline(route, call.result), None
-    return _text(call.error or f"the call {call.status}", is_error=True), None
+    return text_result(call.error or f"the call {call.status}", is_error=True), None
 
 
 def split_arguments(route: Route, arguments: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
@@ -109,5 +109,5 @@ def _inline(route: Route, result: types.CallToolResult) -> types.CallToolResult:
     return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
 
 
-def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from server import messages
 from server.calls import Call
 from server.errors import ClaimcheckError
-from server.forwarding import begin, split_arguments
+from server.forwarding import begin, split_arguments, text_result
 from server.proxy import Proxy
 from server.sessions import Session
 from server.tasks import iso
@@ -145,12 +145,12 @@ class _Tasks:
         if call.status == "cancelled":
             raise MCPError(code=types.INVALID_PARAMS, message=f'Task "{call.handle}" was cancelled.')
         if call.over_threshold:
-            result = _text(call.fallback or messages.too_large_message(call), is_error=call.status == "failed")
+            result = text_result(call.fallback or messages.too_large_message(call), is_error=call.status == "failed")
         elif call.result is not None:
             call.retrievals += 1
             result = call.result
         else:
-            result = _text(call.error or f"the call {call.status}", is_error=True)
+            result = text_result(call.error or f"the call {call.status}", is_error=True)
         data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         data["_meta"] = {**data.get("_meta", {}), **related}
         return data
@@ -205,7 +205,3 @@ async def _announce_end(session: ServerSession, call: Call) -> None:
         await session.send_notification(notification)  # type: ignore[arg-type]  # types-only in the SDK's union
     except Exception:  # boundary: the client may have gone; the task's state stays readable
         logger.debug("could not send the status of task %s", call.handle, exc_info=True)
-
-
-def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)

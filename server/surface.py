@@ -23,7 +23,7 @@ from server.calls import Call
 from server.errors import ClaimcheckError, ToolNotFound
 from server.extracting import InputRequired, extract_function
 from server.files import FILE_TOOLS, file_tool_definitions, run_file_tool
-from server.forwarding import forward
+from server.forwarding import forward, text_result
 from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
 from server.proxy import Proxy
 from server.relay import RequestRelay
@@ -44,7 +44,7 @@ _INSTRUCTIONS = (
 
 def error_result(text: str) -> types.CallToolResult:
     """The isError result every failure inside claimcheck becomes."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return text_result(text, is_error=True)
 
 
 def build_server(proxy: Proxy) -> Server[Proxy]:

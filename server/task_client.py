@@ -45,7 +45,7 @@ async def call_as_task(
         raise
 
 
-async def _follow(client: Client, task: types.Task, relay: Relay | None) -> None:
+async def _follow(client: Client, task: types.Task | types.GetTaskResult, relay: Relay | None) -> None:
     """Poll `tasks/get` at the server's pace and report each new status message as progress."""
     seen: list[str] = []
     while task.status not in TERMINAL:
@@ -54,10 +54,9 @@ async def _follow(client: Client, task: types.Task, relay: Relay | None) -> None
             await relay.progress(len(seen), None, task.status_message)
         interval = (task.poll_interval or 1000) / 1000
         await anyio.sleep(min(max(interval, _POLL_BOUNDS_S[0]), _POLL_BOUNDS_S[1]))
-        answer = await client.session.send_request(
+        task = await client.session.send_request(
             types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task.task_id)), types.GetTaskResult
         )
-        task = types.Task.model_validate(answer.model_dump(by_alias=True, exclude={"meta"}), by_name=False)
 
 
 async def _cancel(client: Client, task_id: str) -> None:

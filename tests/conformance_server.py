@@ -28,22 +28,14 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 
+from server.event_store import BoundedEventStore
+from server.relay import LOG_LEVELS
+
 __all__ = ["build_server"]
 
-LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
 STEP_S = 0.05  # the ~50 ms the suite asks for between log messages and progress notifications
 RETRY_MS = 500  # what the HTTP transport tells a client to wait before it reconnects (SEP-1699)
 PNG_1X1_RED = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -421,28 +413,6 @@ def build_server() -> Server[Any]:
         )
 
 
-class MemoryEventStore(EventStore):
-    """Every SSE event of the process, so a client that reconnects with Last-Event-ID gets the rest."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[StreamId, EventId, types.JSONRPCMessage | None]] = []
-
-    async def store_event(self, stream_id: StreamId, message: types.JSONRPCMessage | None) -> EventId:
-        event_id = str(len(self._events) + 1)
-        self._events.append((stream_id, event_id, message))
-        return event_id
-
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
-        index = next((i for i, (_, event_id, _) in enumerate(self._events) if event_id == last_event_id), None)
-        if index is None:
-            return None
-        stream_id = self._events[index][0]
-        for stream, event_id, message in self._events[index + 1 :]:
-            if stream == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream_id
-
-
 async def serve_stdio() -> None:
     server = build_server()
     async with stdio_server() as (read, write):
@@ -452,7 +422,7 @@ async def serve_stdio() -> None:
 async def serve_http(port: int) -> None:
     server = build_server()
     app = server.streamable_http_app(
-        streamable_http_path="/mcp", host="127.0.0.1", event_store=MemoryEventStore(), retry_interval=RETRY_MS
+        streamable_http_path="/mcp", host="127.0.0.1", event_store=BoundedEventStore(), retry_interval=RETRY_MS
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
