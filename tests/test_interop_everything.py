@@ -48,11 +48,6 @@ EVERYTHING_TOOLS = frozenset(
 _SERVING = re.compile(r"claimcheck: serving MCP over streamable HTTP at (http://\S+/mcp)")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def everything() -> tuple[str, ...]:
     return peers.everything_command()

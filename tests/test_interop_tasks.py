@@ -18,11 +18,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 TOOL = "everything__simulate-research-query"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def everything_proxy(settings: dict[str, object]) -> Proxy:
     node, *args = peers.everything_command()
     return Proxy(parse_config({"mcpServers": {"everything": {"command": node, "args": args}}, "settings": settings}))
