@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 
 from server.calls import Call
-from server.store import pid_alive
+from server.run_root import pid_alive
 from server.tasks import iso
 
 __all__ = ["History", "TaskQuery"]

@@ -1,7 +1,7 @@
 """The output store: one private run root per process, one directory per client session, one file per handle.
 
 Outputs are stored whole on disk so they can be served in pieces later; run roots left behind by dead
-processes are swept at start (DESIGN §3).
+processes are swept at start, and only those (DESIGN §3, `server.run_root`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 import shutil
 import stat
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,24 +20,17 @@ from pathlib import Path
 import aiofiles
 
 from server.errors import ClaimcheckError
+from server.run_root import make_run_root, remove_stale_roots
 
 __all__ = [
-    "OWNER_FILE",
-    "RUN_ROOT_PREFIX",
     "OutputStore",
     "SessionStore",
     "StoreError",
     "StoredFile",
-    "pid_alive",
-    "remove_stale_roots",
 ]
 
 logger = logging.getLogger(__name__)
 
-RUN_ROOT_PREFIX = "claimcheck-"
-OWNER_FILE = "owner.pid"
-
-_STALE_AFTER_S = 3600.0
 _CHUNK_CHARS = 1 << 20
 _HANDLE_RE = re.compile(r"(session-[0-9a-f]{32})/([0-9a-f]{32})")
 
@@ -60,7 +52,7 @@ class StoredFile:
 
 @dataclass(frozen=True, slots=True)
 class OutputStore:
-    """The run root <root>/claimcheck-<run-hash>/ and its per-session directories."""
+    """The run root <root>/claimcheck-run-<hex>/ (see `server.run_root`) and its per-session directories."""
 
     run_root: Path
 
@@ -68,15 +60,10 @@ class OutputStore:
     def create(cls, root: Path | None = None) -> OutputStore:
         """Sweep stale run roots under `root` (the temp dir by default), then make this process's own."""
         base = Path(tempfile.gettempdir()) if root is None else root
-        seed = f"{os.getpid()}:{time.time_ns()}:".encode() + os.urandom(16)
-        run_root = base / f"{RUN_ROOT_PREFIX}{hashlib.sha256(seed).hexdigest()[:12]}"
         try:
             base.mkdir(parents=True, exist_ok=True)
             remove_stale_roots(base)
-            run_root.mkdir(mode=0o700)
-            fd = os.open(run_root / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with open(fd, "w", encoding="utf-8") as owner:
-                owner.write(str(os.getpid()))
+            run_root = make_run_root(base)
         except OSError as exc:
             raise StoreError(f"could not create the output store under {base}: {_reason(exc)}") from exc
         return cls(run_root)
@@ -168,67 +155,6 @@ class SessionStore:
         if not self.owns(handle):
             raise StoreError(f'unknown handle "{handle}"')
         return self.path / handle.partition("/")[2]
-
-
-def remove_stale_roots(root: Path) -> list[Path]:
-    """Remove run roots under `root` left by dead processes, or ownerless for over an hour; return them.
-
-    Only real directories owned by this user are considered: symlinks and roots of live pids are left alone,
-    and a root that cannot be removed is logged and skipped.
-    """
-    try:
-        entries = sorted(root.iterdir())
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        logger.warning("could not look for stale run roots in %s: %s", root, _reason(exc))
-        return []
-    removed = []
-    for entry in entries:
-        if not entry.name.startswith(RUN_ROOT_PREFIX):
-            continue
-        try:
-            info = entry.lstat()
-        except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or not _is_stale(entry, info.st_mtime):
-            continue
-        try:
-            shutil.rmtree(entry)
-        except OSError as exc:
-            logger.warning("could not remove stale run root %s: %s", entry, _reason(exc))
-            continue
-        logger.info("removed stale run root %s", entry)
-        removed.append(entry)
-    return removed
-
-
-def _is_stale(run_root: Path, mtime: float) -> bool:
-    pid = _owner_pid(run_root)
-    if pid is None:
-        return time.time() - mtime > _STALE_AFTER_S
-    return not pid_alive(pid)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (another user's counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _owner_pid(run_root: Path) -> int | None:
-    try:
-        fd = os.open(run_root / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW)
-        with open(fd, "rb") as owner:
-            pid = int(owner.read(32).strip())
-    except (OSError, ValueError):
-        return None
-    return pid if 0 < pid < 2**31 else None  # 0 and negatives would signal process groups
 
 
 def _private_opener(path: str, flags: int) -> int:

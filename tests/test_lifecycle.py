@@ -63,9 +63,9 @@ async def test_claimcheck_removes_its_run_root_and_discovery_file_and_keeps_its_
                 process, {"id": 2, "method": "tools/call", "params": {"name": "demo__big", "arguments": {"kb": 512}}}
             )
             answer = await response(process, 2)
-            (run_root,) = root.glob("claimcheck-*")
+            (run_root,) = root.glob("claimcheck-run-*")
             stored = [path.stat().st_size for path in run_root.glob("session-*/*")]
-            owner = (run_root / "owner.pid").read_text(encoding="utf-8")
+            owner = (run_root / ".claimcheck-run").read_text(encoding="utf-8")
             discovery = list((state / "instances").glob("*.json"))
 
             if how == "stdin closed":
@@ -76,7 +76,7 @@ async def test_claimcheck_removes_its_run_root_and_discovery_file_and_keeps_its_
             code = await process.wait()
 
     assert "Tool output is too large (524288 bytes" in answer["result"]["content"][0]["text"]
-    assert owner.strip() == str(process.pid)
+    assert f"\npid={process.pid}\n" in owner
     assert stored == [512 * 1024]
     assert code in (0, -signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGINT)
     assert not run_root.exists()

@@ -6,8 +6,6 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.store import OWNER_FILE, OutputStore, SessionStore, StoreError, remove_stale_roots
+from server.run_root import MARKER_FILE, read_marker
+from server.store import OutputStore, SessionStore, StoreError
 
 pytestmark = pytest.mark.anyio
 
@@ -40,31 +39,18 @@ def mode_of(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def make_root(parent: Path, name: str, owner: str | None, mtime: float | None = None) -> Path:
-    root = parent / name
-    root.mkdir()
-    (root / "session-left-behind").mkdir()
-    if owner is not None:
-        (root / OWNER_FILE).write_text(owner, encoding="utf-8")
-    if mtime is not None:
-        os.utime(root, (mtime, mtime))
-    return root
-
-
-def dead_pid() -> int:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait(timeout=30)
-    return child.pid
-
-
 # The run root
 
 
-def test_run_root_is_private_named_by_a_short_hash_and_holds_the_owner_pid(store: OutputStore, tmp_path: Path) -> None:
+def test_run_root_is_private_named_claimcheck_run_hex_and_holds_a_marker_naming_this_process(
+    store: OutputStore, tmp_path: Path
+) -> None:
     assert store.run_root.parent == tmp_path
-    assert re.fullmatch(r"claimcheck-[0-9a-f]{12}", store.run_root.name)
+    assert re.fullmatch(r"claimcheck-run-[0-9a-f]{24}", store.run_root.name)
     assert mode_of(store.run_root) == 0o700
-    assert (store.run_root / OWNER_FILE).read_text(encoding="utf-8") == str(os.getpid())
+    assert mode_of(store.run_root / MARKER_FILE) == 0o600
+    marker = read_marker(store.run_root)
+    assert marker is not None and marker.pid == os.getpid() and not marker.owner_is_gone()
 
 
 def test_two_stores_in_the_same_root_get_different_run_roots(tmp_path: Path) -> None:
@@ -169,7 +155,7 @@ async def test_a_session_does_not_own_or_read_another_sessions_handle(store: Out
         "../x",
         "/etc/passwd",
         "session-x/../../y",
-        "{session}/../../owner.pid",
+        "{session}/../../.claimcheck-run",
         "{session}/{file}/extra",
         "{session}/{file}\n",
         "{session}/{file}\x00",
@@ -177,7 +163,7 @@ async def test_a_session_does_not_own_or_read_another_sessions_handle(store: Out
         "{session}//{file}",
         "{session}/{FILE}",
         "{session}",
-        OWNER_FILE,
+        MARKER_FILE,
     ],
 )
 async def test_malformed_handles_are_neither_resolved_nor_owned(
@@ -222,55 +208,6 @@ async def test_a_write_into_a_read_only_session_raises_a_store_error_naming_the_
     finally:
         os.chmod(session.path, 0o700)
     assert str(caught.value) == f'could not store the output of handle "{handle}": Permission denied'
-
-
-# Stale run roots
-
-
-def test_a_root_whose_owner_died_is_removed_at_create(tmp_path: Path) -> None:
-    stale = make_root(tmp_path, "claimcheck-dead00000000", str(dead_pid()))
-    store = OutputStore.create(tmp_path)
-    assert not stale.exists()
-    assert store.run_root.exists()
-
-
-def test_a_root_of_a_live_process_is_kept_however_old(tmp_path: Path) -> None:
-    live = make_root(tmp_path, "claimcheck-live00000000", str(os.getpid()), mtime=TWO_HOURS_AGO)
-    assert remove_stale_roots(tmp_path) == []
-    assert (live / OWNER_FILE).exists()
-
-
-def test_a_symlink_named_like_a_root_is_left_alone_with_its_target(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    target = make_root(tmp_path, "elsewhere", str(dead_pid()), mtime=TWO_HOURS_AGO)
-    link = tmp_path / "claimcheck-x"
-    link.symlink_to(target, target_is_directory=True)
-    assert remove_stale_roots(tmp_path) == []
-    assert not caplog.records  # skipped as not a root, not after a failed removal
-    assert link.is_symlink()
-    assert (target / OWNER_FILE).exists() and (target / "session-left-behind").is_dir()
-
-
-@pytest.mark.parametrize("owner", ["not a pid", "", "0", "-1", "99999999999999999999", None])
-def test_an_ownerless_root_is_removed_only_once_it_is_an_hour_old(tmp_path: Path, owner: str | None) -> None:
-    old = make_root(tmp_path, "claimcheck-old000000000", owner, mtime=TWO_HOURS_AGO)
-    fresh = make_root(tmp_path, "claimcheck-fresh0000000", owner)
-    assert remove_stale_roots(tmp_path) == [old]
-    assert not old.exists()
-    assert fresh.is_dir()
-
-
-def test_the_sweep_ignores_other_names_and_plain_files(tmp_path: Path) -> None:
-    other = make_root(tmp_path, "not-claimcheck", str(dead_pid()))
-    plain = tmp_path / "claimcheck-file"
-    plain.write_text(str(dead_pid()), encoding="utf-8")
-    assert remove_stale_roots(tmp_path) == []
-    assert other.is_dir() and plain.is_file()
-
-
-def test_the_sweep_of_a_missing_directory_removes_nothing(tmp_path: Path) -> None:
-    assert remove_stale_roots(tmp_path / "absent") == []
 
 
 # Any text

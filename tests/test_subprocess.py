@@ -403,7 +403,7 @@ async def test_an_http_client_that_leaves_has_its_running_calls_cancelled_and_it
                     first = text_of(await client.call_tool("demo__slow", {"seconds": 30, "background": True}))
                     handle = re.search(r'handle: "(session-\w+)/(\w+)"', first)
                     assert handle, first
-                    (session_dir,) = root.glob(f"claimcheck-*/{handle.group(1)}")
+                    (session_dir,) = root.glob(f"claimcheck-run-*/{handle.group(1)}")
                 # the client has left: its HTTP session ends, and with it the call
                 cancelled = None
                 async for line in lines:
