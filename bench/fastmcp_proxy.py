@@ -2,7 +2,7 @@
 
 Runs under bench/.venv-fastmcp (see bench/setup_fastmcp.sh), never under the project's venv.
 Usage: bench/.venv-fastmcp/bin/python bench/fastmcp_proxy.py COMMAND [ARG ...]
-e.g.   bench/.venv-fastmcp/bin/python bench/fastmcp_proxy.py /work/main/.venv/bin/python -m server.demo_server
+e.g.   bench/.venv-fastmcp/bin/python bench/fastmcp_proxy.py /work/main/.venv/bin/python -m server.demo.server
 """
 
 from __future__ import annotations

@@ -44,10 +44,10 @@ sys.path.insert(0, str(REPO))  # first: `python bench/handles.py` puts bench/ (a
 
 from extraction import estimate_tokens, exceeds  # noqa: E402
 from server.config import parse_config  # noqa: E402
-from server.downstream import DownstreamSpec  # noqa: E402
-from server.pool import specs_from_config  # noqa: E402
+from server.downstream.pool import specs_from_config  # noqa: E402
+from server.downstream.server import DownstreamSpec  # noqa: E402
 from server.proxy import Proxy  # noqa: E402
-from server.surface import build_server  # noqa: E402
+from server.upstream.surface import build_server  # noqa: E402
 
 BIG_KB = 10 * 1024
 THRESHOLD = 10_000
@@ -97,7 +97,7 @@ def timed_ms(fn: Callable[[], object], repeat: int) -> list[float]:
 
 async def bench_big(config_dir: Path, reps: int) -> dict[str, Any]:
     """Interleave `reps` calls on each path; both clients stay connected for the whole run."""
-    demo = [sys.executable, "-m", "server.demo_server"]
+    demo = [sys.executable, "-m", "server.demo.server"]
     config = config_dir / "claimcheck-bench.json"
     config.write_text(json.dumps({"mcpServers": {"demo": {"command": demo[0], "args": demo[1:]}}}))
     direct_params = StdioServerParameters(command=demo[0], args=demo[1:], cwd=str(REPO))

@@ -1,7 +1,7 @@
 """Per-call overhead of claimcheck (and of FastMCP's proxy) over a direct stdio connection.
 
 Three paths, all stdio, each driven by an mcp 2.3 `Client(StdioServerParameters(...), mode="legacy")`:
-  direct     python -m server.demo_server                      tool `echo`
+  direct     python -m server.demo.server                      tool `echo`
   claimcheck python -m server serve --config TMP (demo behind)  tool `demo__echo`
   fastmcp    bench/fastmcp_proxy.py (FastMCP create_proxy)      tool `echo`
 All three stay connected for the whole run. After a warm-up, the calls are made in rounds: each round
@@ -60,7 +60,7 @@ class Target:
 
 def demo_command() -> tuple[str, list[str]]:
     """The demo downstream, run by the project's interpreter (the one running this script)."""
-    return sys.executable, ["-m", "server.demo_server"]
+    return sys.executable, ["-m", "server.demo.server"]
 
 
 def build_targets(config_file: Path, fastmcp_python: Path | None) -> list[Target]:

@@ -31,9 +31,9 @@ from mcp import Client, StdioServerParameters
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from server.api import StatusApi, serve_api  # noqa: E402
-from server.events import EventHub  # noqa: E402
-from server.history import History  # noqa: E402
+from server.status.api import StatusApi, serve_api  # noqa: E402
+from server.status.events import EventHub  # noqa: E402
+from server.status.history import History  # noqa: E402
 
 
 def quantile(samples: list[float], q: float) -> float:
@@ -43,7 +43,7 @@ def quantile(samples: list[float], q: float) -> float:
 async def added_latency(calls: int, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.json"
-        demo = {"command": sys.executable, "args": ["-m", "server.demo_server"]}
+        demo = {"command": sys.executable, "args": ["-m", "server.demo.server"]}
         config.write_text(json.dumps({"mcpServers": {"demo": demo}, "settings": {"stateDir": tmp}}), encoding="utf-8")
         paths = {}
         for label, enabled in (("api on", "true"), ("api off", "false")):

@@ -15,8 +15,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
 from server.errors import ConfigError
 from server.proxy import Proxy
-from server.surface import VERSION
-from server.transports import serve
+from server.upstream.surface import VERSION
+from server.upstream.transports import serve
 
 __all__ = ["main"]
 
@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     warnings.simplefilter("ignore", MCPDeprecationWarning)
     if args.command == "demo":
-        from server.demo import run_demo
+        from server.demo.client import run_demo
 
         return anyio.run(run_demo)
     try:
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "tools":
         return anyio.run(_print_tools, config)
     if args.command == "ps":
-        from server.ps import print_ps
+        from server.status.ps import print_ps
 
         return anyio.run(print_ps, state_dir(config.settings))
     cli = CliOverrides(

@@ -7,11 +7,11 @@ ClaimcheckError
 ├── DownstreamError      a downstream server could not answer a call
 │   ├── DownstreamUnavailable   it is not running and could not be (re)started
 │   └── DownstreamTimeout       the call exceeded the server's `timeout`
-├── OwnToolError         bad input to one of claimcheck's own tools (server.own_tools)
-└── StoreError           an output could not be written or read (server.store)
+├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools)
+└── StoreError           an output could not be written or read (server.handles.store)
 ```
 
-Each becomes an isError result in exactly one place (`server.surface`); configuration errors
+Each becomes an isError result in exactly one place (`server.upstream.surface`); configuration errors
 stop the process at start with the message.
 """
 

@@ -22,12 +22,12 @@ from mcp.server.subscriptions import (
 
 from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
-from server.catalog import Catalog
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, state_dir
-from server.downstream import CONNECT_TIMEOUT_S, DownstreamSpec
-from server.pool import Pool
-from server.sessions import Sessions
-from server.store import OutputStore
+from server.downstream.catalog import Catalog
+from server.downstream.pool import Pool
+from server.downstream.server import CONNECT_TIMEOUT_S, DownstreamSpec
+from server.handles.sessions import Sessions
+from server.handles.store import OutputStore
 from server.version import VERSION
 
 __all__ = ["Proxy"]
@@ -85,9 +85,9 @@ class Proxy:
 
     async def _start_api(self, tg: anyio.abc.TaskGroup, port: int) -> str:
         """History, the event hub and the status API, all in this event loop."""
-        from server.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
-        from server.events import EventHub
-        from server.history import History
+        from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
+        from server.status.events import EventHub
+        from server.status.history import History
 
         settings = self.config.settings
         directory = state_dir(settings)

@@ -18,10 +18,10 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from server.config import parse_config
-from server.downstream import DownstreamSpec
-from server.pool import specs_from_config
+from server.downstream.pool import specs_from_config
+from server.downstream.server import DownstreamSpec
 from server.proxy import Proxy
-from server.surface import build_server
+from server.upstream.surface import build_server
 
 PYTHON = sys.executable
 OWN_TOOLS = frozenset(
@@ -95,7 +95,7 @@ def write_config(directory: Path, data: Mapping[str, Any]) -> Path:
 
 def demo_server_entry(*extra: str) -> dict[str, Any]:
     """A config entry that runs the bundled demo downstream over stdio."""
-    return {"command": PYTHON, "args": ["-m", "server.demo_server", *extra]}
+    return {"command": PYTHON, "args": ["-m", "server.demo.server", *extra]}
 
 
 @asynccontextmanager

@@ -211,7 +211,7 @@ async def test_the_status_api_stays_off_when_disabled(tmp_path: Path, monkeypatc
 async def test_ps_lists_the_running_instance_and_its_live_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from server.ps import print_ps
+    from server.status.ps import print_ps
 
     down = Downstream()
     stale = tmp_path / "instances" / "999999999.json"
@@ -229,7 +229,7 @@ async def test_ps_lists_the_running_instance_and_its_live_calls(
 
 
 def test_calls_a_crashed_instance_left_running_are_marked_cancelled_at_the_next_start(tmp_path: Path) -> None:
-    from server.history import History, TaskQuery
+    from server.status.history import History, TaskQuery
 
     path = tmp_path / "history.sqlite3"
     History(path).close()

@@ -6,7 +6,7 @@ import mcp_types as types
 import pytest
 from mcp.server.streamable_http import EventMessage
 
-from server.event_store import BoundedEventStore
+from server.upstream.event_store import BoundedEventStore
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from starlette.routing import Route
 from support import running_proxy, text_of
 from test_handles import Downstream, client_of, handle_in
 
-from server.surface import build_server
+from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
 

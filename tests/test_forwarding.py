@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from support import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
-from server.naming import public_name
+from server.downstream.naming import public_name
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from support import running_proxy, text_of
 
-from server import own_tools
+from server.handles import own_tools
+from server.handles.store import SessionStore, StoreError
 from server.proxy import Proxy
-from server.store import SessionStore, StoreError
-from server.surface import build_server
+from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
 

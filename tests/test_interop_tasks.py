@@ -11,7 +11,7 @@ from test_handles import handle_in
 
 from server.config import parse_config
 from server.proxy import Proxy
-from server.surface import build_server
+from server.upstream.surface import build_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 

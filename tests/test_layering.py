@@ -1,4 +1,8 @@
-"""The dependency direction of DESIGN §1, read from the source: server → extraction → fs_sandbox."""
+"""The dependency direction of DESIGN §1, read from the source (ast, no imports run).
+
+Packages: server → extraction → fs_sandbox. Inside `server`, wings: upstream → proxy → status → handles →
+downstream → the root modules (config, errors, framing, version); cli, __main__ and the demo sit on top.
+"""
 
 from __future__ import annotations
 
@@ -58,3 +62,71 @@ def test_nothing_imports_server_but_server() -> None:
 
 def test_the_checker_sees_imports_so_a_violation_would_be_caught() -> None:
     assert "mcp" in imported_top_levels("server")
+
+
+# Wings inside server: a module may import its own level or any level below it, never one above.
+LEVELS = {
+    "server.cli": 6,
+    "server.__main__": 6,
+    "server.demo": 6,
+    "server.upstream": 5,
+    "server.proxy": 4,
+    "server.status": 3,
+    "server.handles": 2,
+    "server.downstream": 1,
+    "server.config": 0,
+    "server.errors": 0,
+    "server.framing": 0,
+    "server.version": 0,
+}
+
+
+def level_of(module: str) -> int | None:
+    """The level of a dotted module name under `server`, by its longest known prefix."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        level = LEVELS.get(".".join(parts[:end]))
+        if level is not None:
+            return level
+    return None
+
+
+def server_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) for every import of `server.…` in one file, `from server import x` as server.x."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("server.")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "server" or node.module.startswith("server."):
+                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Every import in server/ that reaches a level above the importing module's, as "file:line imports x"."""
+    problems = []
+    for path in sorted((root / "server").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        if module == "server":
+            continue  # the package's own empty __init__
+        own = level_of(module)
+        assert own is not None, f"{path.relative_to(root)} is in no wing: place it and add it to LEVELS"
+        for line, imported in server_imports(path):
+            target = level_of(imported)
+            if target is not None and target > own:
+                problems.append(f"{path.relative_to(root)}:{line} imports {imported}")
+    return problems
+
+
+def test_every_server_module_imports_only_its_own_wing_or_those_below() -> None:
+    assert upward_imports(ROOT) == []
+
+
+def test_an_upward_import_is_reported_with_its_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "server" / "handles").mkdir(parents=True)
+    (tmp_path / "server" / "handles" / "calls.py").write_text(
+        "import os\n\ndef f():\n    from server.upstream import surface\n", encoding="utf-8"
+    )
+    (tmp_path / "server" / "proxy.py").write_text("from server import config\nfrom server.status import api\n")
+    assert upward_imports(tmp_path) == ["server/handles/calls.py:4 imports server.upstream.surface"]

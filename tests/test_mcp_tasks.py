@@ -16,7 +16,7 @@ from support import running_proxy, text_of
 from test_handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
 
 from server.proxy import Proxy
-from server.surface import build_server
+from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from server.run_root import MARKER_FILE, Marker, process_start_time, read_marker, remove_stale_roots
-from server.store import OutputStore
+from server.handles.run_root import MARKER_FILE, Marker, process_start_time, read_marker, remove_stale_roots
+from server.handles.store import OutputStore
 
 DAYS_AGO = time.time() - 5 * 86400
 HEX24 = "0123456789abcdef01234567"
@@ -125,7 +125,7 @@ def test_the_run_root_of_a_killed_claimcheck_is_removed_at_the_next_start_and_lo
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from server.store import OutputStore\n"
+        "from server.handles.store import OutputStore\n"
         "store = OutputStore.create(Path(sys.argv[1]))\n"
         "(store.run_root / store.open_session().name / 'out').write_text('x')\n"
         "print(store.run_root, flush=True)\n"
@@ -147,7 +147,7 @@ def test_the_run_root_of_a_killed_claimcheck_is_removed_at_the_next_start_and_lo
     child.stdout.close()
     neighbour = make_dir(tmp_path, "claimcheck-notes")
 
-    with caplog.at_level(logging.INFO, logger="server.run_root"):
+    with caplog.at_level(logging.INFO, logger="server.handles.run_root"):
         store = OutputStore.create(tmp_path)
     try:
         assert not left.exists()

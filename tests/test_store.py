@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.run_root import MARKER_FILE, read_marker
-from server.store import OutputStore, SessionStore, StoreError
+from server.handles.run_root import MARKER_FILE, read_marker
+from server.handles.store import OutputStore, SessionStore, StoreError
 
 pytestmark = pytest.mark.anyio
 

@@ -175,7 +175,7 @@ async def test_claimcheck_over_sse_serves_a_client(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("kind", "extra"), [("http", {}), ("sse", {"transport": "sse"})])
 async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(kind: str, extra: dict[str, Any]) -> None:
-    command = [PYTHON, "-m", "server.demo_server", kind, "0"]
+    command = [PYTHON, "-m", "server.demo.server", kind, "0"]
     with anyio.fail_after(60):
         async with announced_url(command, URL) as url:
             config = parse_config({"mcpServers": {"web": {"url": url, **extra}}})
@@ -319,7 +319,7 @@ def _python_entry(code: str) -> dict[str, Any]:
 
 
 async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the_server() -> None:
-    noisy = "print('Welcome to the noisy server!', flush=True); from server.demo_server import main; main([])"
+    noisy = "print('Welcome to the noisy server!', flush=True); from server.demo.server import main; main([])"
     config = parse_config({"mcpServers": {"noisy": _python_entry(noisy)}})
     proxy = Proxy(config)
     with anyio.fail_after(60):
@@ -333,7 +333,7 @@ async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the
 
 _GARBAGE_SERVER = """
 import os
-from server.demo_server import build_demo_server
+from server.demo.server import build_demo_server
 WIRE = os.dup(1)  # the SDK moves print() off the protocol's stdout; a server in another language would not
 demo = build_demo_server()
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError
-from server.sessions import Session, Sessions
+from server.handles.sessions import Session, Sessions
 
 __all__ = ["FILE_TOOLS", "FileToolError", "file_tool_definitions", "run_file_tool"]
 

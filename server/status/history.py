@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from server.calls import Call
-from server.run_root import pid_alive
-from server.tasks import iso
+from server.handles.calls import Call
+from server.handles.run_root import pid_alive
+from server.status.tasks import iso
 
 __all__ = ["History", "TaskQuery"]
 

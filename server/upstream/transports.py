@@ -21,10 +21,10 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.event_store import BoundedEventStore
 from server.proxy import Proxy
-from server.surface import build_server
-from server.upstream_stdio import stdio_streams
+from server.upstream.event_store import BoundedEventStore
+from server.upstream.stdio import stdio_streams
+from server.upstream.surface import build_server
 
 __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
 

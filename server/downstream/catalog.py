@@ -20,8 +20,8 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
-from server.downstream import Downstream
-from server.naming import public_name
+from server.downstream.naming import public_name
+from server.downstream.server import Downstream
 
 __all__ = ["Announcer", "Catalog", "PromptRoute", "Subscriptions", "offers", "template_matches"]
 

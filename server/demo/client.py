@@ -19,7 +19,7 @@ __all__ = ["demo_config", "run_demo"]
 def demo_config() -> dict[str, object]:
     """A config with the bundled demo server as its only downstream; slow calls hand off after 1 s."""
     return {
-        "mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "server.demo_server"]}},
+        "mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "server.demo.server"]}},
         "settings": {"asyncTimeoutSecs": 1},
     }
 

@@ -12,13 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from extraction import Extraction, truncate
 from extraction import Mode as ExtractMode
-from server import messages
-from server.calls import Call, render_output
 from server.config import Settings
 from server.errors import ClaimcheckError
-from server.retrieval import RetrievalError, SliceRequest, raw, slice_text
-from server.sessions import Session, Sessions
-from server.store import StoreError
+from server.handles import messages
+from server.handles.calls import Call, render_output
+from server.handles.retrieval import RetrievalError, SliceRequest, raw, slice_text
+from server.handles.sessions import Session, Sessions
+from server.handles.store import StoreError
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 

@@ -18,16 +18,17 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server import catalog_surface, mcp_tasks, messages
-from server.calls import Call
+from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError, ToolNotFound
-from server.extracting import InputRequired, extract_function
-from server.files import FILE_TOOLS, file_tool_definitions, run_file_tool
-from server.forwarding import forward, text_result
-from server.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
+from server.handles import messages
+from server.handles.calls import Call
+from server.handles.files import FILE_TOOLS, file_tool_definitions, run_file_tool
+from server.handles.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
+from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.relay import RequestRelay
-from server.sessions import Session
+from server.upstream import catalog_surface, mcp_tasks
+from server.upstream.extracting import InputRequired, extract_function
+from server.upstream.forwarding import forward, text_result
 from server.version import VERSION
 
 __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]

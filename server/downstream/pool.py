@@ -11,8 +11,8 @@ import anyio.abc
 import mcp_types as types
 
 from server.config import CliOverrides, Config, Policy, resolve_policy
-from server.downstream import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
-from server.naming import public_name, tool_allowed
+from server.downstream.naming import public_name, tool_allowed
+from server.downstream.server import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
 
 __all__ = ["Pool", "Route", "specs_from_config"]
 

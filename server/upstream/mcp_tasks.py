@@ -25,13 +25,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from server import messages
-from server.calls import Call
 from server.errors import ClaimcheckError
-from server.forwarding import begin, split_arguments, text_result
+from server.handles import messages
+from server.handles.calls import Call
+from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.sessions import Session
-from server.tasks import iso
+from server.status.tasks import iso
+from server.upstream.forwarding import begin, split_arguments, text_result
 
 __all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "task_of"]
 

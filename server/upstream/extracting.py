@@ -29,14 +29,14 @@ from extraction import (
 from extraction import Mode as ExtractMode
 from extraction.llm import ToolSpec
 from extraction.openai import OpenAICompatible
-from server.calls import Call
 from server.config import ExtractionSettings
+from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
-from server.files import FileToolError, run_file_tool
-from server.own_tools import ExtractFn
+from server.handles.calls import Call
+from server.handles.files import FileToolError, run_file_tool
+from server.handles.own_tools import ExtractFn
+from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.relay import RequestRelay
-from server.sessions import Session
 
 __all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function"]
 

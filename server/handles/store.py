@@ -1,7 +1,7 @@
 """The output store: one private run root per process, one directory per client session, one file per handle.
 
 Outputs are stored whole on disk so they can be served in pieces later; run roots left behind by dead
-processes are swept at start, and only those (DESIGN §3, `server.run_root`).
+processes are swept at start, and only those (DESIGN §3, `server.handles.run_root`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import aiofiles
 
 from server.errors import ClaimcheckError
-from server.run_root import make_run_root, remove_stale_roots
+from server.handles.run_root import make_run_root, remove_stale_roots
 
 __all__ = [
     "OutputStore",
@@ -52,7 +52,7 @@ class StoredFile:
 
 @dataclass(frozen=True, slots=True)
 class OutputStore:
-    """The run root <root>/claimcheck-run-<hex>/ (see `server.run_root`) and its per-session directories."""
+    """The run root <root>/claimcheck-run-<hex>/ (see `server.handles.run_root`) and its per-session directories."""
 
     run_root: Path
 

@@ -13,7 +13,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-from server.relay import Relay
+from server.downstream.relay import Relay
 
 __all__ = ["TERMINAL", "call_as_task"]
 

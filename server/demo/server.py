@@ -1,7 +1,7 @@
 """The bundled demo downstream: slow, big, echo, fail and crash tools over stdio or HTTP.
 
 `claimcheck demo` puts it behind claimcheck; tests and benchmarks use it as a real subprocess.
-Run: `python -m server.demo_server [stdio | http PORT | sse PORT]`.
+Run: `python -m server.demo.server [stdio | http PORT | sse PORT]`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     elif kind in ("http", "sse") and len(args) == 2:
         anyio.run(_serve_http, demo, kind, int(args[1]))
     else:
-        raise SystemExit(f"usage: python -m server.demo_server [stdio | http PORT | sse PORT], not {args!r}")
+        raise SystemExit(f"usage: python -m server.demo.server [stdio | http PORT | sse PORT], not {args!r}")
 
 
 async def _serve_http(demo: MCPServer, kind: str, port: int) -> None:

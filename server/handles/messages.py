@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from server.calls import Call
+from server.handles.calls import Call
 
 FOOTER_ITEMS = 5
 

@@ -27,9 +27,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.events import EventHub
-from server.history import History, TaskQuery
-from server.tasks import iso
+from server.status.events import EventHub
+from server.status.history import History, TaskQuery
+from server.status.tasks import iso
 
 __all__ = ["API_PORT_TRIES", "StatusApi", "bind_api_socket"]
 

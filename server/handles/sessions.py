@@ -23,11 +23,11 @@ from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from extraction import Usage, estimate_tokens, exceeds, fallback_warning, truncate
-from server.calls import Call, CallRelay, render_output
 from server.config import Policy
+from server.downstream.relay import Relay
 from server.errors import ClaimcheckError
-from server.relay import Relay
-from server.store import OutputStore, SessionStore, StoreError
+from server.handles.calls import Call, CallRelay, render_output
+from server.handles.store import OutputStore, SessionStore, StoreError
 
 __all__ = ["Session", "Sessions"]
 
@@ -48,7 +48,7 @@ class Session:
         self.id = store.name
         self.calls: dict[str, Call] = {}
         self.usage = Usage()
-        self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.extracting)
+        self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
         self._changed = anyio.Event()
         self.closed = False
 

@@ -9,13 +9,13 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
-from server import messages
-from server.calls import Call, CallRelay
+from server.downstream.pool import Route
+from server.downstream.relay import Relay, RequestRelay
 from server.errors import ClaimcheckError
-from server.pool import Route
+from server.handles import messages
+from server.handles.calls import Call, CallRelay
+from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.relay import Relay, RequestRelay
-from server.sessions import Session
 
 __all__ = ["ArgumentError", "begin", "forward", "split_arguments", "text_result"]
 

@@ -29,11 +29,11 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from server.config import ServerConfig
+from server.downstream.listing import describe, every_page
+from server.downstream.relay import Relay
+from server.downstream.stdio import StdioProcess
+from server.downstream.task_client import call_as_task
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
-from server.listing import describe, every_page
-from server.relay import Relay
-from server.stdio_transport import StdioProcess
-from server.task_client import call_as_task
 from server.version import VERSION
 
 __all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "DownstreamSpec", "State"]
@@ -68,7 +68,7 @@ class DownstreamSpec:
 
 
 class CatalogObserver(Protocol):
-    """Hears about a downstream's resources and prompts (`server.catalog`)."""
+    """Hears about a downstream's resources and prompts (`server.downstream.catalog`)."""
 
     async def connected(self, downstream: Downstream) -> None: ...
 
@@ -224,7 +224,7 @@ class Downstream:
     async def _refresh_catalog(
         self, client: Client, *, announce: bool = True, resources: bool = True, prompts: bool = True
     ) -> None:
-        """Resources, templates and prompts, where the server offers them (`server.catalog` routes them)."""
+        """Resources, templates and prompts, where the server offers them (`server.downstream.catalog` routes them)."""
         self.capabilities = offered = client.server_capabilities
         before = (self.resources, self.templates, self.prompts)
         if resources:

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-from server.run_root import pid_alive
+from server.handles.run_root import pid_alive
 
 __all__ = ["instances", "print_ps"]
 

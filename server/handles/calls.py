@@ -17,7 +17,7 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 
-from server.relay import Relay
+from server.downstream.relay import Relay
 
 __all__ = ["Call", "CallRelay", "Progress", "Status", "render_output"]
 

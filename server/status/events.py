@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from server.calls import Call
-from server.history import History
-from server.tasks import EVENT_OF, task_json
+from server.handles.calls import Call
+from server.status.history import History
+from server.status.tasks import EVENT_OF, task_json
 
 __all__ = ["EventHub"]
 

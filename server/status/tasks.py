@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from server.calls import Call
+from server.handles.calls import Call
 
 __all__ = ["EVENT_OF", "iso", "task_json"]
 

@@ -16,7 +16,7 @@ from mcp.server import Server
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from server.catalog import offers
+from server.downstream.catalog import offers
 from server.proxy import Proxy
 
 __all__ = ["install"]
