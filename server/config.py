@@ -23,6 +23,7 @@ __all__ = [
     "CliOverrides",
     "Config",
     "ExtractionSettings",
+    "HistorySettings",
     "Policy",
     "ServerConfig",
     "Settings",
@@ -113,6 +114,15 @@ class ApiSettings(_Strict):
     enabled: bool = True
     port: int = Field(default=5165, ge=0, le=65535)
     heartbeat_secs: float = Field(default=30, alias="heartbeatSecs", gt=0)
+    allow_origins: list[str] = Field(default_factory=list, alias="allowOrigins")
+
+
+class HistorySettings(_Strict):
+    """What the call history keeps, and for how long (DESIGN §7)."""
+
+    store_arguments: bool = Field(default=True, alias="storeArguments")
+    max_age_days: float = Field(default=30, alias="maxAgeDays", gt=0)
+    max_rows: int = Field(default=100_000, alias="maxRows", gt=0)
 
 
 class Settings(_Strict):
@@ -121,7 +131,9 @@ class Settings(_Strict):
     async_: bool = Field(default=True, alias="async")
     async_token_threshold: int = Field(default=10_000, alias="asyncTokenThreshold", gt=0)
     async_timeout_secs: float = Field(default=5, alias="asyncTimeoutSecs", ge=0)
-    max_output_bytes: int = Field(default=10 * 1024 * 1024, alias="maxOutputBytes", gt=0)
+    max_output_bytes: int = Field(default=1 << 30, alias="maxOutputBytes", gt=0)
+    max_request_bytes: int = Field(default=64 << 20, alias="maxRequestBytes", gt=0)
+    startup_wait_secs: float = Field(default=3, alias="startupWaitSecs", ge=0)
     root: str | None = None
     wait_max_secs: float = Field(default=50, alias="waitMaxSecs", gt=0)
     status_footer: bool = Field(default=True, alias="statusFooter")
@@ -129,6 +141,7 @@ class Settings(_Strict):
     background_param: str = Field(default="background", alias="backgroundParam", min_length=1)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
     state_dir: str | None = Field(default=None, alias="stateDir")
 
 
