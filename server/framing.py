@@ -7,7 +7,7 @@ import logging
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-__all__ = ["LineSplitter", "encode", "parse_line"]
+__all__ = ["Framer", "LineSplitter", "LongLine", "encode", "parse_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,64 @@ class LineSplitter:
         if start < len(chunk):
             self._parts.append(chunk[start:])
         return lines
+
+
+class LongLine:
+    """The parts of a line longer than a `Framer`'s limit: `first` once, then `more` pieces, then `end`."""
+
+    __slots__ = ("data", "kind")
+
+    def __init__(self, kind: str, data: bytes) -> None:
+        self.kind = kind  # "first" | "more" | "end"
+        self.data = data
+
+
+class Framer:
+    """Cuts a byte stream into lines like `LineSplitter`, but never joins more than `limit` bytes: a longer
+    line is handed on in pieces (`LongLine`), so memory does not grow with a message that never ends."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._long = False
+
+    @property
+    def in_long_line(self) -> bool:
+        return self._long
+
+    def feed(self, chunk: bytes) -> list[bytes | LongLine]:
+        """Complete non-blank short lines (without newlines) and the parts of long ones, in order."""
+        out: list[bytes | LongLine] = []
+        start = 0
+        size = len(chunk)
+        while start < size:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start : size if end < 0 else end]
+            if self._long:
+                if piece:
+                    out.append(LongLine("more", piece))
+            else:
+                self._parts.append(piece)
+                self._size += len(piece)
+                if self._size > self._limit:
+                    out.append(LongLine("first", b"".join(self._parts)))
+                    self._parts.clear()
+                    self._size = 0
+                    self._long = True
+            if end < 0:
+                break
+            if self._long:
+                out.append(LongLine("end", b""))
+                self._long = False
+            else:
+                line = b"".join(self._parts)
+                self._parts.clear()
+                self._size = 0
+                if line.strip():
+                    out.append(line)
+            start = end + 1
+        return out
 
 
 def parse_line(line: bytes, peer: str) -> SessionMessage | Exception:

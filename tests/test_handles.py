@@ -404,11 +404,14 @@ async def test_the_footer_names_at_most_five_outputs_of_each_kind_and_counts_the
     assert ", and 3 more (list_tool_outputs shows all)." in footer
 
 
-async def test_a_big_output_that_cannot_be_stored_comes_back_truncated_with_a_warning(
+async def test_a_big_output_that_cannot_be_stored_says_so_and_shows_its_first_part(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async def disk_full(self: SessionStore, handle: str, text: str) -> None:
-        raise StoreError(f'could not store the output of handle "{handle}": No space left on device')
+        raise StoreError(
+            f'could not store the output of handle "{handle}": No space left on device',
+            reason="No space left on device",
+        )
 
     monkeypatch.setattr(SessionStore, "write", disk_full)
     down = Downstream()
@@ -417,11 +420,20 @@ async def test_a_big_output_that_cannot_be_stored_comes_back_truncated_with_a_wa
             result = await client.call_tool("down__big", {"lines": 400})
             listed = await client.call_tool("list_tool_outputs", {})
     answer = text_of(result)
-    assert not result.is_error
-    assert answer.startswith("WARNING: tool_output fallback to truncate (the output could not be stored: ")
-    assert "No space left on device" in answer
-    assert "line 00000 of the big output" in answer and "line 00399 of the big output" in answer
-    assert len(ENC.encode_ordinary(answer)) < THRESHOLD + 100
+    produced = len(big_text(400).encode())
+    assert result.is_error
+    head, _, shown = answer.partition("\n\n")
+    shown_text = shown.rpartition("\n[claimcheck] cut here:")[0]
+    shown_bytes = len(shown_text.encode())
+    assert head == (
+        f"Tool down__big produced {produced} bytes, but claimcheck could not store them (No space left on device).\n"
+        f"No handle was kept. Below are the first {shown_bytes} bytes only, cut there; for the rest, call the tool "
+        "again once there is room on the disk, or ask it for less."
+    )
+    assert answer.endswith(f"[claimcheck] cut here: {shown_bytes} of {produced} bytes shown; the rest was not stored.")
+    assert big_text(400).startswith(shown_text) and "line 00000 of the big output" in shown_text
+    assert "Read" not in answer and "Grep" not in answer and "handle =" not in answer
+    assert len(ENC.encode_ordinary(answer)) < THRESHOLD
     assert text_of(listed) == "This session has no tool outputs yet."
 
 

@@ -60,6 +60,8 @@ class Call:
     tokens_exact: bool = True
     tokens_counted: bool = False  # a small inline result is never counted
     sha256: str = ""
+    produced: int = 0  # bytes the tool produced; more than `bytes` when the output was cut or not stored
+    cut: bool = False  # only the first maxOutputBytes were kept
     stored: bool = False
     fallback: str | None = None  # a truncated answer, when a big output could not be stored
     over_threshold: bool = False
@@ -99,12 +101,17 @@ class Call:
     def set_output(self, text: str, *, tokens: int | None, tokens_exact: bool, over: bool) -> None:
         data = text.encode("utf-8", "replace")
         self.text = text
-        self.bytes = len(data)
+        self.bytes = self.produced = len(data)
         self.lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
         self.sha256 = hashlib.sha256(data).hexdigest()
         self.over_threshold = over
         if tokens is not None:
             self.set_tokens(tokens, tokens_exact)
+
+    def set_stored_output(self, *, bytes: int, produced: int, lines: int, sha256: str, cut: bool) -> None:
+        """What was measured of an output that went to its file without passing through memory."""
+        self.text = None
+        self.bytes, self.produced, self.lines, self.sha256, self.cut = bytes, produced, lines, sha256, cut
 
     def set_tokens(self, tokens: int, exact: bool) -> None:
         self.tokens, self.tokens_exact, self.tokens_counted = tokens, exact, True

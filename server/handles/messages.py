@@ -12,6 +12,7 @@ __all__ = [
     "describe",
     "failure",
     "footer",
+    "not_stored_message",
     "running_message",
     "success",
     "too_large_message",
@@ -29,8 +30,31 @@ def running_message(call: Call) -> str:
 def too_large_message(call: Call) -> str:
     return (
         f"Tool output is too large ({call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens).\n"
-        f'Call tool_output(handle = "{call.handle}", extract = "what to extract").\n'
+        + cut_note(call)
+        + f'Call tool_output(handle = "{call.handle}", extract = "what to extract").\n'
         "Provide precise and detailed instructions in `extract` about what you are looking for."
+    )
+
+
+def cut_note(call: Call) -> str:
+    """A line saying what was kept of an output cut at maxOutputBytes; empty for a whole output."""
+    if not call.cut:
+        return ""
+    return (
+        f"Only the first part was kept: the tool produced {call.produced} bytes, and the stored output ends "
+        "with a line saying where it was cut (maxOutputBytes).\n"
+    )
+
+
+def not_stored_message(call: Call, reason: str, shown: str) -> str:
+    """The answer when an output could not be stored at all (a full disk): no handle, only its first part."""
+    shown_bytes = len(shown.encode("utf-8", "replace"))
+    return (
+        f"Tool {call.public_name} produced {call.produced} bytes, but claimcheck could not store them ({reason}).\n"
+        + (f'Its handle "{call.handle}" is marked failed. ' if call.handed_out else "No handle was kept. ")
+        + f"Below are the first {shown_bytes} bytes only, cut there; for the rest, call the tool "
+        "again once there is room on the disk, or ask it for less.\n\n"
+        f"{shown}\n[claimcheck] cut here: {shown_bytes} of {call.produced} bytes shown; the rest was not stored."
     )
 
 

@@ -11,9 +11,12 @@ unknown to it.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,11 +25,13 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from extraction import Usage, estimate_tokens, exceeds, fallback_warning, truncate
+from extraction import Usage, estimate_file_tokens, estimate_tokens, exceeds, file_exceeds, head_tokens
 from server.config import Policy
 from server.downstream.relay import Relay
+from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
+from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.store import OutputStore, SessionStore, StoreError
 
 __all__ = ["Session", "Sessions"]
@@ -35,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 _STATE_KEY = "claimcheck.session"
 SESSION_HEADER = "claimcheck-session"
-_CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
 
@@ -166,25 +170,66 @@ class Sessions:
 
     async def _settle(self, session: Session, call: Call, result: types.CallToolResult, policy: Policy) -> None:
         """Apply the size rule; store what a handle will need."""
+        spooled = claim(result)
+        if spooled is not None:
+            await self._settle_spooled(session, call, spooled, policy)
+            return
         text = render_output(result)
         total = len(text.encode("utf-8", "replace"))
         if total > self._max_output_bytes:
             cut = text.encode("utf-8", "replace")[: self._max_output_bytes].decode("utf-8", "ignore")
-            text = cut + _CUT_MARKER.format(limit=self._max_output_bytes, total=total)
+            text = cut + CUT_MARKER.format(limit=self._max_output_bytes, total=total)
         over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
         tokens: int | None = None  # an inline result never shows its count
         exact = False
         if over or call.handed_out:
             tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
         call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
+        call.produced, call.cut = total, total > self._max_output_bytes
         call.result = None if over else result
         if over or call.handed_out:
             failure = await self._store(session, call, text)
-            if failure is not None and over:  # keep what fits rather than lose the call
-                body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=policy.async_token_threshold))
-                call.fallback = f"{fallback_warning(f'the output could not be stored: {failure}')}\n\n{body}"
-        if result.is_error:
-            call.error = text
+            if failure is not None and over:  # a small output stays in memory; a big one is lost but its start
+                self._not_stored(call, failure, text, policy)
+                return
+        self._finish(call, failed=result.is_error)
+
+    async def _settle_spooled(self, session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> None:
+        """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""
+        call.set_stored_output(
+            bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, sha256=spooled.sha256, cut=spooled.cut
+        )
+        try:
+            if spooled.path is None:
+                raise StoreError(spooled.failure or "the disk refused it")
+            path = session.store.adopt(call.handle, spooled.path)
+            over = await anyio.to_thread.run_sync(_file_over, path, policy.async_token_threshold)
+            if not over:  # small after all: answer as the tool did
+                call.result = await anyio.to_thread.run_sync(_small_result, spooled, path)
+        except StoreError as exc:
+            self._not_stored(call, exc.reason, spooled.head, policy)
+            return
+        finally:
+            if spooled.raw is not None:
+                spooled.raw.unlink(missing_ok=True)
+        call.over_threshold = over
+        call.stored = True
+        if over or call.handed_out:
+            call.set_tokens(*await anyio.to_thread.run_sync(_file_tokens, path))
+        self._finish(call, failed=spooled.is_error)
+
+    def _not_stored(self, call: Call, reason: str, head: str, policy: Policy) -> None:
+        """The output is lost but for its first part: answer with that, truthfully, and fail the handle."""
+        shown = head_tokens(head[: policy.async_token_threshold * 8], policy.async_token_threshold // 2)
+        call.fallback = messages_not_stored(call, reason, shown)
+        call.over_threshold = True
+        call.result = None
+        call.error = call.fallback
+        call.finish("failed")
+
+    def _finish(self, call: Call, *, failed: bool) -> None:
+        if failed:
+            call.error = call.text if call.text is not None else _error_head(call)
             call.finish("failed")
         else:
             call.finish("ready")
@@ -196,7 +241,7 @@ class Sessions:
             await session.store.write(call.handle, text)
         except StoreError as exc:
             logger.warning("%s", exc)
-            return str(exc)
+            return exc.reason
         call.stored = True
         return None
 
@@ -208,3 +253,36 @@ class Sessions:
         tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
         call.set_tokens(tokens, exact)
         await self._store(session, call, text)
+
+
+def _file_over(path: Path, threshold: int) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return file_exceeds(fd, os.fstat(fd).st_size, threshold)
+    finally:
+        os.close(fd)
+
+
+def _file_tokens(path: Path) -> tuple[int, bool]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return estimate_file_tokens(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def _small_result(spooled: SpooledOutput, path: Path) -> types.CallToolResult:
+    """The result of an output under the threshold: from the tool's own message when it was kept whole
+    (bounded by the spool's `raw_keep`), else from the stored text (under the threshold, so small)."""
+    if spooled.raw is not None:
+        try:
+            return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    text = path.read_bytes().decode("utf-8", "replace")
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
+
+
+def _error_head(call: Call) -> str:
+    """A failed output that is stored on disk is described, not held: its size and where it is."""
+    return f"the tool reported an error; its output ({call.bytes} bytes) is stored under the handle"

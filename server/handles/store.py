@@ -38,6 +38,10 @@ _HANDLE_RE = re.compile(r"(session-[0-9a-f]{32})/([0-9a-f]{32})")
 class StoreError(ClaimcheckError):
     """An output could not be stored or read back; the message names the handle and the reason."""
 
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message  # what went wrong, without the handle
+
 
 @dataclass(frozen=True, slots=True)
 class StoredFile:
@@ -127,9 +131,23 @@ class SessionStore:
                     await out.write(data)
         except OSError as exc:
             _unlink_quietly(path)
-            raise StoreError(f'could not store the output of handle "{handle}": {_reason(exc)}') from exc
+            raise StoreError(
+                f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
+            ) from exc
         lines = newlines + (1 if size and last != b"\n" else 0)
         return StoredFile(handle=handle, path=path, bytes=size, lines=lines, sha256=digest.hexdigest())
+
+    def adopt(self, handle: str, path: Path) -> Path:
+        """Make the file at `path` (written elsewhere in the run root) the stored output of `handle`."""
+        target = self._path_of(handle)
+        try:
+            os.rename(path, target)
+        except OSError as exc:
+            _unlink_quietly(path)
+            raise StoreError(
+                f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
+            ) from exc
+        return target
 
     async def read_text(self, handle: str) -> str:
         """The whole stored text of `handle`, exactly as written."""

@@ -1,0 +1,265 @@
+"""An incremental JSON tokenizer whose string values arrive in pieces, so no value has to fit in memory.
+
+Feed it bytes in any split; it calls a `JsonHandler` for each token. Strings (keys excepted) are
+delivered as `string_start`, any number of `string_piece`s and `string_end`, decoded exactly as
+`json.loads` would decode them (escapes, surrogate pairs and UTF-8 sequences cut across pieces
+included; invalid UTF-8 becomes U+FFFD, control characters are accepted as `strict=False` does).
+Everything outside strings is small by nature and tokenized in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Protocol
+
+__all__ = ["JsonHandler", "JsonStream", "JsonStreamError"]
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"[-+0-9.eEtrufalsn]*")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_MAX_KEY_CHARS = 64 * 1024
+_MAX_SCALAR_CHARS = 1024
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # the C scanner json.loads uses; typeshed omits it
+
+# What may come next.
+_VALUE, _KEY_OR_END, _KEY, _COLON, _COMMA_OR_END, _VALUE_OR_END, _STRING, _SCALAR_TOKEN, _DONE = range(9)
+
+
+class JsonStreamError(ValueError):
+    """The bytes are not one well-formed JSON value."""
+
+
+class JsonHandler(Protocol):
+    """Receives the tokens of one JSON value, in order."""
+
+    def start_object(self) -> None: ...
+    def end_object(self) -> None: ...
+    def start_array(self) -> None: ...
+    def end_array(self) -> None: ...
+    def key(self, name: str) -> None: ...
+    def scalar(self, value: int | float | bool | None) -> None: ...
+    def string_start(self) -> None: ...
+    def string_piece(self, text: str) -> None: ...
+    def string_end(self) -> None: ...
+
+
+class JsonStream:
+    """Tokenizes one JSON value fed in pieces; `finish()` checks that it was complete."""
+
+    def __init__(self, handler: JsonHandler) -> None:
+        self._handler = handler
+        self._state = _VALUE
+        self._stack: list[int] = []  # 0 for an object, 1 for an array
+        self._bytes = b""  # an unfinished UTF-8 sequence at the end of the last piece
+        self._carry = ""  # the unfinished end of a string piece, or of a scalar
+        self._in_key = False
+        self._key_parts: list[str] = []
+        self._key_chars = 0
+
+    @property
+    def done(self) -> bool:
+        return self._state == _DONE
+
+    def feed(self, data: bytes) -> None:
+        if self._bytes:
+            data, self._bytes = self._bytes + data, b""
+        cut = _utf8_cut(data)
+        if cut < len(data):
+            data, self._bytes = data[:cut], data[cut:]
+        self._feed_text(data.decode("utf-8", "replace"))
+
+    def finish(self) -> None:
+        """Raise unless exactly one complete value was fed (trailing whitespace allowed)."""
+        if self._bytes:
+            rest, self._bytes = self._bytes, b""
+            self._feed_text(rest.decode("utf-8", "replace"))
+        if self._state == _SCALAR_TOKEN and not self._stack:
+            text, self._carry = self._carry, ""
+            self._scalar_token(text, 0, final=True)
+        if self._state != _DONE:
+            raise JsonStreamError("the JSON value ends early")
+
+    def _feed_text(self, text: str) -> None:
+        if self._carry:
+            text, self._carry = self._carry + text, ""
+        position, end = 0, len(text)
+        while position < end:
+            state = self._state
+            if state == _STRING:
+                position = self._string(text, position)
+            elif state == _SCALAR_TOKEN:
+                position = self._scalar_token(text, position, final=False)
+            else:
+                position = _SPACE.match(text, position).end()  # type: ignore[union-attr]  # always matches
+                if position < end:
+                    position = self._structural(text[position], position)
+
+    # -- outside strings ---------------------------------------------------------------------------
+
+    def _structural(self, char: str, position: int) -> int:
+        state = self._state
+        handler = self._handler
+        if state == _DONE:
+            raise JsonStreamError(f"unexpected {char!r} after the end of the value")
+        if state in (_VALUE, _VALUE_OR_END):
+            if char == "]" and state == _VALUE_OR_END:
+                self._close(1)
+                handler.end_array()
+            elif char == "{":
+                self._stack.append(0)
+                self._state = _KEY_OR_END
+                handler.start_object()
+            elif char == "[":
+                self._stack.append(1)
+                self._state = _VALUE_OR_END
+                handler.start_array()
+            elif char == '"':
+                self._in_key = False
+                self._state = _STRING
+                handler.string_start()
+            else:
+                self._state = _SCALAR_TOKEN
+                return position
+            return position + 1
+        if state in (_KEY_OR_END, _KEY):
+            if char == "}" and state == _KEY_OR_END:
+                self._close(0)
+                handler.end_object()
+            elif char == '"':
+                self._in_key = True
+                self._key_parts, self._key_chars = [], 0
+                self._state = _STRING
+            else:
+                raise JsonStreamError(f"expected a key, found {char!r}")
+            return position + 1
+        if state == _COLON:
+            if char != ":":
+                raise JsonStreamError(f"expected ':', found {char!r}")
+            self._state = _VALUE
+            return position + 1
+        # _COMMA_OR_END
+        container = self._stack[-1]
+        if char == ",":
+            self._state = _KEY if container == 0 else _VALUE
+        elif char == ("}" if container == 0 else "]"):
+            self._close(container)
+            if container == 0:
+                handler.end_object()
+            else:
+                handler.end_array()
+        else:
+            raise JsonStreamError(f"expected ',' or the end of the {'object' if container == 0 else 'array'}")
+        return position + 1
+
+    def _close(self, container: int) -> None:
+        if not self._stack or self._stack.pop() != container:
+            raise JsonStreamError("mismatched brackets")
+        self._after_value()
+
+    def _after_value(self) -> None:
+        self._state = _COMMA_OR_END if self._stack else _DONE
+
+    def _scalar_token(self, text: str, position: int, *, final: bool) -> int:
+        end = _SCALAR.match(text, position).end()  # type: ignore[union-attr]  # always matches
+        if end == len(text) and not final:  # the token may go on in the next piece
+            self._carry = text[position:]
+            if len(self._carry) > _MAX_SCALAR_CHARS:
+                raise JsonStreamError("a number or literal is too long")
+            return end
+        token = text[position:end]
+        if not token:
+            raise JsonStreamError(f"unexpected {text[position : position + 1]!r}")
+        try:
+            value = json.loads(token)
+        except ValueError:
+            raise JsonStreamError(f"not a JSON value: {token[:40]!r}") from None
+        self._handler.scalar(value)
+        self._after_value()
+        return end
+
+    # -- strings -----------------------------------------------------------------------------------
+
+    def _string(self, text: str, position: int) -> int:
+        """Decode what there is of the current string; return where the caller goes on."""
+        quote = text.find('"', position)
+        if quote >= 0 and text.find("\\", position, quote) < 0:  # the common short string: no escapes
+            self._piece(text[position:quote])
+            self._end_string()
+            return quote + 1
+        rest = text[position:]
+        cut = _safe_cut(rest)
+        candidate = rest[:cut]
+        # One C pass: the quote appended here ends the string unless a real closing quote comes first
+        # (one can only be inside `candidate`: what `_safe_cut` holds back is part of an escape).
+        try:
+            value, end = _scanstring(f'"{candidate}"', 1, False)
+        except ValueError as exc:
+            raise JsonStreamError(f"a bad escape in a string: {exc}") from None
+        self._piece(value)
+        if end <= len(candidate) + 1:  # a real closing quote, at text index position + end - 2
+            self._end_string()
+            return position + end - 1
+        self._carry = rest[cut:]
+        return len(text)
+
+    def _piece(self, text: str) -> None:
+        if not text:
+            return
+        if not self._in_key:
+            self._handler.string_piece(text)
+            return
+        self._key_chars += len(text)
+        if self._key_chars > _MAX_KEY_CHARS:
+            raise JsonStreamError("an object key is too long")
+        self._key_parts.append(text)
+
+    def _end_string(self) -> None:
+        if self._in_key:
+            self._handler.key("".join(self._key_parts))
+            self._state = _COLON
+            return
+        self._handler.string_end()
+        self._after_value()
+
+
+def _safe_cut(segment: str) -> int:
+    """How much of an unfinished string segment can be decoded now: never part of an escape, or the
+    first half of a surrogate pair written as two escapes."""
+    size = len(segment)
+    cut = size
+    start = segment.rfind("\\", max(0, size - 12))
+    while start >= 0:
+        run = start
+        while run > 0 and segment[run - 1] == "\\":
+            run -= 1
+        if (start - run) % 2 == 0:  # this backslash starts an escape
+            escape = segment[start:cut]
+            if len(escape) < 2 or (escape[1] == "u" and len(escape) < 6):  # lone "\" or short "\u"
+                cut = start
+            elif escape[1] == "u" and len(escape) == 6 and _is_high_surrogate(escape[2:6]):
+                cut = start  # wait for the low half of the pair
+            else:
+                break
+            start = segment.rfind("\\", max(0, cut - 12), cut)
+            continue
+        break
+    return cut
+
+
+def _is_high_surrogate(hex4: str) -> bool:
+    return len(hex4) == 4 and all(c in _HEX for c in hex4) and 0xD800 <= int(hex4, 16) <= 0xDBFF
+
+
+def _utf8_cut(data: bytes) -> int:
+    """The end of the last complete UTF-8 sequence (bytes after it may be the start of the next one)."""
+    size = len(data)
+    for back in range(1, min(4, size) + 1):
+        byte = data[size - back]
+        if byte < 0x80:
+            return size
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return size if back >= need else size - back
+    return size

@@ -1,0 +1,441 @@
+"""What a large JSON-RPC message says, read token by token: the rendered output of a tool result, streamed.
+
+`ResultRenderer` follows the tokens of one message (`jsonstream`) and writes the text a model would
+have seen (the same text as `server.handles.calls.render_output`: text items as they are, any other
+item as compact JSON, items joined by newlines; `structuredContent` as JSON when there is no content)
+to an `OutputSink` piece by piece, while it keeps the small parts (`id`, `method`, `error`,
+`isError`) to say what kind of message it was.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import mcp_types as types
+from pydantic import TypeAdapter
+
+__all__ = ["OutputSink", "ResultRenderer"]
+
+_SMALL_CHARS = 64 * 1024  # the most kept of a small part such as `id` or `error`
+_CONTENT: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
+
+
+class OutputSink(Protocol):
+    def write(self, text: str) -> None: ...
+
+
+class _Emitter:
+    """Writes the tokens it is given back out as JSON, dropping null members as pydantic's exclude_none does."""
+
+    def __init__(self, sink: OutputSink, *, item: str = ",", key: str = ":", drop_nulls: bool = False) -> None:
+        self._sink = sink
+        self._item, self._key = item, key
+        self._drop_nulls = drop_nulls
+        self._first: list[bool] = []  # per open container: nothing written in it yet
+        self._pending_key: str | None = None
+        self.depth = 0
+
+    def _before_value(self) -> None:
+        if not self._first:
+            return
+        separator = "" if self._first[-1] else self._item
+        self._first[-1] = False
+        if self._pending_key is not None:
+            self._sink.write(f"{separator}{json.dumps(self._pending_key, ensure_ascii=False)}{self._key}")
+            self._pending_key = None
+        elif separator:
+            self._sink.write(separator)
+
+    def start_object(self) -> None:
+        self._before_value()
+        self._sink.write("{")
+        self._first.append(True)
+        self.depth += 1
+
+    def end_object(self) -> None:
+        self._pending_key = None
+        self._first.pop()
+        self._sink.write("}")
+        self.depth -= 1
+
+    def start_array(self) -> None:
+        self._before_value()
+        self._sink.write("[")
+        self._first.append(True)
+        self.depth += 1
+
+    def end_array(self) -> None:
+        self._first.pop()
+        self._sink.write("]")
+        self.depth -= 1
+
+    def key(self, name: str) -> None:
+        self._pending_key = name
+
+    def drop_key(self) -> None:
+        """Forget the member whose key was just given: its value goes elsewhere."""
+        self._pending_key = None
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        if value is None and self._drop_nulls and self._pending_key is not None:
+            self._pending_key = None
+            return
+        self._before_value()
+        self._sink.write(json.dumps(value))
+
+    def string_start(self) -> None:
+        self._before_value()
+        self._sink.write('"')
+        self.depth += 1
+
+    def string_piece(self, text: str) -> None:
+        self._sink.write(json.dumps(text, ensure_ascii=False)[1:-1])
+
+    def string_end(self) -> None:
+        self._sink.write('"')
+        self.depth -= 1
+
+
+class _Small:
+    """Builds a small value from tokens, keeping at most _SMALL_CHARS of strings (`overflow` when it had to stop)."""
+
+    def __init__(self) -> None:
+        self._stack: list[Any] = []
+        self._keys: list[str | None] = []
+        self._parts: list[str] = []
+        self._chars = 0
+        self.value: Any = None
+        self.overflow = False
+        self.depth = 0
+
+    def _add(self, value: Any) -> None:
+        if not self._stack:
+            self.value = value
+        elif isinstance(self._stack[-1], list):
+            self._stack[-1].append(value)
+        else:
+            self._stack[-1][self._keys[-1]] = value
+
+    def start_object(self) -> None:
+        self._stack.append({})
+        self._keys.append(None)
+        self.depth += 1
+
+    def end_object(self) -> None:
+        self._keys.pop()
+        self.depth -= 1
+        self._add(self._stack.pop())
+
+    def start_array(self) -> None:
+        self._stack.append([])
+        self._keys.append(None)
+        self.depth += 1
+
+    def end_array(self) -> None:
+        self._keys.pop()
+        self.depth -= 1
+        self._add(self._stack.pop())
+
+    def key(self, name: str) -> None:
+        self._keys[-1] = name
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        self._add(value)
+
+    def string_start(self) -> None:
+        self._parts = []
+        self.depth += 1
+
+    def string_piece(self, text: str) -> None:
+        room = _SMALL_CHARS - self._chars
+        if len(text) > room:
+            text, self.overflow = text[: max(room, 0)], True
+        self._chars += len(text)
+        self._parts.append(text)
+
+    def string_end(self) -> None:
+        self.depth -= 1
+        self._add("".join(self._parts))
+
+
+class _Skip:
+    """Swallows one value."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+    def start_object(self) -> None:
+        self.depth += 1
+
+    start_array = string_start = start_object
+
+    def end_object(self) -> None:
+        self.depth -= 1
+
+    end_array = string_end = end_object
+
+    def key(self, name: str) -> None:
+        pass
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        pass
+
+    def string_piece(self, text: str) -> None:
+        pass
+
+
+class _Buffer:
+    """An `OutputSink` in memory, until it grows past `limit`; then it hands over to `then`."""
+
+    def __init__(self, limit: int, then: OutputSink) -> None:
+        self.parts: list[str] = []
+        self._size = 0
+        self._limit = limit
+        self._then = then
+        self.spilled = False
+
+    def write(self, text: str) -> None:
+        if self.spilled:
+            self._then.write(text)
+            return
+        self.parts.append(text)
+        self._size += len(text)
+        if self._size > self._limit:
+            self.spilled = True
+            for part in self.parts:
+                self._then.write(part)
+            self.parts.clear()
+
+
+class _Item:
+    """One content item: a text item's `text` goes straight to the output; any other item is rendered as
+    the JSON pydantic would write for it, or, when it is too big to hold, streamed as it came."""
+
+    def __init__(self, output: OutputSink) -> None:
+        self._output = output
+        self._buffer = _Buffer(_SMALL_CHARS * 16, output)
+        self._json = _Emitter(self._buffer, drop_nulls=True)
+        self._member: str | None = None
+        self._type: Any = None
+        self._type_parts: list[str] | None = None
+        self._streaming_text = False
+        self.text_seen = False
+        self.depth = 0
+
+    def start_object(self) -> None:
+        self.depth += 1
+        self._json.start_object()
+
+    def start_array(self) -> None:
+        self.depth += 1
+        self._json.start_array()
+
+    def end_object(self) -> None:
+        self.depth -= 1
+        self._json.end_object()
+        if self.depth == 0:
+            self._finish()
+
+    def end_array(self) -> None:
+        self.depth -= 1
+        self._json.end_array()
+
+    def key(self, name: str) -> None:
+        if self.depth == 1:
+            self._member = name
+        self._json.key(name)
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        self._json.scalar(value)
+
+    def string_start(self) -> None:
+        self.depth += 1
+        if self.depth == 2 and self._member == "text" and self._type in (None, "text"):
+            self._streaming_text = self.text_seen = True
+            self._json.drop_key()
+            return
+        if self.depth == 2 and self._member == "type":
+            self._type_parts = []
+        self._json.string_start()
+
+    def string_piece(self, text: str) -> None:
+        if self._streaming_text:
+            self._output.write(text)
+            return
+        if self._type_parts is not None:
+            self._type_parts.append(text[:64])
+        self._json.string_piece(text)
+
+    def string_end(self) -> None:
+        self.depth -= 1
+        if self._streaming_text:
+            self._streaming_text = False
+            return
+        if self._type_parts is not None:
+            self._type, self._type_parts = "".join(self._type_parts), None
+        self._json.string_end()
+
+    def _finish(self) -> None:
+        if self.text_seen and self._type in (None, "text"):
+            return
+        if self._buffer.spilled:
+            return  # already streamed, members in the order they came
+        raw = "".join(self._buffer.parts)
+        try:
+            item = _CONTENT.validate_json(raw)
+        except ValueError:
+            self._output.write(raw)
+            return
+        self._output.write(item.model_dump_json(by_alias=True, exclude_none=True))
+
+
+_Capture = _Emitter | _Small | _Skip | _Item
+
+
+class ResultRenderer:
+    """A `JsonHandler` for one whole JSON-RPC message (see the module docstring)."""
+
+    def __init__(self, output: OutputSink, structured: OutputSink) -> None:
+        self._output = output
+        self._structured = structured
+        self._depth = 0  # open containers outside any capture: the message, `result`, `content`
+        self._path: list[str] = []  # their keys ("" for the message itself)
+        self._key: str | None = None
+        self._capture: _Capture | None = None
+        self.items = 0
+        self.id: Any = None
+        self.method: str | None = None
+        self.error: Any = None
+        self.error_overflow = False
+        self.is_error = False
+        self.has_result = False
+        self.has_content = False
+        self.has_structured = False
+
+    def _start_value(self, kind: str) -> bool:
+        """Route a value that starts here; True when a capture took it (and has seen its first token)."""
+        capture = self._capture
+        if capture is not None:
+            getattr(capture, kind)()
+            return True
+        where = (*self._path[1:], self._key)
+        if self._depth == 0:
+            if kind != "start_object":
+                self._capture = _Skip()
+                getattr(self._capture, kind)()
+                return True
+            return False
+        if where == ("result",) and kind == "start_object":
+            self.has_result = True
+            return False
+        if where == ("result", "content") and kind == "start_array":
+            self.has_content = True
+            return False
+        if self._path[1:] == ["result", "content"] and self._key is None:  # an item of content
+            if self.items:
+                self._output.write("\n")
+            self.items += 1
+            capture = _Item(self._output) if kind == "start_object" else _Emitter(self._output)
+        elif where in (("id",), ("method",), ("error",), ("result", "isError")):
+            capture = _Small()
+        elif where == ("result", "structuredContent"):
+            self.has_structured = True
+            capture = _Skip() if self.items else _Emitter(self._structured, item=", ", key=": ")
+        else:
+            capture = _Skip()
+        self._capture = capture
+        getattr(capture, kind)()
+        return True
+
+    def _captured(self) -> None:
+        capture = self._capture
+        if capture is None or capture.depth != 0:
+            return
+        self._capture = None
+        if isinstance(capture, _Small):
+            where = (*self._path[1:], self._key)
+            if where == ("id",):
+                self.id = capture.value
+            elif where == ("method",):
+                self.method = str(capture.value)
+            elif where == ("error",):
+                self.error, self.error_overflow = capture.value, capture.overflow
+            elif where == ("result", "isError"):
+                self.is_error = capture.value is True
+
+    # -- JsonHandler ------------------------------------------------------------------------------
+
+    def start_object(self) -> None:
+        if not self._start_value("start_object"):
+            self._path.append(self._key or "")
+            self._depth += 1
+            self._key = None
+        else:
+            self._captured()
+
+    def start_array(self) -> None:
+        if not self._start_value("start_array"):
+            self._path.append(self._key or "")
+            self._depth += 1
+            self._key = None
+        else:
+            self._captured()
+
+    def _end(self, kind: str) -> None:
+        capture = self._capture
+        if capture is not None:
+            getattr(capture, kind)()
+            self._captured()
+            return
+        self._depth -= 1
+        self._key = self._path.pop() or None
+        if self._path[1:] == ["result", "content"]:
+            self._key = None  # back among content's items
+
+    def end_object(self) -> None:
+        self._end("end_object")
+
+    def end_array(self) -> None:
+        self._end("end_array")
+
+    def key(self, name: str) -> None:
+        if self._capture is not None:
+            self._capture.key(name)
+        else:
+            self._key = name
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        if self._capture is None:
+            self._start_value_scalar(value)
+            return
+        self._capture.scalar(value)
+        self._captured()
+
+    def _start_value_scalar(self, value: int | float | bool | None) -> None:
+        where = (*self._path[1:], self._key)
+        if where in (("id",), ("method",), ("error",), ("result", "isError")):
+            small = _Small()
+            small.scalar(value)
+            self._capture = small
+            self._captured()
+        elif where == ("result", "structuredContent") and not self.items and value is not None:
+            self.has_structured = True
+            self._structured.write(json.dumps(value))
+        elif self._path[1:] == ["result", "content"] and self._key is None:
+            if self.items:
+                self._output.write("\n")
+            self.items += 1
+            self._output.write(json.dumps(value))
+
+    def string_start(self) -> None:
+        self._start_value("string_start")
+
+    def string_piece(self, text: str) -> None:
+        if self._capture is not None:
+            self._capture.string_piece(text)
+
+    def string_end(self) -> None:
+        if self._capture is not None:
+            self._capture.string_end()
+            self._captured()

@@ -1,0 +1,303 @@
+"""Large messages from a downstream go to disk as they arrive, never whole into memory (DESIGN §2).
+
+A transport hands a message to `MessageSpool` once it passes `SpoolPolicy.threshold` (1 MiB) and feeds
+it the rest in pieces. The spool decodes the message as it comes (`jsonstream` + `render`): a tool
+result's rendered output goes straight into a file of the run root, capped at `maxOutputBytes` (the rest
+is counted and drained), and the message itself is kept on disk only while it is small enough to be
+useful whole (`raw_keep`). At the end the transport gets the bytes to give the SDK session: for a tool
+result a small stand-in whose `_meta` names a `SpooledOutput` that `claim` hands to the handles wing;
+for anything else the original message when it was kept, else an error answer or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiofiles
+import aiofiles.threadpool.binary
+import anyio
+import mcp_types as types
+
+from server.downstream.jsonstream import JsonStream, JsonStreamError
+from server.downstream.render import ResultRenderer
+
+__all__ = ["CUT_MARKER", "META_KEY", "MessageSpool", "SpoolPolicy", "SpooledOutput", "claim"]
+
+logger = logging.getLogger(__name__)
+
+META_KEY = "claimcheck/spooled"
+CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
+_FLUSH_BYTES = 1 << 20
+_HEAD_BYTES = 256 * 1024  # kept in memory for an answer when the output cannot be stored
+_DISK_RESERVE = 16 << 20  # stop writing before the disk is full to the last block
+
+_spooled: dict[str, SpooledOutput] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolPolicy:
+    """Where large messages go and how much of them is kept."""
+
+    directory: Path
+    max_output_bytes: int
+    threshold: int = 1 << 20
+    raw_keep: int = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledOutput:
+    """A tool result's rendered output, on disk; `path` is None when it could not be stored."""
+
+    path: Path | None
+    bytes: int  # in the file, cut marker included
+    total: int  # what the tool produced
+    lines: int
+    sha256: str
+    is_error: bool
+    head: str  # the first part of the output, for an answer when it could not be stored
+    failure: str | None  # why it could not be stored
+    raw: Path | None  # the whole original message, when it was small enough to keep
+    cut: bool  # only the first `maxOutputBytes` were kept, and the cut marker follows them
+
+
+def claim(result: types.CallToolResult) -> SpooledOutput | None:
+    """The spooled output a stand-in result names, once; None for any other result."""
+    meta = result.meta or {}
+    token = meta.get(META_KEY) if isinstance(meta, dict) else None
+    return _spooled.pop(token, None) if isinstance(token, str) else None
+
+
+class _File:
+    """One file being written in 1 MiB batches, that stops (and says why) when the disk cannot take more."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        self.limit = limit  # bytes kept at most; the rest is counted only
+        self.written = 0
+        self.produced = 0
+        self.failure: str | None = None
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._handle: aiofiles.threadpool.binary.AsyncBufferedIOBase | None = None
+        self._digest = hashlib.sha256()
+        self._newlines = 0
+        self._last = b""
+
+    def add(self, data: bytes) -> None:
+        self.produced += len(data)
+        room = self.limit - self.written - self._pending_bytes
+        if self.failure is not None or room <= 0:
+            return
+        if len(data) > room:
+            data = data[:room]
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+
+    async def flush(self, *, force: bool = False) -> None:
+        if not self._pending or (self._pending_bytes < _FLUSH_BYTES and not force):
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        if self.failure is not None:
+            return
+        try:
+            if self._handle is None:
+                self._handle = await aiofiles.open(self.path, "wb", opener=_private_opener)
+            free = await anyio.to_thread.run_sync(_free_bytes, self.path.parent)
+            if free is not None and free < len(data) + _DISK_RESERVE:
+                raise OSError(28, f"only {free // (1 << 20)} MiB free on the disk")
+            await self._handle.write(data)
+        except OSError as exc:
+            self.failure = f"{exc.strerror or exc} ({self.written} bytes were written)"
+            return
+        self._digest.update(data)
+        self._newlines += data.count(b"\n")
+        self._last = data[-1:]
+        self.written += len(data)
+
+    async def close(self) -> None:
+        await self.flush(force=True)
+        if self._handle is not None:
+            try:
+                await self._handle.close()
+            except OSError as exc:
+                self.failure = self.failure or f"{exc.strerror or exc}"
+            self._handle = None
+
+    def append_now(self, data: bytes) -> None:
+        """Append a few bytes after `close` (the cut marker), past the limit."""
+        try:
+            with open(self.path, "ab") as out:
+                out.write(data)
+        except OSError as exc:
+            self.failure = f"{exc.strerror or exc}"
+            return
+        self._digest.update(data)
+        self._newlines += data.count(b"\n")
+        self._last = data[-1:]
+        self.written += len(data)
+
+    def remove(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+    @property
+    def lines(self) -> int:
+        return self._newlines + (1 if self.written and self._last != b"\n" else 0)
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+
+class _TextSink:
+    """Text in, UTF-8 out to a `_File`, with the first part kept in memory."""
+
+    def __init__(self, file: _File) -> None:
+        self.file = file
+        self.head: list[str] = []
+        self._head_chars = 0
+
+    def write(self, text: str) -> None:
+        if self._head_chars < _HEAD_BYTES:
+            self.head.append(text[: _HEAD_BYTES - self._head_chars])
+            self._head_chars += len(self.head[-1])
+        self.file.add(text.encode("utf-8", "replace"))
+
+
+class MessageSpool:
+    """One large message on its way in (see the module docstring)."""
+
+    def __init__(self, policy: SpoolPolicy, peer: str) -> None:
+        self._policy = policy
+        self._peer = peer
+        stem = policy.directory / f"spool-{uuid.uuid4().hex}"
+        self._output = _TextSink(_File(stem.with_suffix(".out"), policy.max_output_bytes))
+        self._structured = _TextSink(_File(stem.with_suffix(".json"), policy.max_output_bytes))
+        self._raw = _File(stem.with_suffix(".raw"), policy.raw_keep + 1)
+        self._renderer = ResultRenderer(self._output, self._structured)
+        self._stream = JsonStream(self._renderer)
+        self._broken: str | None = None
+        self.size = 0
+
+    async def feed(self, piece: bytes) -> None:
+        self.size += len(piece)
+        self._raw.add(piece)
+        if self._broken is None:
+            try:
+                self._stream.feed(piece)
+            except JsonStreamError as exc:
+                self._broken = str(exc)
+        await self._output.file.flush()
+        await self._structured.file.flush()
+        await self._raw.flush()
+
+    async def finish(self) -> bytes | Exception | None:
+        """The message for the SDK session: a stand-in, the original, an error answer, or None to drop."""
+        if self._broken is None:
+            try:
+                self._stream.finish()
+            except JsonStreamError as exc:
+                self._broken = str(exc)
+        for sink in (self._output, self._structured):
+            await sink.file.close()
+        await self._raw.close()
+        raw_whole = self._raw.failure is None and self._raw.produced <= self._policy.raw_keep
+        if not raw_whole:
+            self._raw.remove()
+        renderer = self._renderer
+        if self._broken is not None:
+            self._discard()
+            logger.warning("%s wrote a %d-byte line that is not JSON-RPC: %s", self._peer, self.size, self._broken)
+            return ValueError(f"a {self.size}-byte message that is not JSON: {self._broken}")
+        if renderer.method is None and renderer.has_result and (renderer.has_content or renderer.has_structured):
+            return self._stand_in(raw_whole)
+        if raw_whole:  # a bounded message of another kind: pass it on as it was
+            data = await anyio.to_thread.run_sync(self._raw.path.read_bytes)
+            self._discard()
+            return data
+        self._discard()
+        what = f"{renderer.method!r} message" if renderer.method else "answer"
+        logger.warning(
+            "%s sent a %d-byte %s; claimcheck keeps at most %d bytes of those",
+            self._peer,
+            self.size,
+            what,
+            self._policy.raw_keep,
+        )
+        if renderer.method is not None or renderer.id is None:
+            return None
+        message = (
+            f"the server's answer was {self.size} bytes, over the {self._policy.raw_keep} bytes claimcheck keeps "
+            "for anything but a tool result"
+        )
+        error = {"jsonrpc": "2.0", "id": renderer.id, "error": {"code": types.INTERNAL_ERROR, "message": message}}
+        return json.dumps(error).encode()
+
+    def _stand_in(self, raw_whole: bool) -> bytes:
+        renderer = self._renderer
+        use_structured = renderer.items == 0 and renderer.has_structured
+        sink = self._structured if use_structured else self._output
+        other = self._output if use_structured else self._structured
+        other.file.remove()
+        file = sink.file
+        if file.failure is None and file.written == 0:
+            file.append_now(b"")  # an empty output still gets its (empty) file
+        total = file.produced
+        cut = total > file.written and file.failure is None
+        marker = CUT_MARKER.format(limit=file.limit, total=total) if cut else ""
+        if marker:
+            file.append_now(marker.encode())
+        spooled = SpooledOutput(
+            path=None if file.failure else file.path,
+            bytes=0 if file.failure else file.written,
+            total=total,
+            lines=file.lines,
+            sha256=file.sha256,
+            is_error=renderer.is_error,
+            head="".join(sink.head),
+            failure=file.failure,
+            raw=self._raw.path if raw_whole else None,
+            cut=bool(marker),
+        )
+        if file.failure:
+            file.remove()
+        token = uuid.uuid4().hex
+        _spooled[token] = spooled
+        result = {
+            "content": [{"type": "text", "text": f"[claimcheck] spooled output {token}"}],
+            "isError": True,  # never checked against the tool's output schema; the real flag is in SpooledOutput
+            "_meta": {META_KEY: token},
+        }
+        return json.dumps({"jsonrpc": "2.0", "id": renderer.id, "result": result}).encode()
+
+    def _discard(self) -> None:
+        for file in (self._output.file, self._structured.file, self._raw):
+            file.remove()
+
+    async def abort(self) -> None:
+        """Forget a message that will never end (the connection went away)."""
+        for file in (self._output.file, self._structured.file, self._raw):
+            await file.close()
+        self._discard()
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, 0o600)

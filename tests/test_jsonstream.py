@@ -1,0 +1,138 @@
+"""The incremental JSON tokenizer decodes exactly what json.loads decodes, however the bytes are split."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from server.downstream.jsonstream import JsonStream, JsonStreamError
+
+
+class Rebuild:
+    """Builds the Python value back from the tokens, counting string pieces."""
+
+    def __init__(self) -> None:
+        self.stack: list[Any] = []
+        self.keys: list[str | None] = []
+        self.value: Any = None
+        self.parts: list[str] = []
+        self.pieces = 0
+
+    def _add(self, value: Any) -> None:
+        if not self.stack:
+            self.value = value
+        elif isinstance(self.stack[-1], list):
+            self.stack[-1].append(value)
+        else:
+            self.stack[-1][self.keys[-1]] = value
+
+    def start_object(self) -> None:
+        self.stack.append({})
+        self.keys.append(None)
+
+    def end_object(self) -> None:
+        self.keys.pop()
+        self._add(self.stack.pop())
+
+    def start_array(self) -> None:
+        self.stack.append([])
+        self.keys.append(None)
+
+    def end_array(self) -> None:
+        self.keys.pop()
+        self._add(self.stack.pop())
+
+    def key(self, name: str) -> None:
+        self.keys[-1] = name
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        self._add(value)
+
+    def string_start(self) -> None:
+        self.parts = []
+
+    def string_piece(self, text: str) -> None:
+        self.pieces += 1
+        self.parts.append(text)
+
+    def string_end(self) -> None:
+        self._add("".join(self.parts))
+
+
+def decode(data: bytes, cuts: list[int]) -> tuple[Any, int]:
+    handler = Rebuild()
+    stream = JsonStream(handler)
+    last = 0
+    for cut in sorted({min(max(c, 0), len(data)) for c in cuts}):
+        stream.feed(data[last:cut])
+        last = cut
+    stream.feed(data[last:])
+    stream.finish()
+    return handler.value, handler.pieces
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that treats NaN-free floats and lone surrogates exactly."""
+    return json.dumps(a, ensure_ascii=True, sort_keys=False) == json.dumps(b, ensure_ascii=True, sort_keys=False)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=json_values, ascii_only=st.booleans(), cuts=st.lists(st.integers(0, 400), max_size=12))
+def test_any_value_split_anywhere_decodes_as_json_loads_does(value: Any, ascii_only: bool, cuts: list[int]) -> None:
+    data = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if not ascii_only and any(0xD800 <= ord(c) <= 0xDFFF for c in data.decode("utf-8", "surrogatepass")):
+        data = json.dumps(value, ensure_ascii=True).encode()  # raw lone surrogates are not UTF-8
+    decoded, _ = decode(data, cuts)
+    assert same(decoded, json.loads(data))
+
+
+escapes = st.sampled_from(
+    ["\\n", '\\"', "\\\\", "\\/", "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\udc00", "\\t", "é", "😀", "a", "\\u0000"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(escapes, min_size=1, max_size=30), cuts=st.lists(st.integers(0, 200), max_size=20))
+def test_escapes_surrogate_pairs_and_utf8_cut_at_every_boundary_decode_exactly(
+    parts: list[str], cuts: list[int]
+) -> None:
+    data = ('{"k": ["' + "".join(parts) + '"]}').encode("utf-8")
+    decoded, _ = decode(data, cuts)
+    assert same(decoded, json.loads(data))
+
+
+def test_every_single_byte_split_of_a_tricky_string_decodes_exactly() -> None:
+    data = '"a\\ud83d\\ude00é😀\\\\\\"\\u00e9\\n\\ud800x"'.encode()
+    for cut in range(len(data) + 1):
+        assert same(decode(data, [cut])[0], json.loads(data)), cut
+
+
+def test_a_long_string_arrives_in_pieces_without_being_joined() -> None:
+    data = json.dumps({"text": "line\n" * 200_000}).encode()
+    value, pieces = decode(data, list(range(0, len(data), 65536)))
+    assert value == {"text": "line\n" * 200_000}
+    assert pieces >= len(data) // 65536
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"{", b'{"a" 1}', b"[1,]", b"[1 2]", b'{"a":1,}', b"nul", b'"\\x"', b"{}}", b"]", b'{"a":tru}', b"[1}"],
+)
+def test_malformed_json_is_an_error(bad: bytes) -> None:
+    with pytest.raises(JsonStreamError):
+        decode(bad, [])
+
+
+def test_invalid_utf8_becomes_the_replacement_character() -> None:
+    assert decode(b'"a\xffb"', [2])[0] == "a\ufffdb"
