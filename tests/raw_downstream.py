@@ -77,9 +77,8 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
             content = [{"type": "text", "text": str(args.get("text", ""))}]
             _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
             return
-        out.write(
-            f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": {{"content": [{{"type": "text", "text": "'.encode()
-        )
+        head = {"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": ""}]}}
+        out.write(json.dumps(head).encode()[: -len('"}]}}')])  # the message up to the text's opening quote
         if name == "endless":
             filler = b"x" * (1 << 20)
             while True:
