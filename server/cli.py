@@ -13,6 +13,7 @@ import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
+from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import ConfigError
 from server.proxy import Proxy
 from server.upstream.surface import VERSION
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "tools":
-        return anyio.run(_print_tools, config)
+        return anyio.run(_print_tools, config, args.timeout)
     if args.command == "ps":
         from server.status.ps import print_ps
 
@@ -93,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
 
     tools = commands.add_parser("tools", help="connect to every server and print the tools a client will see")
     tools.add_argument("--config", help=config_help)
+    tools.add_argument(
+        "--timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="SECS",
+        help=f"how long to wait for every server to start (default {CONNECT_TIMEOUT_S:g})",
+    )
 
     commands.add_parser("demo", help="run claimcheck on a bundled demo server and show what a client sees")
     ps = commands.add_parser("ps", help="list the running claimcheck instances and their live calls")
@@ -105,16 +113,19 @@ def _config_if_any() -> Config:
     return load_config() if default_config_path().exists() else Config()
 
 
-async def _print_tools(config: Config) -> int:
-    proxy = Proxy(config, cli=CliOverrides(no_api=True))
+async def _print_tools(config: Config, wait_secs: float) -> int:
+    """Wait for every server (up to `wait_secs`), print each one's state and the tools; 1 if any is not ready."""
+    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs)
+    failures: list[str] = []
     async with proxy.running():
-        await proxy.pool.settled()
-        failed = False
+        with anyio.move_on_after(wait_secs):
+            await proxy.pool.settled()
         for downstream in proxy.pool.downstreams:
             line = f"{downstream.name}: {downstream.state}, {len(downstream.tools)} tools"
             if downstream.state != "ready":
-                failed = True
-                line += f" ({downstream.last_error})"
+                why = downstream.last_error or f"no answer within {wait_secs:g} s"
+                line += f" ({why})"
+                failures.append(f"{downstream.name} ({downstream.state}: {why})")
             print(line)
         disabled = [name for name, server in config.mcp_servers.items() if server.disabled]
         for name in disabled:
@@ -123,4 +134,7 @@ async def _print_tools(config: Config) -> int:
         for tool in proxy.pool.tools():
             summary = (tool.description or "").strip().splitlines()
             print(f"{tool.name}\t{summary[0] if summary else ''}")
-    return EXIT_SERVER_FAILED if failed else 0
+    if failures:
+        print(f"claimcheck: {len(failures)} server(s) not ready: {'; '.join(failures)}", file=sys.stderr)
+        return EXIT_SERVER_FAILED
+    return 0

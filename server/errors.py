@@ -12,19 +12,35 @@ ClaimcheckError
 ```
 
 Each becomes an isError result in exactly one place (`server.upstream.surface`); configuration errors
-stop the process at start with the message.
+stop the process at start with the message. Whatever a message quotes of a client's input goes through
+`clip` first, so a huge input never comes back huge.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "QUOTE_LIMIT",
     "ClaimcheckError",
     "ConfigError",
     "DownstreamError",
     "DownstreamTimeout",
     "DownstreamUnavailable",
     "ToolNotFound",
+    "clip",
 ]
+
+QUOTE_LIMIT = 200
+"""The most characters of one client input that any message quotes."""
+
+
+def clip(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`value` (a string, else its repr) for quoting in a message: at most `limit` characters of it,
+    followed by `…(N bytes)` with its whole size when it was longer."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return f"{text[:limit]}…({size} bytes)"
 
 
 class ClaimcheckError(Exception):

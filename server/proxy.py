@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -95,7 +96,13 @@ class Proxy:
         hub = EventHub(history)
         self.sessions.observer = hub.observe
         await tg.start(history.run)
-        api = StatusApi(hub, version=VERSION, heartbeat_secs=settings.api.heartbeat_secs, usage=self.usage_totals)
+        api = StatusApi(
+            hub,
+            version=VERSION,
+            heartbeat_secs=settings.api.heartbeat_secs,
+            usage=self.usage_totals,
+            servers=self.server_states,
+        )
         url: str = await tg.start(serve_api, api, port, directory)
         return url
 
@@ -107,6 +114,10 @@ class Proxy:
             "inputTokens": sum(s.usage.input_tokens for s in sessions),
             "outputTokens": sum(s.usage.output_tokens for s in sessions),
         }
+
+    def server_states(self) -> list[dict[str, Any]]:
+        """Each downstream's state (ready, starting, down, failed), for the status API."""
+        return [downstream.status() for downstream in self.pool.downstreams]
 
     @property
     def sessions(self) -> Sessions:

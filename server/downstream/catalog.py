@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from server.downstream.naming import public_name
 from server.downstream.server import Downstream
+from server.errors import clip
 
 __all__ = ["Announcer", "Catalog", "PromptRoute", "Subscriptions", "offers", "template_matches"]
 
@@ -92,7 +93,8 @@ class Catalog:
     def prompt(self, name: str) -> PromptRoute:
         route = self._prompts.get(name)
         if route is None:
-            raise MCPError(types.INVALID_PARAMS, f'Unknown prompt "{name}". Call prompts/list to see the prompts.')
+            why = f'Unknown prompt "{clip(name)}". Call prompts/list to see the prompts.'
+            raise MCPError(types.INVALID_PARAMS, why)
         return route
 
     def resource_server(self, uri: str) -> Downstream:
@@ -107,9 +109,9 @@ class Catalog:
             return offering[0]
         raise MCPError(
             types.INVALID_PARAMS,
-            f'Unknown resource "{uri}": no server lists it or a template that matches it. '
+            f'Unknown resource "{clip(uri)}": no server lists it or a template that matches it. '
             "Call resources/list or resources/templates/list to see the resources.",
-            {"uri": uri},
+            {"uri": clip(uri)},
         )
 
     def template_server(self, uri_template: str) -> Downstream:
@@ -120,7 +122,7 @@ class Catalog:
     # -- what the downstreams say ------------------------------------------------------------
 
     async def connected(self, downstream: Downstream) -> None:
-        # The tables are rebuilt before the first await, so requests released by `pool.settled()`
+        # The tables are rebuilt before the first await, so requests released by `pool.listable()`
         # (which this server's first connection may complete) find them whole.
         await self.lists_changed(downstream)
         await self.subscriptions.renew(downstream)

@@ -38,7 +38,11 @@ def specs_from_config(config: Config) -> list[DownstreamSpec]:
 
 
 class Pool:
-    """Starts every downstream, keeps the routing table current, and says when it changes."""
+    """Starts every downstream at once, keeps the routing table current, and says when it changes.
+
+    Listing waits for the servers at most `startupWaitSecs`: then the tools of those that are ready
+    are served, and each server that comes up later is announced as a list change.
+    """
 
     def __init__(
         self,
@@ -56,24 +60,51 @@ class Pool:
         ]
         self.routes: dict[str, Route] = {}
         self.listeners: list[Callable[[], Awaitable[None]]] = []
+        self._listable = anyio.Event()
         self._settled = anyio.Event()
-        self._started = False
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run every supervisor; `task_status.started()` comes at once, `settled()` once each tried."""
+        """Run every supervisor; `task_status.started()` comes at once, `listable()` once each tried or
+        `startupWaitSecs` passed, `settled()` once each tried."""
         async with anyio.create_task_group() as tg:
             for downstream in self.downstreams:
                 tg.start_soon(downstream.run)
             task_status.started()
-            for downstream in self.downstreams:
-                await downstream.first_attempt()
-            self._started = True
+            wait = self.config.settings.startup_wait_secs
+            with anyio.move_on_after(wait):
+                await self._every_first_attempt()
             self._rebuild()
+            self._listable.set()
+            for late in (d for d in self.downstreams if not d.tried):
+                logger.warning(
+                    "server %r is not ready after %g s; clients get the other servers' tools now and its own "
+                    "in a list change when it starts",
+                    late.name,
+                    wait,
+                )
+            await self._every_first_attempt()
             self._settled.set()
 
+    async def _every_first_attempt(self) -> None:
+        for downstream in self.downstreams:
+            await downstream.first_attempt()
+
+    async def listable(self) -> None:
+        """Wait until every server has connected or failed once, or `startupWaitSecs` have passed."""
+        await self._listable.wait()
+
     async def settled(self) -> None:
-        """Wait until every server has connected or failed once."""
+        """Wait until every server has connected or failed once (however long that takes)."""
         await self._settled.wait()
+
+    def starting(self, name: str) -> Downstream | None:
+        """The server not ready yet whose prefix `name` carries, if any (for a clearer unknown-tool error)."""
+        separator = self.config.settings.tool_separator
+        for downstream in self.downstreams:
+            prefix = self._prefix(downstream)
+            if downstream.state != "ready" and prefix and name.startswith(prefix + separator):
+                return downstream
+        return None
 
     def route(self, name: str) -> Route | None:
         return self.routes.get(name)
@@ -82,7 +113,7 @@ class Pool:
         return [route.definition for route in self.routes.values()]
 
     async def _tools_changed(self) -> None:
-        if not self._started:
+        if not self._listable.is_set():
             return
         before = {name: route.definition for name, route in self.routes.items()}
         self._rebuild()

@@ -1,8 +1,9 @@
 """One downstream MCP server: its connection, its tools (and resources, prompts), and calls to it.
 
 A supervisor task owns the `Client` (anyio scopes must be left by the task that entered them). A
-server that fails at start stays down and its tools are absent; one that dies after it was up keeps
-its tool list and is respawned by the next call to it.
+server that fails at start has no tools and is started again with backoff until it comes up; one
+that dies after it was up keeps its tool list and is respawned by the next call to it
+(`server.downstream.restarts`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from server.config import ServerConfig
 from server.downstream.listing import describe, every_page
 from server.downstream.relay import Relay
+from server.downstream.restarts import CRASH_WINDOW_S, Restarts
 from server.downstream.stdio import StdioProcess
 from server.downstream.task_client import call_as_task
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
@@ -41,9 +42,6 @@ __all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "DownstreamSpec
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
-CRASH_LIMIT = 3
-"""Crashes within CRASH_WINDOW_S after which restarts back off (2 s, 4 s, … up to the window)."""
-CRASH_WINDOW_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
 
 # The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
@@ -116,12 +114,14 @@ class Downstream:
         self._broken = anyio.Event()
         self._calls: list[_Call] = []
         self._call_counter = 0
-        self._crashes: deque[float] = deque(maxlen=CRASH_LIMIT * 4)
+        self.backoff = Restarts()
+        self._ever_up = False
 
     # -- supervisor -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Connect, stay connected until the link breaks, then wait for the next call to reconnect."""
+        """Connect and stay connected until the link breaks; then wait for the next call to reconnect,
+        or, for a server that has never come up, try again after a growing delay."""
         while True:
             await self._wanted.wait()
             self.state, self._broken = "starting", anyio.Event()
@@ -135,6 +135,7 @@ class Downstream:
                         await self._refresh_catalog(client, announce=False)
                         scope.deadline = math.inf
                         self._client, self.state, self.last_error, was_up = client, "ready", None, True
+                        self._ever_up, self.backoff.failed_starts = True, 0
                         self._changed()
                         await self._on_tools_changed()
                         if self.observer is not None:
@@ -148,32 +149,50 @@ class Downstream:
                     self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
                 self.last_error = describe(exc)
-            self._client, self._wanted = None, anyio.Event()
+            self._client = None
             if was_up:
-                self.state = "down"
+                self.state, self._wanted = "down", anyio.Event()
                 self.restarts += 1
-                self._crashes.append(anyio.current_time())
+                self.backoff.crashed()
                 logger.warning("server %r went away (%s); it restarts on its next call", self.name, self.last_error)
+                self._changed()
+            elif self._ever_up:
+                self.state, self._wanted = "down", anyio.Event()
+                logger.error("server %r could not restart: %s", self.name, self.last_error)
+                self._changed()
             else:
-                self.state = "down" if self._first_done.is_set() else "failed"
-                logger.error("server %r could not start: %s", self.name, self.last_error)
-            self._changed()
+                await self._retry_later()
 
-    def _recent_crashes(self) -> int:
-        now = anyio.current_time()
-        return sum(1 for when in self._crashes if now - when < CRASH_WINDOW_S)
+    async def _retry_later(self) -> None:
+        """A server that has never come up is "failed" until its next try, which comes on its own."""
+        self.state = "failed"
+        delay = self.backoff.start_failed()
+        logger.error("server %r could not start: %s; trying again in %g s", self.name, self.last_error, delay)
+        self._changed()
+        await anyio.sleep(delay)
+        self.backoff.retry_at = None
 
-    def _backoff_left(self) -> float:
-        """Seconds until the next restart is allowed: 0 until CRASH_LIMIT crashes in CRASH_WINDOW_S, then doubling."""
-        recent = self._recent_crashes()
-        if recent < CRASH_LIMIT:
-            return 0.0
-        delay = min(CRASH_WINDOW_S, 2.0 ** (recent - CRASH_LIMIT + 1))
-        return max(0.0, self._crashes[-1] + delay - anyio.current_time())
+    def status(self) -> dict[str, Any]:
+        """What the status API and `claimcheck tools` say about this server."""
+        retry = self.backoff.retry_in()
+        return {
+            "name": self.name,
+            "state": self.state,
+            "tools": len(self.tools),
+            "lastError": self.last_error,
+            "restarts": self.restarts,
+            "failedStarts": self.backoff.failed_starts,
+            "retryInSecs": None if retry is None else round(retry, 1),
+        }
 
     async def first_attempt(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
         await self._first_done.wait()
+
+    @property
+    def tried(self) -> bool:
+        """Whether the first connection attempt has succeeded or failed."""
+        return self._first_done.is_set()
 
     def _changed(self) -> None:
         self._first_done.set()
@@ -296,13 +315,15 @@ class Downstream:
             if self._client is not None and not self._broken.is_set():
                 return self._client
             if self.state == "failed":
-                raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error})")
-            if self.state == "down" and (wait := self._backoff_left()) > 0:
+                retry = self.backoff.retry_in()
+                again = f"; claimcheck tries again in {retry:.0f} s" if retry is not None else ""
+                raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error}){again}")
+            if self.state == "down" and (wait := self.backoff.backoff_left()) > 0:
                 raise DownstreamUnavailable(
                     self.name,
                     tool,
-                    f"the server keeps crashing ({self._recent_crashes()} times in the last {CRASH_WINDOW_S:g} s; "
-                    f"last: {self.last_error}); claimcheck starts it again in {wait:.0f} s",
+                    f"the server keeps crashing ({self.backoff.recent_crashes()} times in the last "
+                    f"{CRASH_WINDOW_S:g} s; last: {self.last_error}); claimcheck starts it again in {wait:.0f} s",
                 )
             if self.state == "down":
                 if requested:

@@ -71,13 +71,16 @@ class _Cors:
 class StatusApi:
     """The endpoints over the history and the live event hub."""
 
-    def __init__(self, hub: EventHub, *, version: str, heartbeat_secs: float, usage: Any = None) -> None:
+    def __init__(
+        self, hub: EventHub, *, version: str, heartbeat_secs: float, usage: Any = None, servers: Any = None
+    ) -> None:
         self.hub = hub
         self.history: History = hub.history
         self.version = version
         self.heartbeat_secs = heartbeat_secs
         self.started = time.time()
         self.usage = usage  # a callable returning extraction usage totals, or None
+        self.servers = servers  # a callable returning each downstream's state, or None
 
     def app(self) -> Starlette:
         routes = [
@@ -108,7 +111,10 @@ class StatusApi:
     async def health(self, request: Request) -> Response:
         _, total = await self._run(self.history.tasks, TaskQuery(), 0, 0)
         uptime = round(time.time() - self.started, 1)
-        return JSONResponse({"status": "ok", "uptime": uptime, "version": self.version, "taskCount": total})
+        body = {"status": "ok", "uptime": uptime, "version": self.version, "taskCount": total}
+        if self.servers is not None:
+            body["servers"] = self.servers()
+        return JSONResponse(body)
 
     async def stats(self, request: Request) -> Response:
         stats = await self._run(self.history.stats)

@@ -31,34 +31,34 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
     catalog = proxy.catalog
 
     async def list_resources(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourcesResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         return types.ListResourcesResult(resources=catalog.resources())
 
     async def list_templates(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourceTemplatesResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         return types.ListResourceTemplatesResult(resource_templates=catalog.templates())
 
     async def list_prompts(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListPromptsResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         return types.ListPromptsResult(prompts=catalog.prompts())
 
     async def read_resource(
         ctx: ServerRequestContext[Proxy], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         uri = params.uri
         return await catalog.resource_server(uri).request("resources/read", lambda client: client.read_resource(uri))
 
     async def get_prompt(
         ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         route = catalog.prompt(params.name)
         arguments = params.arguments
         return await route.downstream.request("prompts/get", lambda client: client.get_prompt(route.name, arguments))
 
     async def complete(ctx: ServerRequestContext[Proxy], params: types.CompleteRequestParams) -> types.CompleteResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         ref = params.ref
         if isinstance(ref, types.PromptReference):
             route = catalog.prompt(ref.name)
@@ -72,7 +72,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         return await downstream.request("completion/complete", lambda client: client.complete(ref, argument, context))
 
     async def subscribe(ctx: ServerRequestContext[Proxy], params: types.SubscribeRequestParams) -> types.EmptyResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         downstream = catalog.resource_server(params.uri)
         await catalog.subscriptions.follow(_client_key(ctx, proxy), ctx.session, params.uri, downstream)
         return types.EmptyResult()
@@ -101,7 +101,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         ctx: ServerRequestContext[Proxy], params: types.SubscriptionsListenRequestParams
     ) -> HandlerResult:
         """A 2026-era client follows URIs for as long as its listen stream is open."""
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         held: list[str] = []
         for uri in params.notifications.resource_subscriptions or ():
             try:

@@ -110,7 +110,7 @@ class _Tasks:
             params = types.CallToolRequestParams.model_validate(raw, by_name=False)
         except ValidationError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid tools/call params: {exc}") from None
-        await self.proxy.pool.settled()
+        await self.proxy.pool.listable()
         route = self.proxy.pool.route(params.name)
         if route is None:
             raise MCPError(

@@ -19,7 +19,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.downstream.relay import RequestRelay
-from server.errors import ClaimcheckError, ToolNotFound
+from server.errors import ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, file_tool_definitions, run_file_tool
@@ -58,7 +58,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     async def list_tools(
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        await proxy.pool.settled()
+        await proxy.pool.listable()
         own = [*own_tool_definitions(proxy.config.settings), *file_tool_definitions()]
         reserved = OWN_TOOLS | FILE_TOOLS
         return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in reserved)])
@@ -66,7 +66,6 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     async def call_tool(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        await proxy.pool.settled()
         session = proxy.sessions.for_request(ctx)
         try:
             result, about = await _answer(ctx, params, session)
@@ -106,7 +105,10 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
             return result, None
         route = proxy.pool.route(params.name)
         if route is None:
-            raise ToolNotFound(f'Unknown tool "{params.name}". Call tools/list to see the tools claimcheck offers.')
+            await proxy.pool.listable()  # a call that comes before the first listing may name a tool of it
+            route = proxy.pool.route(params.name)
+        if route is None:
+            raise _unknown_tool(proxy, params.name)
         return await forward(proxy, ctx, route, params.arguments, session)
 
     async def set_logging_level(
@@ -139,6 +141,17 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     mcp_tasks.install(server, proxy)
     catalog_surface.install(server, proxy)
     return server
+
+
+def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:
+    starting = proxy.pool.starting(name)
+    if starting is not None:
+        why = f" ({starting.last_error})" if starting.last_error else ""
+        return ToolNotFound(
+            f'Unknown tool "{clip(name)}": server "{starting.name}" is not ready yet ({starting.state}{why}). '
+            "Its tools are announced with a list change when it starts."
+        )
+    return ToolNotFound(f'Unknown tool "{clip(name)}". Call tools/list to see the tools claimcheck offers.')
 
 
 def initialization_options(server: Server[Proxy]) -> InitializationOptions:
