@@ -1,0 +1,189 @@
+"""Outputs of any size reach their stored file in bounded memory, through a real claimcheck process.
+
+claimcheck runs as a subprocess spoken to by hand over stdio (so the test knows its pid and can read its
+peak RSS, VmHWM), in front of `raw_downstream.py`, which streams results of any size without holding them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from raw_downstream import big_text_sha256
+from support import PYTHON, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+RAW = str(Path(__file__).with_name("raw_downstream.py"))
+MIB = 1 << 20
+HANDLE = re.compile(r'tool_output\(handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
+
+
+class Wire:
+    """JSON-RPC with a claimcheck process over its stdin and stdout."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self._buffer = b""
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._next = 0
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
+        assert self.process.stdin is not None
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self._next += 1
+            message["id"] = self._next
+        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
+        return self._next
+
+    async def answer(self, ident: int) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while ident not in self._answers:
+            while b"\n" not in self._buffer:
+                self._buffer += await self.process.stdout.receive()
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "id" in message and "method" not in message:
+                self._answers[message["id"]] = message
+        return self._answers.pop(ident)
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[str, bool]:
+        answer = await self.answer(await self.send("tools/call", {"name": tool, "arguments": arguments or {}}))
+        result = answer["result"]
+        return "\n".join(item["text"] for item in result["content"] if item["type"] == "text"), bool(
+            result.get("isError")
+        )
+
+    def memory(self, field: str) -> int:
+        """A VmHWM/VmRSS figure of the claimcheck process, in bytes."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="utf-8")
+        match = re.search(rf"^{field}:\s+(\d+) kB$", status, re.M)
+        assert match is not None
+        return int(match.group(1)) * 1024
+
+
+@asynccontextmanager
+async def claimcheck(
+    tmp_path: Path, servers: dict[str, dict[str, Any]], settings: dict[str, Any], *, file_limit: int | None = None
+) -> AsyncIterator[Wire]:
+    config = write_config(tmp_path, {"mcpServers": servers, "settings": {"root": str(tmp_path / "out"), **settings}})
+    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
+    if file_limit is not None:  # the largest file claimcheck may write (RLIMIT_FSIZE), set before it starts
+        limit = f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}))"
+        command = [PYTHON, "-c", f"{limit}; os.execv(sys.argv[1], sys.argv[1:])", *command]
+    process = await anyio.open_process(command, stderr=None)
+    async with process:
+        wire = Wire(process)
+        client = {"name": "bounded-memory-test", "version": "1"}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        await wire.answer(await wire.send("initialize", init))
+        await wire.send("notifications/initialized", notify=True)
+        await wire.answer(await wire.send("tools/list"))
+        try:
+            yield wire
+        finally:
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+
+
+def raw_server(**fields: Any) -> dict[str, Any]:
+    return {"command": PYTHON, "args": [RAW], **fields}
+
+
+def stored_file(tmp_path: Path, handle: str) -> Path:
+    (path,) = (tmp_path / "out").glob(f"claimcheck-run-*/{handle}")
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stored:
+        while block := stored.read(MIB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_flat(tmp_path: Path) -> None:
+    with anyio.fail_after(240):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {}) as wire:
+            await wire.call("raw__echo", {"text": "warm up"})
+            idle_peak = wire.memory("VmHWM")
+            answer, is_error = await wire.call("raw__big", {"mib": 200})
+            peak = wire.memory("VmHWM")
+            expected_sha, expected_size = big_text_sha256(200)
+            match = HANDLE.search(answer)
+            assert match is not None, answer
+            path = stored_file(tmp_path, match.group(1))
+            assert not is_error
+            assert answer.startswith(f"Tool output is too large ({expected_size} bytes, ")
+            assert path.stat().st_size == expected_size
+            assert await anyio.to_thread.run_sync(sha256_of, path) == expected_sha
+            assert peak - idle_peak < 64 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
+
+
+async def test_a_message_that_never_ends_fails_at_its_timeout_while_other_servers_answer(tmp_path: Path) -> None:
+    servers = {"endless": raw_server(timeout=3), "other": raw_server()}
+    settings = {"asyncTimeoutSecs": 30, "maxOutputBytes": 8 * MIB}
+    with anyio.fail_after(60):
+        async with claimcheck(tmp_path, servers, settings) as wire:
+            await wire.call("other__echo", {"text": "warm up"})
+            idle_peak = wire.memory("VmHWM")
+            endless = await wire.send("tools/call", {"name": "endless__endless", "arguments": {}})
+            meanwhile, _ = await wire.call("other__echo", {"text": "still here"})
+            failed = (await wire.answer(endless))["result"]
+            peak = wire.memory("VmHWM")
+            again, again_error = await wire.call("endless__echo", {"text": "back again"})
+    assert meanwhile == "still here"
+    assert failed["isError"] is True
+    assert "no answer within the server's timeout of 3 s" in failed["content"][0]["text"]
+    assert (again, again_error) == ("back again", False)
+    assert peak - idle_peak < 64 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
+
+
+async def test_max_output_bytes_keeps_exactly_the_first_part_with_the_marker_and_says_so(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {"maxOutputBytes": MIB}) as wire:
+            answer, is_error = await wire.call("raw__big", {"mib": 5})
+            match = HANDLE.search(answer)
+            assert match is not None, answer
+            stored = stored_file(tmp_path, match.group(1)).read_bytes()
+    whole = b"".join(piece.encode() for piece in __import__("raw_downstream").big_text_pieces(5))
+    marker = f"\n[claimcheck] output cut at {MIB} bytes of {5 * MIB} (maxOutputBytes)\n".encode()
+    kept = whole[:MIB].decode("utf-8", "ignore").encode()
+    assert not is_error
+    assert stored == kept + marker
+    assert f"Only the first part was kept: the tool produced {5 * MIB} bytes" in answer
+    assert answer.startswith(f"Tool output is too large ({len(stored)} bytes, ")
+
+
+async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(60):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {}, file_limit=4 * MIB) as wire:
+            answer, is_error = await wire.call("raw__big", {"mib": 20})
+            listed, _ = await wire.call("list_tool_outputs")
+            echo, echo_error = await wire.call("raw__echo", {"text": "fine"})
+    assert is_error
+    assert answer.startswith(
+        f"Tool raw__big produced {20 * MIB} bytes, but claimcheck could not store them (File too large"
+    )
+    assert "No handle was kept." in answer and "line 000000000" in answer
+    assert "tool_output" not in answer and "Read" not in answer and "Grep" not in answer
+    assert listed == "This session has no tool outputs yet."
+    assert (echo, echo_error) == ("fine", False)
+    assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file() and path.stat().st_size > 4 * MIB]
