@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +17,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from raw_downstream import big_text_sha256
+from raw_downstream import big_text_pieces, big_text_sha256
 from support import PYTHON, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -161,7 +160,7 @@ async def test_max_output_bytes_keeps_exactly_the_first_part_with_the_marker_and
             match = HANDLE.search(answer)
             assert match is not None, answer
             stored = stored_file(tmp_path, match.group(1)).read_bytes()
-    whole = b"".join(piece.encode() for piece in __import__("raw_downstream").big_text_pieces(5))
+    whole = b"".join(piece.encode() for piece in big_text_pieces(5))
     marker = f"\n[claimcheck] output cut at {MIB} bytes of {5 * MIB} (maxOutputBytes)\n".encode()
     kept = whole[:MIB].decode("utf-8", "ignore").encode()
     assert not is_error
