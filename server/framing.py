@@ -52,8 +52,9 @@ class Framer:
     """Cuts a byte stream into lines like `LineSplitter`, but never joins more than `limit` bytes: a longer
     line is handed on in pieces (`LongLine`), so memory does not grow with a message that never ends."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, keep_blank: bool = False) -> None:
         self._limit = limit
+        self._keep_blank = keep_blank  # SSE: a blank line ends an event
         self._parts: list[bytes] = []
         self._size = 0
         self._long = False
@@ -90,10 +91,20 @@ class Framer:
                 line = b"".join(self._parts)
                 self._parts.clear()
                 self._size = 0
-                if line.strip():
+                if self._keep_blank or line.strip():
                     out.append(line)
             start = end + 1
         return out
+
+    def rest(self) -> bytes | LongLine | None:
+        """What is left at the end of the stream: an unfinished short line, or the end of a long one."""
+        if self._long:
+            self._long = False
+            return LongLine("end", b"")
+        line = b"".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        return line or None
 
 
 def parse_line(line: bytes, peer: str) -> SessionMessage | Exception:

@@ -2,15 +2,19 @@
 
 Tools: `big {mib}` answers with `mib` MiB of text (deterministic, with quotes, backslashes and non-ASCII that
 JSON must escape), written in pieces; `endless {}` starts an answer and never finishes it; `echo {text}`.
-Run: `python tests/raw_downstream.py`. Used by the bounded-memory tests and by bench/large_outputs.py.
+Run: `python tests/raw_downstream.py` (stdio), or `--http PORT` for streamable HTTP at `/mcp` (answers as JSON
+bodies; `--sse` answers as SSE events), the URL announced on stderr. Used by the bounded-memory tests and by
+bench/large_outputs.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sys
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = ["big_text_pieces", "big_text_sha256"]
@@ -92,7 +96,71 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
         _send(out, {"jsonrpc": "2.0", "id": ident, "error": error})
 
 
+class _Chunked:
+    """A file-like body writer in HTTP/1.1 chunked encoding, optionally as one SSE `data:` line."""
+
+    def __init__(self, wfile: Any, sse: bool) -> None:
+        self._wfile = wfile
+        self._sse = sse
+        self._started = False
+
+    def write(self, data: bytes) -> None:
+        if self._sse and not self._started:
+            data = b"event: message\ndata: " + data
+        self._started = True
+        if self._sse and data.endswith(b"\n"):
+            data += b"\n"
+        if data:
+            self._wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    def flush(self) -> None:
+        self._wfile.flush()
+
+    def end(self) -> None:
+        self._wfile.write(b"0\r\n\r\n")
+        self._wfile.flush()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    sse = False
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if "id" not in request:
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream" if self.sse else "application/json")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        body = _Chunked(self.wfile, self.sse)
+        _answer(body, request)
+        body.end()
+
+    def do_GET(self) -> None:
+        self.send_response(405)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    do_DELETE = do_GET
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--sse", action="store_true", help="answer as SSE events instead of JSON bodies")
+    args = parser.parse_args()
+    if args.http is not None:
+        handler = type("Handler", (_Handler,), {"sse": args.sse})
+        server = ThreadingHTTPServer(("127.0.0.1", args.http), handler)
+        print(f"raw downstream at http://127.0.0.1:{server.server_address[1]}/mcp", file=sys.stderr, flush=True)
+        server.serve_forever()
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         if line.strip():

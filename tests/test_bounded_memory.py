@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import pytest
 from raw_downstream import big_text_pieces, big_text_sha256
-from support import PYTHON, write_config
+from support import PYTHON, announced_url, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -116,9 +116,21 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_flat(tmp_path: Path) -> None:
+@asynccontextmanager
+async def raw_downstream(kind: str) -> AsyncIterator[dict[str, Any]]:
+    """The config entry of a raw downstream over stdio, or over streamable HTTP answering in JSON or SSE."""
+    if kind == "stdio":
+        yield raw_server()
+        return
+    command = [PYTHON, RAW, "--http", "0", *(["--sse"] if kind == "http-sse" else [])]
+    async with announced_url(command, r"(http://127\.0\.0\.1:\d+/mcp)") as url:
+        yield {"url": url}
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http-json", "http-sse"])
+async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_flat(tmp_path: Path, kind: str) -> None:
     with anyio.fail_after(240):
-        async with claimcheck(tmp_path, {"raw": raw_server()}, {}) as wire:
+        async with raw_downstream(kind) as entry, claimcheck(tmp_path, {"raw": entry}, {}) as wire:
             await wire.call("raw__echo", {"text": "warm up"})
             idle_peak = wire.memory("VmHWM")
             answer, is_error = await wire.call("raw__big", {"mib": 200})
