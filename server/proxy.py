@@ -23,10 +23,11 @@ from mcp.server.subscriptions import (
 
 from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
-from server.config import CliOverrides, Config, ExtractionSettings, api_port, state_dir
+from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.catalog import Catalog
 from server.downstream.pool import Pool
 from server.downstream.server import CONNECT_TIMEOUT_S, DownstreamSpec
+from server.downstream.spool import SpoolPolicy
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
 from server.version import VERSION
@@ -65,6 +66,9 @@ class Proxy:
         """Run the pool and the output store for the block; leaving it stops every server and call."""
         settings = self.config.settings
         store = OutputStore.create(Path(settings.root) if settings.root else None)
+        for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
+            if resolve_policy(settings, downstream.config, self.cli).async_enabled:
+                downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes)
         await anyio.to_thread.run_sync(count_tokens, "warm up")  # load the vocabulary before the first big output
         try:
             async with anyio.create_task_group() as tg:

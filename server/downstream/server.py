@@ -29,12 +29,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from server.config import ServerConfig
+from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
 from server.downstream.listing import describe, every_page
 from server.downstream.relay import Relay
 from server.downstream.restarts import CRASH_WINDOW_S, Restarts
+from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 from server.downstream.task_client import call_as_task
-from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable
+from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable, clip
 from server.version import VERSION
 
 __all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "DownstreamSpec", "State"]
@@ -43,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
+DOWNSTREAM_MESSAGE_LIMIT = 2000
+"""The most characters of a downstream's JSON-RPC error message passed on (it may quote a huge argument)."""
 
 # The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
 # event, so every large result over SSE would kill the connection. Its module-level helper is
@@ -103,6 +107,7 @@ class Downstream:
         self.last_error: str | None = None
         self.restarts = 0
         self.process: StdioProcess | None = None
+        self.spool: SpoolPolicy | None = None  # set by the proxy: where this server's long messages go
         self._spec = spec
         self._on_tools_changed = on_tools_changed
         self._connect_timeout = connect_timeout
@@ -209,14 +214,22 @@ class Downstream:
             return self._spec.target()
         config = self.config
         if config.command is not None:
-            self.process = StdioProcess(config.command, list(config.args), dict(config.env), config.cwd)
+            self.process = StdioProcess(
+                config.command, list(config.args), dict(config.env), config.cwd, spool=self.spool
+            )
             return self.process.connect()
         assert config.url is not None
         if config.kind == "sse":
-            return sse_client(config.url, headers=dict(config.headers) or None)
+            if self.spool is None:
+                return sse_client(config.url, headers=dict(config.headers) or None)
+            factory = spooling_client_factory(self.spool)
+            return sse_client(config.url, headers=dict(config.headers) or None, httpx_client_factory=factory)
+        transport = SpoolingTransport(self.spool) if self.spool is not None else None
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout))
+                headers=dict(config.headers),
+                timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)),
+                transport=transport,
             )
         )
         return streamable_http_client(config.url, http_client=http, max_sse_event_size=None)
@@ -350,6 +363,10 @@ class Downstream:
                 if self._wants_task(client, tool, as_task):
                     return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
                 return await client.call_tool(tool, arguments, progress_callback=progress)
+            if self.process is not None and self.process.mid_message:
+                # It is still writing one message that never ends: nothing after it can get through.
+                self.last_error = "a message that did not end within the call's timeout"
+                self._broken.set()
             raise DownstreamTimeout(
                 self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s"
             )
@@ -360,7 +377,8 @@ class Downstream:
                 raise DownstreamError(
                     self.name, tool, "the server closed the connection (it may have crashed)"
                 ) from None
-            raise DownstreamError(self.name, tool, f"{exc.error.message} (JSON-RPC error {exc.error.code})") from None
+            message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
+            raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             self.last_error = describe(exc)
             self._broken.set()
@@ -393,7 +411,8 @@ class Downstream:
                 return await send(client)
         except MCPError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:
-                raise failed(exc.error.message, exc.error.code, exc.error.data) from None
+                message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
+                raise failed(message, exc.error.code, exc.error.data) from None
             self.last_error = "the connection closed during a request"
             self._broken.set()
             raise failed("the server closed the connection (it may have crashed)") from None
