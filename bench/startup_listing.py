@@ -37,9 +37,7 @@ STEADY_CALLS = 20
 
 
 def config(hung: bool) -> dict[str, Any]:
-    servers: dict[str, Any] = {
-        f"ok{i}": {"command": sys.executable, "args": HEALTHY_SERVER} for i in range(HEALTHY)
-    }
+    servers: dict[str, Any] = {f"ok{i}": {"command": sys.executable, "args": HEALTHY_SERVER} for i in range(HEALTHY)}
     if hung:
         servers["hung"] = {"command": sys.executable, "args": HUNG}
     return {"mcpServers": servers}
@@ -68,7 +66,7 @@ async def one_run(path: Path) -> dict[str, float]:
     }
 
 
-async def main(runs: int, json_path: str | None) -> None:
+async def main(runs: int) -> dict[str, list[dict[str, float]]]:
     results: dict[str, list[dict[str, float]]] = {"5 healthy": [], "5 healthy + 1 hung": []}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
@@ -87,8 +85,7 @@ async def main(runs: int, json_path: str | None) -> None:
         steady = statistics.median(s["steady_median_ms"] for s in samples)
         every = " ".join(f"{s['first_ms']:.0f}" for s in samples)
         print(f"{label:<22}{first:>13.0f} ms{after:>9.0f} ms{steady:>7.2f} ms   {every}")
-    if json_path:
-        Path(json_path).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return results
 
 
 if __name__ == "__main__":
@@ -96,4 +93,6 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", help="also write the samples here")
     arguments = parser.parse_args()
-    anyio.run(main, arguments.runs, arguments.json)
+    samples = anyio.run(main, arguments.runs)
+    if arguments.json:
+        Path(arguments.json).write_text(json.dumps(samples, indent=2), encoding="utf-8")

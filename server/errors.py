@@ -18,6 +18,8 @@ stop the process at start with the message. Whatever a message quotes of a clien
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "QUOTE_LIMIT",
     "ClaimcheckError",
@@ -27,6 +29,7 @@ __all__ = [
     "DownstreamUnavailable",
     "ToolNotFound",
     "clip",
+    "problems",
 ]
 
 QUOTE_LIMIT = 200
@@ -41,6 +44,20 @@ def clip(value: object, limit: int = QUOTE_LIMIT) -> str:
         return text
     size = len(text.encode("utf-8", "surrogatepass"))
     return f"{text[:limit]}…({size} bytes)"
+
+
+PROBLEMS_SHOWN = 5
+
+
+def problems(exc: ValidationError) -> str:
+    """What is wrong with a client's arguments: the first few problems, each naming where (clipped)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    shown = [
+        f"{'.'.join(clip(part, 60) for part in error['loc']) or 'arguments'}: {clip(error['msg'])}"
+        for error in errors[:PROBLEMS_SHOWN]
+    ]
+    more = f"; and {len(errors) - PROBLEMS_SHOWN} more" if len(errors) > PROBLEMS_SHOWN else ""
+    return "; ".join(shown) + more
 
 
 class ClaimcheckError(Exception):

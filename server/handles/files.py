@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
-from server.errors import ClaimcheckError
+from server.errors import ClaimcheckError, clip, problems
 from server.handles.sessions import Session, Sessions
 
 __all__ = ["FILE_TOOLS", "FileToolError", "file_tool_definitions", "run_file_tool"]
@@ -102,10 +102,7 @@ async def run_file_tool(
     try:
         args = model.model_validate(arguments or {})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
-        )
-        raise FileToolError(f"Invalid arguments for {name}: {problems}") from None
+        raise FileToolError(f"Invalid arguments for {name}: {problems(exc)}") from None
     assert isinstance(args, _Read | _Grep)
     await _check_handle(args.file, session, sessions)
     budget = max(100, threshold - _RESERVE_TOKENS)
@@ -138,7 +135,7 @@ async def run_file_tool(
 async def _check_handle(handle: str, session: Session, sessions: Sessions) -> None:
     call = session.call(handle)
     if call is None:
-        raise FileToolError(f'Unknown file "{handle}": not a handle of this session. Call list_tool_outputs.')
+        raise FileToolError(f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.')
     if call.status == "running":
         raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
     if call.status != "ready":
@@ -152,9 +149,9 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> No
 def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
     if not found.matches:
         case = "case-sensitive" if args.case_sensitive else "case-insensitive"
-        return f"No matches for {args.regex!r} in {args.file} ({case})."
+        return f"No matches for {clip(args.regex)!r} in {args.file} ({case})."
     more = "; more exist (raise maxMatches or narrow the pattern)" if found.more else ""
-    header = f"{found.matches} matching line(s) for {args.regex!r} in {args.file}{more}"
+    header = f"{found.matches} matching line(s) for {clip(args.regex)!r} in {args.file}{more}"
     lines: list[str] = []
     for index, block in enumerate(found.blocks):
         if index:

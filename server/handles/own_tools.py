@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from extraction import Extraction, truncate
 from extraction import Mode as ExtractMode
 from server.config import Settings
-from server.errors import ClaimcheckError
+from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages
 from server.handles.calls import Call, render_output
 from server.handles.retrieval import RetrievalError, SliceRequest, raw, slice_text
@@ -23,6 +23,7 @@ from server.handles.store import StoreError
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 
 PROGRESS_EVERY_S = 5.0
+UNKNOWN_SHOWN = 5
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
 ExtractFn = Callable[[Call, str, str, ExtractMode], Awaitable[Extraction]]
@@ -144,10 +145,7 @@ async def run_own_tool(
     try:
         args = model.model_validate(arguments or {})
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
-        )
-        raise OwnToolError(f"Invalid arguments for {name}: {problems}") from None
+        raise OwnToolError(f"Invalid arguments for {name}: {problems(exc)}") from None
     if isinstance(args, _ToolOutput):
         return await _tool_output(args, session, sessions, threshold, extract)
     if isinstance(args, _Wait):
@@ -166,8 +164,9 @@ async def _tool_output(
 ) -> types.CallToolResult:
     call = session.call(args.handle)
     if call is None:
-        why = f'Unknown handle "{args.handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
-        raise OwnToolError(messages.failure("UNKNOWN", args.handle, args.mode, why))
+        handle = clip(args.handle)
+        why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
+        raise OwnToolError(messages.failure("UNKNOWN", handle, args.mode, why))
 
     def fail(why: str, strategy: str = args.mode) -> OwnToolError:
         return OwnToolError(messages.failure(call.public_name, call.handle, strategy, why))
@@ -225,7 +224,9 @@ async def _wait(
     if args.handles is not None:
         unknown = [h for h in args.handles if session.call(h) is None]
         if unknown:
-            raise OwnToolError(f"Unknown handle(s) for this session: {', '.join(repr(h) for h in unknown)}.")
+            shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
+            more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
+            raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.")
         targets = [call for h in args.handles if (call := session.call(h)) is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
@@ -276,7 +277,7 @@ def _cancel(args: _Cancel, session: Session) -> types.CallToolResult:
         return _text(f"Cancelled {len(running)} running output(s).")
     found = session.call(args.handle)
     if found is None:
-        raise OwnToolError(f'Unknown handle "{args.handle}": it is not a handle of this session.')
+        raise OwnToolError(f'Unknown handle "{clip(args.handle)}": it is not a handle of this session.')
     call = found
     if call.status != "running":
         return _text(f'Output "{call.handle}" is not running ({call.status}); nothing to cancel.')

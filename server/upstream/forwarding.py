@@ -11,7 +11,7 @@ from mcp.server.context import ServerRequestContext
 
 from server.downstream.pool import Route
 from server.downstream.relay import Relay, RequestRelay
-from server.errors import ClaimcheckError
+from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.calls import Call, CallRelay
 from server.handles.sessions import Session
@@ -74,7 +74,7 @@ def split_arguments(route: Route, arguments: dict[str, Any] | None) -> tuple[dic
         return args, False
     flag = args.pop(route.background_param)
     if not isinstance(flag, bool):
-        raise ArgumentError(f'"{route.background_param}" must be true or false, not {flag!r}.')
+        raise ArgumentError(f'"{route.background_param}" must be true or false, not {clip(repr(flag))}.')
     return args, flag
 
 

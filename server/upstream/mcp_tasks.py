@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from server.errors import ClaimcheckError
+from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.sessions import Session
@@ -109,13 +109,13 @@ class _Tasks:
         try:
             params = types.CallToolRequestParams.model_validate(raw, by_name=False)
         except ValidationError as exc:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid tools/call params: {exc}") from None
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid tools/call params: {problems(exc)}") from None
         await self.proxy.pool.listable()
         route = self.proxy.pool.route(params.name)
         if route is None:
             raise MCPError(
                 code=types.INVALID_PARAMS,
-                message=f'Tool "{params.name}" cannot run as a task: only the proxied servers\' tools can.',
+                message=f'Tool "{clip(params.name)}" cannot run as a task: only the proxied servers\' tools can.',
             )
         session = self.proxy.sessions.for_request(ctx)
         try:
@@ -183,7 +183,7 @@ class _Tasks:
     def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> Call:
         call = self._session(ctx).call(task_id)
         if call is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f'Failed to retrieve task: no task "{task_id}".')
+            raise MCPError(code=types.INVALID_PARAMS, message=f'Failed to retrieve task: no task "{clip(task_id)}".')
         return call
 
 
