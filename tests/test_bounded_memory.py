@@ -198,3 +198,34 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
     assert listed == "This session has no tool outputs yet."
     assert (echo, echo_error) == ("fine", False)
     assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file() and path.stat().st_size > 4 * MIB]
+
+
+async def test_a_request_over_max_request_bytes_is_refused_and_the_connection_goes_on(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {"maxRequestBytes": 4 * MIB}) as wire:
+            idle_peak = wire.memory("VmHWM")
+            assert wire.process.stdin is not None
+            huge = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "raw__echo"}}
+            line = json.dumps(huge).encode()[:-1] + b', "arguments": {"text": "' + b"y" * (40 * MIB) + b'"}}\n'
+            await wire.process.stdin.send(line)
+            refused = await wire.answer(99)
+            echo, echo_error = await wire.call("raw__echo", {"text": "still served"})
+            peak = wire.memory("VmHWM")
+    assert refused["error"]["code"] == -32600
+    assert refused["error"]["message"] == (
+        f"Request too large: over the {4 * MIB}-byte limit (settings.maxRequestBytes); it was not read."
+    )
+    assert (echo, echo_error) == ("still served", False)
+    assert peak - idle_peak < 32 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
+
+
+async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_path: Path) -> None:
+    with anyio.fail_after(300):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {}) as wire:
+            await wire.call("raw__echo", {"text": "warm up"})
+            before = wire.memory("VmRSS")
+            for _ in range(10):
+                answer, is_error = await wire.call("raw__big", {"mib": 100})
+                assert not is_error and answer.startswith("Tool output is too large (104857600 bytes, ")
+            after = wire.memory("VmRSS")
+    assert after - before < 32 * MIB, f"RSS grew by {(after - before) / MIB:.0f} MiB"

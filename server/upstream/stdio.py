@@ -5,14 +5,17 @@ line and flush; on a proxy that is most of the per-call overhead. When stdin and
 sockets (how every MCP client launches a server) this module polls them on the event loop instead.
 Like the SDK, it moves the wire to private descriptors and points fd 0 at /dev/null and fd 1 at
 stderr while serving, so stray prints cannot corrupt the protocol. Anything else (a terminal, a
-regular file) falls back to the SDK's transport.
+regular file) falls back to the SDK's transport. A request line longer than `max_request_bytes` is
+drained without being held and answered with a JSON-RPC error; the connection goes on.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import re
 import stat
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -22,17 +25,28 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from server.framing import LineSplitter, encode, parse_line
+from server.framing import Framer, encode, parse_line
 
-__all__ = ["stdio_streams"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "stdio_streams", "too_large_request"]
 
 _READ_SIZE = 1 << 16
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
 
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
+def too_large_request(head: bytes, limit: int) -> bytes:
+    """The JSON-RPC error line for a request over `limit` bytes, with its id when the first bytes show one."""
+    match = _ID.search(head[:4096])
+    ident = json.loads(match.group(1)) if match else None
+    message = f"Request too large: over the {limit}-byte limit (settings.maxRequestBytes); it was not read."
+    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
+    return json.dumps(error).encode() + b"\n"
+
+
 @asynccontextmanager
-async def stdio_streams() -> AsyncIterator[Streams]:
+async def stdio_streams(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> AsyncIterator[Streams]:
     """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout."""
     if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as streams:
@@ -42,21 +56,36 @@ async def stdio_streams() -> AsyncIterator[Streams]:
         to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
+        writing = anyio.Lock()
+
         async def read_stdin() -> None:
-            splitter = LineSplitter()
+            framer = Framer(max_request_bytes)
+            head = b""
             async with to_session:
                 while chunk := await _read(wire_in):
-                    for line in splitter.feed(chunk):
-                        await to_session.send(parse_line(line, "client"))
+                    for frame in framer.feed(chunk):
+                        if isinstance(frame, bytes):
+                            await to_session.send(parse_line(frame, "client"))
+                        elif frame.kind == "first":
+                            head = frame.data[:4096]
+                        elif frame.kind == "end":
+                            await write(too_large_request(head, max_request_bytes))
+
+        async def write(data: bytes) -> bool:
+            """Write one whole line; False once the client has gone away."""
+            async with writing:
+                try:
+                    await _write_all(wire_out, data)
+                except OSError as exc:
+                    if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+                        raise
+                    return False
+            return True
 
         async def write_stdout() -> None:
             async with from_session:
                 async for message in from_session:
-                    try:
-                        await _write_all(wire_out, encode(message))
-                    except OSError as exc:
-                        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
-                            raise
+                    if not await write(encode(message)):
                         return  # the client went away; reading stdin will end too
 
         async with anyio.create_task_group() as tg:
