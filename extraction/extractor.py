@@ -10,7 +10,7 @@ from extraction.errors import ExtractionError
 from extraction.llm import LLM, Usage
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, new_nonce
 from extraction.provenance import split_evidence, verify, with_evidence
-from extraction.strategies import FileTool, Policy, full_chunked, plan_chunks, read_grep
+from extraction.strategies import FileTool, Policy, chunk_budget, full_chunked, plan_chunks, read_grep
 from extraction.truncation import fallback_warning, truncate
 
 __all__ = ["Extraction", "Extractor", "Mode"]
@@ -35,7 +35,10 @@ class Extractor:
         self._cache: dict[tuple[str, str, str, str, str], Extraction] = {}
 
     def route(self, document: Document, text: str, llm: LLM, extract: str) -> Literal["full-chunked", "read-grep"]:
-        """auto: long lines or few chunks → full-chunked; otherwise read-grep (if the model can call tools)."""
+        """auto: long lines or few chunks → full-chunked; otherwise read-grep (if the model can call tools).
+
+        Decided once the prompt's own size is known: when it leaves no room, `LLMError` says so."""
+        chunk_budget(llm, document, extract, new_nonce())
         average_line = document.bytes / max(document.lines, 1)
         if average_line >= self.policy.avg_line_bytes_threshold or not llm.supports_tools:
             return "full-chunked"

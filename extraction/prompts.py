@@ -2,18 +2,26 @@
 
 The wrapper carries a per-request nonce, so text inside the tool output cannot fake an answer.
 A closing tag is optional (models often stop early) and a leading `<think>` block is dropped.
+The source tool's arguments are quoted capped (`cap_arguments`), so a call with a huge argument
+still leaves room in the model's context window for its output.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "ARGUMENTS_MAX_CHARS",
+    "ARGUMENT_VALUE_MAX_CHARS",
     "NOT_FOUND",
     "PROMPT_VERSION",
     "Document",
+    "cap_arguments",
     "map_prompt",
     "new_nonce",
     "parse_final",
@@ -21,7 +29,11 @@ __all__ = [
     "reduce_prompt",
 ]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
+ARGUMENT_VALUE_MAX_CHARS = 500
+"""The most characters of one string (value or key) of the source tool's arguments a prompt quotes."""
+ARGUMENTS_MAX_CHARS = 2000
+"""The most characters of the source tool's whole arguments JSON a prompt quotes."""
 NOT_FOUND = "NO RELEVANT DATA FOUND"
 _THINK = re.compile(r"^\s*<think>.*?(?:</think>|$)", re.DOTALL)
 
@@ -58,10 +70,35 @@ def _output_format(nonce: str, scope: str) -> str:
   <short description of what kind of information is available in {scope}>"""
 
 
+@functools.lru_cache(maxsize=8)  # every chunk's prompt quotes the same arguments
+def cap_arguments(arguments_json: str) -> str:
+    """The arguments JSON with each string cut to ARGUMENT_VALUE_MAX_CHARS and the whole to
+    ARGUMENTS_MAX_CHARS; every cut is marked with how long the original was."""
+    try:
+        capped = json.dumps(_cap_strings(json.loads(arguments_json)), ensure_ascii=False, sort_keys=True)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: quote it as text
+        capped = json.dumps(_cap_strings(arguments_json), ensure_ascii=False)
+    if len(capped) <= ARGUMENTS_MAX_CHARS:
+        return capped
+    return f"{capped[:ARGUMENTS_MAX_CHARS]}…[arguments cut: {len(arguments_json)} characters in all]"
+
+
+def _cap_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        if len(value) <= ARGUMENT_VALUE_MAX_CHARS:
+            return value
+        return f"{value[:ARGUMENT_VALUE_MAX_CHARS]}…[cut: {len(value)} characters in all]"
+    if isinstance(value, list):
+        return [_cap_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {_cap_strings(str(key)): _cap_strings(item) for key, item in value.items()}
+    return value
+
+
 def _source(document: Document) -> str:
     return f"""SOURCE TOOL
 - Name: {document.tool}
-- Arguments (verbatim JSON): {document.arguments_json}
+- Arguments (JSON; long values cut, marked): {cap_arguments(document.arguments_json)}
 
 DOCUMENT STATS
 - Bytes: {document.bytes}

@@ -69,16 +69,28 @@ class StrategyResult:
     chunks_total: int
 
 
+MIN_CHUNK_TOKENS = 256
+
+
 def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
-    """Tokens left for a chunk: context window minus the answer and the prompt around the chunk."""
+    """Tokens left for a chunk: context window minus the answer and the prompt around the chunk.
+
+    Raises `LLMError` saying where the window went when fewer than MIN_CHUNK_TOKENS are left.
+    """
     system, _ = map_prompt(document, extract, "", 999, 999, 10, nonce)
-    return llm.context_window - llm.max_output_tokens - count_tokens(system) - 64
+    prompt = count_tokens(system) + 64
+    budget = llm.context_window - llm.max_output_tokens - prompt
+    if budget < MIN_CHUNK_TOKENS:
+        raise LLMError(
+            f"the model's context window ({llm.context_window} tokens) leaves no room for a chunk: "
+            f"{llm.max_output_tokens} are kept for the answer and the prompt around the chunk takes {prompt}, "
+            f"{count_tokens(extract)} of them the extract request"
+        )
+    return budget
 
 
 def plan_chunks(text: str, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str) -> list[Chunk]:
     budget = chunk_budget(llm, document, extract, nonce)
-    if budget < 256:
-        raise LLMError(f"the model's context window ({llm.context_window} tokens) leaves no room for a chunk")
     return chunk_text(text, budget, policy.overlap_percent, tokens=document.tokens)
 
 
