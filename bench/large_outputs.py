@@ -1,0 +1,244 @@
+"""Large outputs end to end: time to a handle and peak memory, against the floor and other clients (issue 15).
+
+For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSON), in one run:
+  floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client);
+  claimcheck `claimcheck serve` over stdio in front of it: time from the call to the too-large answer,
+             and claimcheck's peak RSS (VmHWM) above its idle peak;
+  direct     the mcp SDK's Client calling the downstream directly (time; its own peak RSS);
+  fastmcp    FastMCP's proxy in front of it (time; its peak RSS), when bench/.venv-fastmcp exists
+             (bash bench/setup_fastmcp.sh).
+A path that runs out of its time limit or memory is reported as failed, with the reason.
+The downstream is tests/raw_downstream.py, which streams any size without holding it.
+
+Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RAW = str(ROOT / "tests" / "raw_downstream.py")
+FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
+PY = sys.executable
+MIB = 1 << 20
+LIMIT_S = 600
+
+
+def vm(pid: int, field: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    match = re.search(rf"^{field}:\s+(\d+) kB$", status, re.M)
+    return int(match.group(1)) * 1024 if match else 0
+
+
+class Wire:
+    """Blocking JSON-RPC over a process's stdin/stdout; answers read line by line, big ones to a file."""
+
+    def __init__(self, command: list[str], **kwargs: Any) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kwargs)
+        self._next = 0
+
+    def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self._next += 1
+            message["id"] = self._next
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+        return self._next
+
+    def line(self, sink: Any = None) -> bytes:
+        """The next line (returned), or streamed into `sink` when given (its size returned as bytes)."""
+        assert self.process.stdout is not None
+        if sink is None:
+            return self.process.stdout.readline()
+        size = 0
+        while True:
+            block = self.process.stdout.readline(MIB)
+            if not block:
+                raise EOFError("the process closed stdout")
+            sink.write(block)
+            size += len(block)
+            if block.endswith(b"\n"):
+                return str(size).encode()
+
+    def handshake(self) -> None:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+        self.send("initialize", init)
+        self.line()
+        self.send("notifications/initialized", notify=True)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def downstream(kind: str) -> tuple[dict[str, Any], subprocess.Popen[bytes] | None]:
+    """A config entry for the raw downstream, and the HTTP server process to stop afterwards."""
+    if kind == "stdio":
+        return {"command": PY, "args": [RAW]}, None
+    server = subprocess.Popen([PY, RAW, "--http", "0"], stderr=subprocess.PIPE)
+    assert server.stderr is not None
+    url = re.search(rb"(http://\S+/mcp)", server.stderr.readline())
+    assert url is not None
+    return {"url": url.group(1).decode()}, server
+
+
+def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """A bare reader: the downstream's answer drained into a file, nothing parsed."""
+    target = scratch / "floor.out"
+    if kind == "stdio":
+        wire = Wire([entry["command"], *entry["args"]])
+        wire.handshake()
+        start = time.perf_counter()
+        wire.send("tools/call", {"name": "big", "arguments": {"mib": mib}})
+        with target.open("wb") as out:
+            size = int(wire.line(out))
+        elapsed = time.perf_counter() - start
+        wire.close()
+    else:
+        import httpx2
+
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "big", "arguments": {"mib": mib}},
+        }
+        start = time.perf_counter()
+        size = 0
+        with httpx2.Client(timeout=LIMIT_S) as http, target.open("wb") as out:
+            with http.stream("POST", entry["url"], json=request) as response:
+                for block in response.iter_raw(MIB):
+                    out.write(block)
+                    size += len(block)
+        elapsed = time.perf_counter() - start
+    target.unlink()
+    return {"seconds": elapsed, "bytes": size}
+
+
+def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:
+    config = scratch / "claimcheck.json"
+    config.write_text(json.dumps({"mcpServers": {"raw": entry}, "settings": {"root": str(scratch / "out")}}))
+    wire = Wire([PY, "-m", "server", "serve", "--no-api", "--config", str(config)], cwd=ROOT)
+    try:
+        wire.handshake()
+        wire.send("tools/list")
+        wire.line()
+        wire.send("tools/call", {"name": "raw__echo", "arguments": {"text": "warm"}})
+        wire.line()
+        idle = vm(wire.process.pid, "VmHWM")
+        start = time.perf_counter()
+        wire.send("tools/call", {"name": "raw__big", "arguments": {"mib": mib}})
+        answer = json.loads(wire.line())
+        elapsed = time.perf_counter() - start
+        peak = vm(wire.process.pid, "VmHWM")
+        text = answer["result"]["content"][0]["text"]
+        if not text.startswith("Tool output is too large"):
+            return {"failed": text[:200]}
+        return {"seconds": elapsed, "peak_above_idle_mib": (peak - idle) / MIB, "idle_mib": idle / MIB}
+    finally:
+        wire.close()
+
+
+_DIRECT = """
+import anyio, json, sys, time, re
+from pathlib import Path
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+async def main(entry, mib):
+    target = (stdio_client(StdioServerParameters(command=entry["command"], args=entry["args"]))
+              if "command" in entry else entry["url"])
+    async with Client(target, mode="legacy") as client:
+        start = time.perf_counter()
+        result = await client.call_tool("big", {"mib": mib})
+        elapsed = time.perf_counter() - start
+    size = sum(len(c.text.encode()) for c in result.content)
+    peak = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
+    print(json.dumps({"seconds": elapsed, "bytes": size, "peak_mib": peak / 2**20}))
+anyio.run(main, json.loads(sys.argv[1]), float(sys.argv[2]))
+"""
+
+
+def direct(entry: dict[str, Any], mib: int) -> dict[str, Any]:
+    return _child([PY, "-c", _DIRECT, json.dumps(entry), str(mib)])
+
+
+def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
+    if not FASTMCP.exists():
+        return {"failed": "bench/.venv-fastmcp is missing (bash bench/setup_fastmcp.sh)"}
+    target = ["--url", entry["url"]] if "url" in entry else [entry["command"], *entry["args"]]
+    wire = Wire([str(FASTMCP), str(HERE / "fastmcp_proxy.py"), *target], stderr=subprocess.DEVNULL)
+    try:
+        wire.handshake()
+        idle = vm(wire.process.pid, "VmHWM")
+        start = time.perf_counter()
+        wire.send("tools/call", {"name": "big", "arguments": {"mib": mib}})
+        with open(os.devnull, "wb") as sink:
+            size = int(wire.line(sink))
+        elapsed = time.perf_counter() - start
+        peak = vm(wire.process.pid, "VmHWM")
+        return {"seconds": elapsed, "bytes": size, "peak_above_idle_mib": (peak - idle) / MIB}
+    except (EOFError, OSError) as exc:
+        return {"failed": f"{type(exc).__name__}: {exc}"}
+    finally:
+        wire.close()
+
+
+def _child(command: list[str]) -> dict[str, Any]:
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=LIMIT_S, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"no answer within {LIMIT_S} s"}
+    if done.returncode != 0:
+        return {"failed": done.stderr.decode(errors="replace").strip().splitlines()[-1:]}
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,10,100,1000")
+    parser.add_argument("--kinds", default="stdio,http")
+    parser.add_argument("--skip", default="")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    results = []
+    for kind in args.kinds.split(","):
+        for mib in [int(size) for size in args.sizes.split(",")]:
+            entry, server = downstream(kind)
+            try:
+                with tempfile.TemporaryDirectory(prefix="bench-large-") as tmp:
+                    row: dict[str, Any] = {"kind": kind, "mib": mib, "floor": floor(kind, mib, entry, Path(tmp))}
+                    row["claimcheck"] = claimcheck(entry, mib, Path(tmp))
+                    if "direct" not in skip:
+                        row["direct"] = direct(entry, mib)
+                    if "fastmcp" not in skip:
+                        row["fastmcp"] = fastmcp(entry, mib)
+            finally:
+                if server is not None:
+                    server.kill()
+                    server.wait()
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
