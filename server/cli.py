@@ -61,10 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not token:
             print(f"claimcheck: --auth-token-env names {args.auth_token_env}, which is not set", file=sys.stderr)
             return EXIT_CONFIG
-        if args.transport == "stdio":
-            print("claimcheck: --auth-token-env applies to --transport http and sse only", file=sys.stderr)
-            return EXIT_CONFIG
-    anyio.run(serve, Proxy(config, cli=cli), args.transport, args.host, args.port, token)
+    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, token)
     return 0
 
 
@@ -89,7 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
     run.add_argument("--no-api", action="store_true", help="do not start the local status API")
     run.add_argument(
-        "--auth-token-env", metavar="VAR", help="HTTP/SSE: require `Authorization: Bearer $VAR` on every request"
+        "--auth-token-env",
+        metavar="VAR",
+        help="the token in $VAR opens the status API (instead of one made per run) and, over HTTP/SSE, "
+        "is required as `Authorization: Bearer $VAR` on every MCP request",
     )
 
     tools = commands.add_parser("tools", help="connect to every server and print the tools a client will see")

@@ -47,8 +47,10 @@ class Proxy:
         cli: CliOverrides | None = None,
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        api_token: str | None = None,
     ) -> None:
         self.config = config
+        self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
         self.cli = cli if cli is not None else CliOverrides()
         self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
         self.bus = InMemorySubscriptionBus()
@@ -96,7 +98,7 @@ class Proxy:
 
         settings = self.config.settings
         directory = state_dir(settings)
-        history = History(directory / "history.sqlite3")
+        history = History(directory / "history.sqlite3", settings.history)
         hub = EventHub(history)
         self.sessions.observer = hub.observe
         await tg.start(history.run)
@@ -106,7 +108,10 @@ class Proxy:
             heartbeat_secs=settings.api.heartbeat_secs,
             usage=self.usage_totals,
             servers=self.server_states,
+            token=self.api_token,
+            allow_origins=settings.api.allow_origins,
         )
+        self.api_token = api.token
         url: str = await tg.start(serve_api, api, port, directory)
         return url
 

@@ -396,8 +396,12 @@ async def test_an_http_client_that_leaves_has_its_running_calls_cancelled_and_it
         both = r"(http://127\.0\.0\.1:\d+/mcp)[\s\S]*status API at"  # the API comes up after the MCP line
         async with announced_url(command, both) as url:
             (discovery,) = (state / "instances").glob("*.json")
-            api = json.loads(discovery.read_text(encoding="utf-8"))["url"]
-            async with httpx2.AsyncClient(base_url=api, timeout=60) as http, http.stream("GET", "v1/events") as events:
+            info = json.loads(discovery.read_text(encoding="utf-8"))
+            token = {"Authorization": f"Bearer {info['token']}"}  # the status API needs its token
+            async with (
+                httpx2.AsyncClient(base_url=info["url"], timeout=60, headers=token) as http,
+                http.stream("GET", "v1/events") as events,
+            ):
                 lines = events.aiter_lines()
                 async with Client(url, mode="legacy") as client:
                     first = text_of(await client.call_tool("demo__slow", {"seconds": 30, "background": True}))

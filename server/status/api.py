@@ -1,78 +1,82 @@
 """The local status API and dashboard (DESIGN §7), served by uvicorn in claimcheck's own event loop.
 
-Read-only: GET and OPTIONS only, CORS `*`, and the Host header must name the loopback address it is
-bound to (a page on another site cannot reach it through DNS rebinding).
+Read-only: GET (and HEAD, OPTIONS). Who may read it is `access`'s business (Host, Origin, token); how slow
+or broken clients are kept from holding it is `edges`'; this module is the routes and how they are served.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import re
+import secrets
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
-import uvicorn
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
+from server.status.access import Access, dashboard_url
+from server.status.discovery import discovery_file
+from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
 from server.status.tasks import iso
 
-__all__ = ["API_PORT_TRIES", "StatusApi", "bind_api_socket"]
+__all__ = ["API_PORT_TRIES", "StatusApi", "bind_api_socket", "serve_api"]
 
 logger = logging.getLogger(__name__)
 
 API_PORT_TRIES = 10
 _MAX_LIMIT = 200
+_MAX_OFFSET = 10**9
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
 _DASHBOARD = Path(__file__).with_name("dashboard.html")
-_CORS = [
-    (b"access-control-allow-origin", b"*"),
-    (b"access-control-allow-methods", b"GET, OPTIONS"),
-    (b"access-control-allow-headers", b"Content-Type"),
-]
 
 
-class _Cors:
-    """`*` CORS headers on every response; OPTIONS answered 204 at once."""
+class BadParameter(ValueError):
+    """A query parameter that is not what the route takes; answered 400 with this message."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if scope["method"] == "OPTIONS":
-            await send({"type": "http.response.start", "status": 204, "headers": _CORS})
-            await send({"type": "http.response.body", "body": b""})
-            return
-
-        async def with_cors(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *_CORS]
-            await send(message)
-
-        await self.app(scope, receive, with_cors)
+def int_param(params: QueryParams, name: str, default: int, low: int, high: int) -> int:
+    """The query parameter `name` as an integer in `low..high`, `default` when it is absent."""
+    given = params.getlist(name)
+    if not given:
+        return default
+    if len(given) > 1:
+        raise BadParameter(f"{name} is given {len(given)} times; give it once")
+    raw = given[0]
+    value = int(raw) if _INTEGER.fullmatch(raw) else None
+    if value is None or not low <= value <= high:
+        raise BadParameter(f"{name} must be an integer in {low}..{high}, not {raw[:40]!r}")
+    return value
 
 
 class StatusApi:
     """The endpoints over the history and the live event hub."""
 
     def __init__(
-        self, hub: EventHub, *, version: str, heartbeat_secs: float, usage: Any = None, servers: Any = None
+        self,
+        hub: EventHub,
+        *,
+        version: str,
+        heartbeat_secs: float,
+        usage: Any = None,
+        servers: Any = None,
+        token: str | None = None,
+        allow_origins: Sequence[str] = (),
     ) -> None:
         self.hub = hub
         self.history: History = hub.history
@@ -81,10 +85,14 @@ class StatusApi:
         self.started = time.time()
         self.usage = usage  # a callable returning extraction usage totals, or None
         self.servers = servers  # a callable returning each downstream's state, or None
+        self.token = token or secrets.token_urlsafe(32)
+        self.allow_origins = list(allow_origins)
 
-    def app(self) -> Starlette:
+    def app(self, port: int) -> ASGIApp:
+        """The routes behind the access checks of an API served on 127.0.0.1:`port`."""
         routes = [
             Route("/", self.dashboard),
+            Route("/healthz", self.healthz),
             Route("/v1/health", self.health),
             Route("/v1/stats", self.stats),
             Route("/v1/tasks", self.tasks),
@@ -93,9 +101,8 @@ class StatusApi:
             Route("/v1/task-groups/{batch}", self.group),
             Route("/v1/events", self.events),
         ]
-        app = Starlette(routes=routes)
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
-        return _Cors(app)  # type: ignore[return-value]  # an ASGI app around the Starlette one
+        guarded = Access(Starlette(routes=routes), token=self.token, port=port, allow_origins=self.allow_origins)
+        return TrustedHostMiddleware(guarded, allowed_hosts=["127.0.0.1", "localhost"])
 
     async def _run(self, function: Any, *args: Any) -> Any:
         await self.history.flush()
@@ -107,6 +114,10 @@ class StatusApi:
         except OSError:
             page = "<!doctype html><title>claimcheck</title><p>The dashboard page is missing from this install."
         return HTMLResponse(page)
+
+    async def healthz(self, request: Request) -> Response:
+        """Open to anyone who can reach 127.0.0.1: says the process answers, nothing about calls."""
+        return JSONResponse({"status": "ok"})
 
     async def health(self, request: Request) -> Response:
         _, total = await self._run(self.history.tasks, TaskQuery(), 0, 0)
@@ -125,12 +136,10 @@ class StatusApi:
     async def tasks(self, request: Request) -> Response:
         params = request.query_params
         try:
-            limit = int(params.get("limit", "50"))
-            offset = int(params.get("offset", "0"))
-        except ValueError:
-            return _error(400, "limit and offset must be integers")
-        if not 1 <= limit <= _MAX_LIMIT or offset < 0:
-            return _error(400, f"limit must be 1..{_MAX_LIMIT} and offset at least 0")
+            limit = int_param(params, "limit", 50, 1, _MAX_LIMIT)
+            offset = int_param(params, "offset", 0, 0, _MAX_OFFSET)
+        except BadParameter as exc:
+            return _error(400, str(exc))
         query = TaskQuery(**{key: params.get(key) for key in ("status", "server", "tool", "session", "search")})
         tasks, total = await self._run(self.history.tasks, query, limit, offset)
         return JSONResponse({"tasks": tasks, "total": total, "limit": limit, "offset": offset})
@@ -209,53 +218,40 @@ def bind_api_socket(port: int) -> socket.socket:
             sock.close()
             continue
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms stalls
-        sock.listen(128)
+        sock.listen(1024)
         sock.setblocking(False)
         return sock
     raise OSError("no port is free for the status API")  # pragma: no cover - port 0 always binds
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the process's own transport owns SIGINT/SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 async def serve_api(
-    api: StatusApi, port: int, state_dir: Path, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+    api: StatusApi,
+    port: int,
+    state_dir: Path,
+    *,
+    request_deadline: float = REQUEST_DEADLINE_SECS,
+    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled, with a discovery file in `<state_dir>/instances/` for as long as it runs."""
     sock = bind_api_socket(port)
     bound = sock.getsockname()[1]
     url = f"http://127.0.0.1:{bound}/"
-    discovery = state_dir / "instances" / f"{os.getpid()}.json"
-    discovery.parent.mkdir(parents=True, exist_ok=True)
-    info = {"port": bound, "pid": os.getpid(), "startedAt": iso(api.started), "url": url, "version": api.version}
-    discovery.write_text(json.dumps(info), encoding="utf-8")
-    print(f"claimcheck: status API at {url}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(api.app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
-    server = _QuietServer(config)
-    stopped = anyio.Event()
-
-    async def serve() -> None:
-        # Shielded: cancelling uvicorn mid-flight leaves its listening socket registered with the event loop,
-        # and a later socket that reuses the descriptor would be served by the dead server.
-        with anyio.CancelScope(shield=True):
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                stopped.set()
-
+    dashboard = dashboard_url(url, api.token)
+    info = {
+        "port": bound,
+        "pid": os.getpid(),
+        "startedAt": iso(api.started),
+        "url": url,
+        "dashboard": dashboard,
+        "token": api.token,
+        "version": api.version,
+    }
+    server = edge_server(api.app(bound), request_deadline=request_deadline, graceful_secs=2)
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(serve)
-            task_status.started(url)
-            try:
-                await stopped.wait()
-            finally:
-                server.should_exit = True  # uvicorn notices within 0.1 s; open streams get 2 s to finish
+        with discovery_file(state_dir, info):
+            print(f"claimcheck: status API at {url} — dashboard: {dashboard}", file=sys.stderr, flush=True)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve_until_cancelled, server, sock)
+                task_status.started(url)
     finally:
-        discovery.unlink(missing_ok=True)
         sock.close()

@@ -39,7 +39,7 @@ class EventHub:
             name = EVENT_OF.get(call.status, "task.updated")
         else:
             name = "task.updated"
-        event = (name, task_json(call))
+        event = (name, task_json(call, store_arguments=self.history.settings.store_arguments))
         for subscriber in list(self._subscribers):
             try:
                 subscriber.send_nowait(event)

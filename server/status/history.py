@@ -1,7 +1,8 @@
 """Call history in SQLite: metadata only (never output content), written in the background, kept across restarts.
 
 The MCP path only queues a row (`record`); one writer task commits queued rows in batches from a worker
-thread. Reads open their own connection (WAL mode lets them run beside the writer).
+thread. Reads open their own connection (WAL mode lets them run beside the writer). Errors and arguments
+are capped (`summary`), the file and its directory are private, and retention runs at start and hourly.
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from server.config import HistorySettings
 from server.handles.calls import Call
 from server.handles.run_root import pid_alive
+from server.status.private import private_dir, private_file
+from server.status.retention import apply_retention, trim_oversized
+from server.status.summary import TEXT_BYTES, arguments_column, cap_text, error_summary
 from server.status.tasks import iso
 
-__all__ = ["History", "TaskQuery"]
+__all__ = ["RETENTION_EVERY_SECS", "History", "TaskQuery"]
 
 logger = logging.getLogger(__name__)
 
+RETENTION_EVERY_SECS = 3600.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     handle TEXT PRIMARY KEY, session TEXT, server TEXT, tool TEXT, name TEXT, arguments TEXT,
@@ -68,15 +74,29 @@ class TaskQuery:
 
 
 class History:
-    def __init__(self, path: Path, *, coalesce_secs: float = 0.05) -> None:
+    def __init__(
+        self,
+        path: Path,
+        settings: HistorySettings | None = None,
+        *,
+        coalesce_secs: float = 0.05,
+        retention_every_secs: float = RETENTION_EVERY_SECS,
+    ) -> None:
         self.path = path
+        self.settings = settings if settings is not None else HistorySettings()
         self.coalesce_secs = coalesce_secs
+        self.retention_every_secs = retention_every_secs
         self._send, self._receive = anyio.create_memory_object_stream[Any](100_000)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._retention_passed: anyio.Event | None = None  # made in `run`, where there is an event loop
+        private_dir(path.parent)
+        for existing in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+            if existing == path or existing.exists():
+                private_file(existing)  # SQLite gives its -wal and -shm files the database file's mode
         self._lock = threading.Lock()  # one connection, used by one worker thread at a time
         self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL stays consistent; a power cut may lose the last rows
+        self._db.execute("PRAGMA secure_delete=ON")  # what retention and trimming remove is overwritten, not left
         with self._connect() as db:
             db.executescript(_SCHEMA)
             self._close_orphans(db)
@@ -100,19 +120,55 @@ class History:
                     (instance,),
                 )
 
+    def maintain(self) -> None:
+        """At start: trim rows an older version stored whole (then compact the file), and apply retention."""
+        with self._connect() as db:
+            trimmed = trim_oversized(db, self.settings)
+        if trimmed:
+            logger.info("history: cut %d rows that held more than metadata", trimmed)
+            with self._lock:
+                self._db.execute("VACUUM")  # the file no longer holds what was cut, not even in free pages
+        self.retain()
+
+    def retain(self) -> None:
+        """Remove calls past `maxAgeDays` and `maxRows`, and shrink the write-ahead log."""
+        with self._connect() as db:
+            removed = apply_retention(db, self.settings)
+        if removed:
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def retention_pass(self) -> None:
+        """Wait until the next hourly retention pass has finished (for tests and tools); needs `run`."""
+        if self._retention_passed is None:
+            raise RuntimeError("the history's writer is not running")
+        await self._retention_passed.wait()
+
+    async def _retain_periodically(self) -> None:
+        while True:
+            await anyio.sleep(self.retention_every_secs)
+            try:
+                await anyio.to_thread.run_sync(self.retain)
+            except sqlite3.Error:
+                logger.exception("could not apply the history's retention to %s", self.path)
+            passed, self._retention_passed = self._retention_passed, anyio.Event()
+            if passed is not None:
+                passed.set()
+
     def record(self, call: Call, kind: str) -> None:
         """Queue the call's current state and its newest log entry; never waits."""
         progress = call.progress
         row = (
             call.handle, call.session_id, call.server, call.tool, call.public_name,
-            json.dumps(call.arguments, ensure_ascii=False), call.status, call.started, call.finished_at,
-            call.bytes, call.lines, call.tokens_or_none(),
-            None if progress is None else json.dumps([progress.progress, progress.total, progress.message]),
-            call.error, call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
+            arguments_column(call.arguments, store=self.settings.store_arguments), call.status, call.started,
+            call.finished_at, call.bytes, call.lines, call.tokens_or_none(),
+            None if progress is None else json.dumps([progress.progress, progress.total, cap_text(progress.message)]),
+            error_summary(call.error), call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
         )  # fmt: skip
         ts, log_kind, detail = call.log[-1] if call.log else (call.started, kind, "")
+        entry = (call.handle, ts, log_kind, cap_text(detail, TEXT_BYTES, "detail") or "")
         try:
-            self._send.send_nowait(("row", row, (call.handle, ts, log_kind, detail)))
+            self._send.send_nowait(("row", row, entry))
         except anyio.WouldBlock:
             logger.warning("history queue full; dropping an update of %s", call.handle)
 
@@ -123,25 +179,39 @@ class History:
         await done.wait()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The writer: commit queued rows in batches until cancelled (then commit what is left)."""
-        task_status.started()
-        batch: list[Any] = []
+        """Trim and apply retention, then write until cancelled (committing what is left), with hourly retention."""
         try:
-            async for first in self._receive:
-                batch.append(first)
-                with anyio.move_on_after(self.coalesce_secs):  # gather a burst into one commit
-                    while batch[-1][0] != "flush":
-                        batch.append(await self._receive.receive())
-                batch.extend(self._drain())
-                committing, batch = batch, []  # a cancel during the commit must not commit it twice
-                await anyio.to_thread.run_sync(self._commit, committing)
-                _release(committing)
+            await anyio.to_thread.run_sync(self.maintain)
+        except sqlite3.Error:
+            logger.exception("could not trim the history in %s", self.path)
+        self._retention_passed = anyio.Event()
+        task_status.started()
+        pending: list[Any] = []
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._retain_periodically)
+                await self._write(pending)
         finally:
-            with anyio.CancelScope(shield=True):
-                batch.extend(self._drain())
-                await anyio.to_thread.run_sync(self._commit, batch)
-                _release(batch)
+            with anyio.CancelScope(shield=True):  # the retention pass has ended: the connection is ours to close
+                pending.extend(self._drain())
+                await anyio.to_thread.run_sync(self._commit, pending)
+                _release(pending)
                 self.close()
+
+    async def _write(self, pending: list[Any]) -> None:
+        """Commit queued rows in batches until cancelled; what is queued then stays in `pending`."""
+        async for first in self._receive:
+            pending.append(first)
+            with anyio.move_on_after(self.coalesce_secs):  # gather a burst into one commit
+                while pending[-1][0] != "flush":
+                    pending.append(await self._receive.receive())
+            pending.extend(self._drain())
+            committing = pending[:]
+            pending.clear()  # a cancel during the commit must not commit it twice
+            try:
+                await anyio.to_thread.run_sync(self._commit, committing)
+            finally:
+                _release(committing)
 
     def _drain(self) -> list[Any]:
         items = []
@@ -158,9 +228,7 @@ class History:
             return
         try:
             with self._connect() as db:
-                db.executemany(
-                    f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 18)})", rows.values()
-                )
+                db.executemany(_UPSERT, rows.values())
                 db.executemany("INSERT INTO logs (handle, ts, kind, detail) VALUES (?, ?, ?, ?)", logs)
         except sqlite3.Error:
             logger.exception("could not write %d history rows to %s", len(rows), self.path)
@@ -229,7 +297,7 @@ def _task(row: Row) -> dict[str, Any]:
         "server": server,
         "tool": tool,
         "name": name,
-        "arguments": json.loads(arguments) if arguments else {},
+        "arguments": None if arguments is None else json.loads(arguments),
         "status": status,
         "startedAt": iso(started),
         "finishedAt": iso(finished),

@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from server.handles.run_root import pid_alive
+from server.status.discovery import instances
 
-__all__ = ["instances", "print_ps"]
-
-
-def instances(state: Path) -> list[dict[str, Any]]:
-    """Discovery files of live processes; files left by dead ones are removed."""
-    found = []
-    for path in sorted((state / "instances").glob("*.json")):
-        try:
-            info = json.loads(path.read_text(encoding="utf-8"))
-            pid = int(info["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if not pid_alive(pid):
-            path.unlink(missing_ok=True)
-            continue
-        found.append(info)
-    return found
+__all__ = ["print_ps"]
 
 
 async def print_ps(state: Path) -> int:
@@ -38,13 +21,16 @@ async def print_ps(state: Path) -> int:
     async with httpx2.AsyncClient(timeout=5) as http:
         for info in running:
             url = info["url"]
+            shown = info.get("dashboard", url)  # the address that opens the dashboard, token included
+            headers = {"Authorization": f"Bearer {info['token']}"} if info.get("token") else {}
             try:
-                reply = await http.get(f"{url}v1/tasks", params={"status": "running", "limit": 200})
+                reply = await http.get(f"{url}v1/tasks", params={"status": "running", "limit": 200}, headers=headers)
+                reply.raise_for_status()
                 tasks = reply.json()["tasks"]
             except (httpx2.HTTPError, ValueError, KeyError) as exc:
-                print(f"pid {info['pid']}  {url}  (not answering: {exc})")
+                print(f"pid {info['pid']}  {shown}  (not answering: {exc})")
                 continue
-            print(f"pid {info['pid']}  {url}  since {info.get('startedAt', '?')}  {len(tasks)} running")
+            print(f"pid {info['pid']}  {shown}  since {info.get('startedAt', '?')}  {len(tasks)} running")
             for task in tasks:
                 print(f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}")
     return 0

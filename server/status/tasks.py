@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from server.handles.calls import Call
+from server.status.summary import arguments_value, cap_text, error_summary
 
 __all__ = ["EVENT_OF", "iso", "task_json"]
 
@@ -18,7 +19,8 @@ def iso(timestamp: float | None) -> str | None:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def task_json(call: Call, *, live: bool = True) -> dict[str, Any]:
+def task_json(call: Call, *, store_arguments: bool = True) -> dict[str, Any]:
+    """A live call as the API shows it: errors and arguments capped as the history keeps them."""
     finished = call.finished_at
     progress = call.progress
     return {
@@ -27,7 +29,7 @@ def task_json(call: Call, *, live: bool = True) -> dict[str, Any]:
         "server": call.server,
         "tool": call.tool,
         "name": call.public_name,
-        "arguments": call.arguments,
+        "arguments": arguments_value(call.arguments, store=store_arguments),
         "status": call.status,
         "startedAt": iso(call.started),
         "finishedAt": iso(finished),
@@ -37,10 +39,10 @@ def task_json(call: Call, *, live: bool = True) -> dict[str, Any]:
         "tokens": call.tokens_or_none(),
         "progress": None
         if progress is None
-        else {"progress": progress.progress, "total": progress.total, "message": progress.message},
-        "error": call.error,
+        else {"progress": progress.progress, "total": progress.total, "message": cap_text(progress.message)},
+        "error": error_summary(call.error),
         "batchId": call.batch_id,
         "handedOut": call.handed_out,
         "retrievals": call.retrievals,
-        "live": live,
+        "live": True,
     }

@@ -1,4 +1,8 @@
-"""Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`."""
+"""Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`.
+
+Over HTTP the edge rules of `server.status.edges` apply: a deadline for each request, one Authorization
+header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,17 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 import anyio
-import uvicorn
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.proxy import Proxy
+from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.event_store import BoundedEventStore
 from server.upstream.stdio import stdio_streams
 from server.upstream.surface import build_server
@@ -64,12 +69,23 @@ async def serve_stdio(proxy: Proxy) -> None:
         tg.cancel_scope.cancel()
 
 
-async def serve_http(proxy: Proxy, sock: socket.socket, auth_token: str | None = None) -> None:
+async def serve_http(
+    proxy: Proxy,
+    sock: socket.socket,
+    auth_token: str | None = None,
+    *,
+    request_deadline: float = REQUEST_DEADLINE_SECS,
+) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
     server = build_server(proxy)
     host = sock.getsockname()[0]
+    limit = proxy.config.settings.max_request_bytes
     inner = server.streamable_http_app(
-        streamable_http_path="/mcp", host=host, event_store=BoundedEventStore(), retry_interval=_RETRY_MS
+        streamable_http_path="/mcp",
+        host=host,
+        event_store=BoundedEventStore(),
+        retry_interval=_RETRY_MS,
+        max_request_body_size=limit,  # ours answers first, with a clearer message; the SDK's stays a backstop
     )
 
     @asynccontextmanager
@@ -77,11 +93,17 @@ async def serve_http(proxy: Proxy, sock: socket.socket, auth_token: str | None =
         async with proxy.running(), server.session_manager.run():
             yield
 
-    app = Starlette(routes=list(inner.routes), lifespan=lifespan)
-    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token)
+    app = Starlette(routes=list(inner.routes), lifespan=lifespan, middleware=[Middleware(BodyLimit, max_bytes=limit)])
+    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token, request_deadline)
 
 
-async def serve_sse(proxy: Proxy, sock: socket.socket, auth_token: str | None = None) -> None:
+async def serve_sse(
+    proxy: Proxy,
+    sock: socket.socket,
+    auth_token: str | None = None,
+    *,
+    request_deadline: float = REQUEST_DEADLINE_SECS,
+) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
     server = build_server(proxy)
     host = sock.getsockname()[0]
@@ -92,7 +114,8 @@ async def serve_sse(proxy: Proxy, sock: socket.socket, auth_token: str | None = 
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
-    sse = SseServerTransport("/messages/", security_settings=security)
+    limit = proxy.config.settings.max_request_bytes
+    sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
 
     async def handle_sse(request: Request) -> Response:
         async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
@@ -107,8 +130,9 @@ async def serve_sse(proxy: Proxy, sock: socket.socket, auth_token: str | None = 
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
         lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, max_bytes=limit)],
     )
-    await _run_uvicorn(app, sock, "/sse", "SSE", auth_token)
+    await _run_uvicorn(app, sock, "/sse", "SSE", auth_token, request_deadline)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -117,20 +141,25 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms stalls
-    sock.listen(128)
+    sock.listen(1024)
     sock.setblocking(False)
     return sock
 
 
 async def _run_uvicorn(
-    app: Starlette, sock: socket.socket, path: str, label: str, auth_token: str | None = None
+    app: Starlette,
+    sock: socket.socket,
+    path: str,
+    label: str,
+    auth_token: str | None = None,
+    request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"claimcheck: serving MCP over {label} at http://{shown}:{port}{path}", file=sys.stderr, flush=True)
     served: ASGIApp = app if auth_token is None else BearerAuth(app, auth_token)
-    config = uvicorn.Config(served, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    await uvicorn.Server(config).serve(sockets=[sock])
+    server = edge_server(served, lifespan="on", request_deadline=request_deadline, graceful_secs=3, own_signals=True)
+    await serve_until_cancelled(server, sock)
 
 
 async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
@@ -141,7 +170,10 @@ async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
 
 
 class BearerAuth:
-    """Refuse every HTTP request without `Authorization: Bearer <token>` (compared in constant time)."""
+    """Refuse every HTTP request without `Authorization: Bearer <token>` (compared in constant time).
+
+    Behind `SingleHeaders`, so there is never more than one Authorization header to choose from.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app

@@ -1,0 +1,236 @@
+"""The HTTP edge of claimcheck's servers, shared by the status API and the MCP transports (`/mcp`, `/sse`).
+
+- A connection gets `REQUEST_DEADLINE_SECS` to send a complete request (headers and body), counted from
+  when it opens or its previous response ended; then it is closed, so idle and slow clients cannot pile up.
+- More than one `Authorization` or `Origin` header is answered 400, never resolved by guessing which counts.
+- A request body over the limit is answered 413 from its Content-Length, or as soon as the streamed body
+  passes the limit; a client that leaves in the middle of its request is a DEBUG line, not an ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import anyio
+import h11
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = [
+    "REQUEST_DEADLINE_SECS",
+    "BodyLimit",
+    "SingleHeaders",
+    "edge_server",
+    "reply",
+    "serve_until_cancelled",
+]
+
+logger = logging.getLogger(__name__)
+
+REQUEST_DEADLINE_SECS = 10.0
+_SINGLE = (b"authorization", b"origin")
+_TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+class _DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request is not complete by its deadline."""
+
+    request_deadline = REQUEST_DEADLINE_SECS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._request_complete():
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self._request_complete():
+            self._arm()  # the next request's time starts now (a pending one keeps its own)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _request_complete(self) -> bool:
+        return self.conn.their_state not in (h11.IDLE, h11.SEND_BODY)
+
+    def _arm(self) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.request_deadline, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self._request_complete():
+            return
+        logger.debug(
+            "closing a connection from %s: no complete request within %g s", self.client, self.request_deadline
+        )
+        if self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE and self.conn.trailing_data[0]:
+            self.transport.write(_TIMED_OUT)  # part of a request line or headers came: say why
+        self.transport.close()  # an app waiting for the rest of a body sees the client leave
+
+
+def _protocol(deadline: float) -> type[asyncio.Protocol]:
+    return type("DeadlineProtocol", (_DeadlineProtocol,), {"request_deadline": deadline})
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers, for a server that runs beside the process's own transport."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def edge_server(
+    app: ASGIApp,
+    *,
+    lifespan: Literal["on", "off"] = "off",
+    request_deadline: float = REQUEST_DEADLINE_SECS,
+    graceful_secs: int = 2,
+    own_signals: bool = False,
+) -> uvicorn.Server:
+    """A uvicorn server for `app` with the edge rules; `own_signals` lets it stop on SIGINT/SIGTERM itself."""
+    config = uvicorn.Config(
+        SingleHeaders(app),
+        http=_protocol(request_deadline),
+        lifespan=lifespan,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,  # nothing sits in front of claimcheck: X-Forwarded-* are a client's claims
+        server_header=False,
+        timeout_graceful_shutdown=graceful_secs,
+    )
+    return uvicorn.Server(config) if own_signals else _QuietServer(config)
+
+
+async def serve_until_cancelled(server: uvicorn.Server, sock: socket.socket) -> None:
+    """Serve on `sock` until the server stops by itself or this is cancelled, then stop it gracefully."""
+    stopped = anyio.Event()
+
+    async def serve() -> None:
+        # Shielded: cancelling uvicorn mid-flight leaves its listening socket registered with the event loop,
+        # and a later socket that reuses the descriptor would be served by the dead server.
+        with anyio.CancelScope(shield=True):
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        try:
+            await stopped.wait()
+        finally:
+            server.should_exit = True  # uvicorn notices within 0.1 s; open requests get the graceful time
+
+
+async def reply(
+    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A whole JSON response."""
+    data = json.dumps(body).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": data})
+
+
+class SingleHeaders:
+    """400 for a request with more than one `Authorization` or `Origin` header."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            names = [name for name, _ in scope["headers"] if name in _SINGLE]
+            for name in set(names):
+                if names.count(name) > 1:
+                    header = name.decode().title()
+                    await reply(send, 400, {"error": f"more than one {header} header; send exactly one"})
+                    return
+        await self.app(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    """The streamed body passed the limit (raised from `receive`, caught by `BodyLimit`)."""
+
+
+class _ClientLeft(Exception):
+    """The client went away before its body was complete."""
+
+
+class BodyLimit:
+    """413 for a request body over `max_bytes`: from Content-Length at once, else counted as it streams.
+
+    Nothing is buffered here; the app reads the body as before. Place it inside Starlette's error middleware
+    (as `Middleware(BodyLimit, ...)`), so the exceptions it raises through `receive` come back to it.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, setting: str = "settings.maxRequestBytes") -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.setting = setting
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send, f"{int(declared)} bytes")
+            return
+        received = 0
+        complete = False
+        responded = False
+
+        async def counted() -> Message:
+            nonlocal received, complete
+            message = await receive()
+            if complete:
+                return message
+            if message["type"] == "http.disconnect":
+                raise _ClientLeft
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise _TooLarge
+            complete = not message.get("more_body", False)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal responded
+            responded = responded or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _TooLarge:
+            if not responded:
+                await self._refuse(send, f"more than {self.max_bytes} bytes")
+        except _ClientLeft:
+            logger.debug("%s %s: the client left before its request body was complete", scope["method"], scope["path"])
+
+    async def _refuse(self, send: Send, size: str) -> None:
+        message = f"Request body too large: {size}; this server takes at most {self.max_bytes} bytes ({self.setting})"
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        await reply(send, 413, error)
