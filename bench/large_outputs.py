@@ -32,7 +32,7 @@ RAW = str(ROOT / "tests" / "raw_downstream.py")
 FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
 PY = sys.executable
 MIB = 1 << 20
-LIMIT_S = 600
+LIMIT_S = 300
 
 
 def vm(pid: int, field: str) -> int:

