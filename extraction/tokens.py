@@ -146,9 +146,9 @@ def source_exceeds(source: Source, limit: int) -> bool:
 
 
 def estimate_source_tokens(source: Source) -> tuple[int, bool]:
-    """`estimate_tokens` for a stored output: exact up to 1 MiB, else extrapolated from spread samples."""
+    """`estimate_tokens` for a stored output: exact up to 256 KiB, else extrapolated from spread samples."""
     size = source.size
-    if size <= _EXACT_LIMIT_CHARS:
+    if size <= _EXACT_FILE_BYTES:
         encode = _encoding().encode_ordinary
         return sum(len(encode(piece)) for piece in _streamed_pieces(text_pieces(source))), True
     step = size // _SAMPLES
