@@ -126,8 +126,9 @@ class History:
             trimmed = trim_oversized(db, self.settings)
         if trimmed:
             logger.info("history: cut %d rows that held more than metadata", trimmed)
-            with self._lock:
-                self._db.execute("VACUUM")  # the file no longer holds what was cut, not even in free pages
+            with self._lock:  # the files no longer hold what was cut: not in free pages, not in the log
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.retain()
 
     def retain(self) -> None:
