@@ -111,3 +111,36 @@ async def test_a_downstream_that_ignores_stdin_and_sigterm_does_not_outlive_clai
     if waited.cancelled_caught:
         os.kill(pid, signal.SIGKILL)  # leave no process behind on this machine
     assert not waited.cancelled_caught, "the downstream outlived claimcheck"
+
+
+async def test_the_start_up_line_and_claimcheck_ps_give_the_dashboard_address_with_the_token_from_auth_token_env(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"stateDir": str(state)}})
+    env = {
+        **os.environ,
+        "CLAIMCHECK_API_ENABLED": "true",
+        "CLAIMCHECK_API_PORT": "0",
+        "CC_TOKEN": "t0ken/with+odd&chars",
+    }
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--auth-token-env", "CC_TOKEN"]
+    with anyio.fail_after(60):
+        async with await anyio.open_process(command, env=env) as process:
+            assert process.stderr is not None
+            seen = b""
+            async for chunk in process.stderr:
+                seen += chunk
+                if b"dashboard: " in seen and b"\n" in seen.split(b"dashboard: ", 1)[1]:
+                    break
+            line = seen.decode().split("dashboard: ", 1)[1].splitlines()[0]
+            ps = await anyio.run_process([PYTHON, "-m", "server", "ps", "--config", str(config)], env=env)
+            (discovery,) = (state / "instances").glob("*.json")
+            info = json.loads(discovery.read_text(encoding="utf-8"))
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            await process.wait()
+    assert line == f"{info['url']}?token=t0ken%2Fwith%2Bodd%26chars" == info["dashboard"]
+    assert info["token"] == "t0ken/with+odd&chars"  # --auth-token-env's token opens the status API too
+    assert ps.stdout.decode().startswith(f"pid {process.pid}  {line}  since ")
+    assert ps.stdout.decode().rstrip().endswith("0 running")  # ps read the token: the API answered it
