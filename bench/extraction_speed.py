@@ -31,7 +31,7 @@ import anyio
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from extraction import Completion, Document, Message, Policy, ToolSpec, Usage, count_tokens  # noqa: E402
+from extraction import Completion, Document, Message, Policy, TextSource, ToolSpec, Usage, count_tokens  # noqa: E402
 from extraction.strategies import full_chunked, plan_chunks  # noqa: E402
 
 NONCE = re.compile(r"claimcheck-([0-9a-f]+)-FINAL")
@@ -56,6 +56,7 @@ class FixedLatencyLLM:
 
 async def map_parallelism(latency: float) -> list[dict[str, Any]]:
     text = "".join(f"line {i:06d} of a long document with several words\n" for i in range(4000))
+    source = TextSource.of(text)
     tokens = count_tokens(text)
     document = Document("bench__doc", "{}", "h", len(text), 4000, tokens)
     rows = []
@@ -64,11 +65,11 @@ async def map_parallelism(latency: float) -> list[dict[str, Any]]:
         # Size the window so the document needs exactly 8 chunks.
         for window in range(tokens // 6, tokens, 50):
             llm.context_window = window
-            if len(plan_chunks(text, llm, document, "x", Policy(), "00000000")) == 8:
+            if len(plan_chunks(source, llm, document, "x", Policy(), "00000000")) == 8:
                 break
         policy = Policy(concurrency=concurrency, max_chunks_hard=64)
         started = time.perf_counter()
-        result = await full_chunked(llm, Usage(), document, text, "what is in it", policy, "00000000")
+        result = await full_chunked(llm, Usage(), document, source, "what is in it", policy, "00000000")
         wall = time.perf_counter() - started
         rows.append({"concurrency": concurrency, "chunks": result.chunks_total, "wall_s": wall, "x_L": wall / latency})
     return rows

@@ -1,22 +1,28 @@
-"""Extraction: token counting, chunking, the LLM strategies and backends behind `tool_output`."""
+"""Extraction: token counting, chunking, the LLM strategies and backends behind `tool_output`.
 
-from extraction.chunking import Chunk, chunk_text
+A stored output reaches extraction as a `Source` (byte ranges read on demand), never as one string.
+"""
+
+from extraction.chunking import Chunk, chunk_source, read_chunk
 from extraction.errors import ExtractionError, LLMBadResponse, LLMError, LLMTimeout, LLMUnavailable, NoFinalReport
 from extraction.extractor import Extraction, Extractor, Mode
 from extraction.llm import LLM, Completion, Message, ToolCall, ToolSpec, Usage
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, parse_final
+from extraction.source import Source, TextSource, find_all, read_all, read_chars
 from extraction.strategies import FileTool, Policy
 from extraction.tokens import (
     ENCODING_NAME,
     count_tokens,
     estimate_file_tokens,
+    estimate_source_tokens,
     estimate_tokens,
     exceeds,
     file_exceeds,
     head_tokens,
+    source_exceeds,
     tail_tokens,
 )
-from extraction.truncation import fallback_warning, truncate
+from extraction.truncation import fallback_warning, truncate, truncate_source
 
 __all__ = [
     "ENCODING_NAME",
@@ -38,18 +44,27 @@ __all__ = [
     "Mode",
     "NoFinalReport",
     "Policy",
+    "Source",
+    "TextSource",
     "ToolCall",
     "ToolSpec",
     "Usage",
-    "chunk_text",
+    "chunk_source",
     "count_tokens",
     "estimate_file_tokens",
+    "estimate_source_tokens",
     "estimate_tokens",
     "exceeds",
     "fallback_warning",
     "file_exceeds",
+    "find_all",
     "head_tokens",
     "parse_final",
+    "read_all",
+    "read_chars",
+    "read_chunk",
+    "source_exceeds",
     "tail_tokens",
     "truncate",
+    "truncate_source",
 ]

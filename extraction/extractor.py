@@ -6,12 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import anyio
+
 from extraction.errors import ExtractionError
 from extraction.llm import LLM, Usage
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, new_nonce
 from extraction.provenance import split_evidence, verify, with_evidence
+from extraction.source import Source
 from extraction.strategies import FileTool, Policy, chunk_budget, full_chunked, plan_chunks, read_grep
-from extraction.truncation import fallback_warning, truncate
+from extraction.truncation import fallback_warning, truncate_source
 
 __all__ = ["Extraction", "Extractor", "Mode"]
 
@@ -34,21 +37,22 @@ class Extractor:
         self.policy = policy or Policy()
         self._cache: dict[tuple[str, str, str, str, str], Extraction] = {}
 
-    def route(self, document: Document, text: str, llm: LLM, extract: str) -> Literal["full-chunked", "read-grep"]:
+    def route(self, document: Document, source: Source, llm: LLM, extract: str) -> Literal["full-chunked", "read-grep"]:
         """auto: long lines or few chunks → full-chunked; otherwise read-grep (if the model can call tools).
 
-        Decided once the prompt's own size is known: when it leaves no room, `LLMError` says so."""
+        Decided once the prompt's own size is known: when it leaves no room, `LLMError` says so.
+        Blocking: planning the chunks reads a little near each cut."""
         chunk_budget(llm, document, extract, new_nonce())
         average_line = document.bytes / max(document.lines, 1)
         if average_line >= self.policy.avg_line_bytes_threshold or not llm.supports_tools:
             return "full-chunked"
-        chunks = plan_chunks(text, llm, document, extract, self.policy, new_nonce())
+        chunks = plan_chunks(source, llm, document, extract, self.policy, new_nonce())
         return "full-chunked" if len(chunks) <= self.policy.max_chunks else "read-grep"
 
     async def extract(
         self,
         document: Document,
-        text: str,
+        source: Source,
         sha256: str,
         extract: str,
         mode: Mode,
@@ -60,26 +64,29 @@ class Extractor:
         unavailable_reason: str = "no LLM is configured and the client offers no sampling",
     ) -> Extraction:
         if llm is None:
-            return self._fallback(text, threshold, unavailable_reason)
+            return await self._fallback(source, threshold, unavailable_reason)
         key = (sha256, extract, mode, llm.model, PROMPT_VERSION)
         if (hit := self._cache.get(key)) is not None:
             return Extraction(hit.strategy, hit.body, hit.not_found, cached=True)
         nonce = new_nonce()
         try:
-            strategy = self.route(document, text, llm, extract) if mode == "auto" else mode
+            if mode == "auto":
+                strategy = await anyio.to_thread.run_sync(self.route, document, source, llm, extract)
+            else:
+                strategy = mode
             if strategy == "read-grep" and not llm.supports_tools:
                 raise ExtractionError(f"the model {llm.model} cannot call tools, which read-grep needs")
             if strategy == "read-grep":
                 result = await read_grep(llm, usage, document, extract, tools, self.policy, nonce)
                 chunks = "n/a"
             else:
-                result = await full_chunked(llm, usage, document, text, extract, self.policy, nonce)
+                result = await full_chunked(llm, usage, document, source, extract, self.policy, nonce)
                 chunks = f"{result.chunks_searched}/{result.chunks_total}"
         except ExtractionError as exc:
-            return self._fallback(text, threshold, str(exc))
+            return await self._fallback(source, threshold, str(exc))
         answer, quotes = split_evidence(result.answer)
         not_found = answer.startswith(NOT_FOUND)
-        body = with_evidence(answer, verify(quotes, text))
+        body = with_evidence(answer, await anyio.to_thread.run_sync(verify, quotes, source))
         body += f"\n\nsource: sha256={sha256} bytes={document.bytes} chunks={chunks} model={llm.model}"
         extraction = Extraction(strategy, body, not_found)
         if len(self._cache) >= _CACHE_LIMIT:
@@ -88,5 +95,6 @@ class Extractor:
         return extraction
 
     @staticmethod
-    def _fallback(text: str, threshold: int, reason: str) -> Extraction:
-        return Extraction("truncate", f"{fallback_warning(reason)}\n\n{truncate(text, threshold=threshold)}")
+    async def _fallback(source: Source, threshold: int, reason: str) -> Extraction:
+        body = await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
+        return Extraction("truncate", f"{fallback_warning(reason)}\n\n{body}")

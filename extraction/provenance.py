@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from extraction.source import Source, text_windows
+
 __all__ = ["Evidence", "split_evidence", "verify", "with_evidence"]
 
 _QUOTE = re.compile(r'^\s*>\s*"(.*)"\s*$')
 _MIN_QUOTE_CHARS = 3
+_LOOSE_SLACK = 4096  # characters of extra whitespace a loosely matched quote may have
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +34,34 @@ def split_evidence(answer: str) -> tuple[str, list[str]]:
     return head.strip(), quotes
 
 
-def verify(quotes: list[str], document: str) -> list[Evidence]:
-    """Each distinct quote with where it occurs in `document` (exactly, or with whitespace differences)."""
-    seen: set[str] = set()
-    evidence = []
+def verify(quotes: list[str], document: Source) -> list[Evidence]:
+    """Each distinct quote with where it first occurs in `document` (exactly, or else with whitespace
+    differences), found in one pass over the stored output; blocking."""
+    wanted: list[str] = []
     for quote in quotes:
         quote = quote.strip()
-        if len(quote) < _MIN_QUOTE_CHARS or quote in seen:
-            continue
-        seen.add(quote)
-        position = document.find(quote)
-        if position >= 0:
-            evidence.append(Evidence(quote, position, position + len(quote)))
-            continue
-        loose = re.search(r"\s+".join(re.escape(word) for word in quote.split()), document)
-        if loose is not None:
-            evidence.append(Evidence(quote, loose.start(), loose.end()))
-        else:
-            evidence.append(Evidence(quote, None, None))
+        if len(quote) >= _MIN_QUOTE_CHARS and quote not in wanted:
+            wanted.append(quote)
+    exact: dict[str, tuple[int, int]] = {}
+    loose: dict[str, tuple[int, int]] = {}
+    patterns = {quote: re.compile(r"\s+".join(re.escape(word) for word in quote.split())) for quote in wanted}
+    # A window starts with the end of the one before, so a match up to this long is never cut in two; and
+    # the first match inside any window is the first in the document, as none ended in an earlier window.
+    overlap = max((len(quote) for quote in wanted), default=0) * 2 + _LOOSE_SLACK
+    for offset, window in text_windows(document, overlap) if wanted else ():
+        for quote in wanted:
+            if quote in exact:
+                continue
+            if (at := window.find(quote)) >= 0:
+                exact[quote] = (offset + at, offset + at + len(quote))
+            elif quote not in loose and (match := patterns[quote].search(window)) is not None:
+                loose[quote] = (offset + match.start(), offset + match.end())
+        if len(exact) == len(wanted):
+            break
+    evidence = []
+    for quote in wanted:
+        found = exact.get(quote) or loose.get(quote)
+        evidence.append(Evidence(quote, *found) if found else Evidence(quote, None, None))
     return evidence
 
 

@@ -7,15 +7,17 @@ from dataclasses import dataclass
 
 import anyio
 
-from extraction.chunking import Chunk, chunk_text
+from extraction.chunking import Chunk, chunk_source, read_chunk
 from extraction.errors import ExtractionError, LLMError, NoFinalReport
 from extraction.llm import LLM, Completion, Message, ToolSpec, Usage
 from extraction.prompts import NOT_FOUND, Document, map_prompt, parse_final, read_grep_prompt, reduce_prompt
+from extraction.source import Source
 from extraction.tokens import count_tokens
 
 __all__ = ["FileTool", "Policy", "StrategyResult", "full_chunked", "plan_chunks", "read_grep"]
 
 FileTool = Callable[[dict[str, object]], Awaitable[str]]
+Prompt = Callable[[], Awaitable[tuple[str, str]]]  # (system, user), made when its turn comes
 
 READ_SPEC = ToolSpec(
     "Read",
@@ -89,13 +91,16 @@ def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
     return budget
 
 
-def plan_chunks(text: str, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str) -> list[Chunk]:
+def plan_chunks(source: Source, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str) -> list[Chunk]:
+    """The chunks of the stored output (blocking: a few small reads near the cuts)."""
     budget = chunk_budget(llm, document, extract, nonce)
-    return chunk_text(text, budget, policy.overlap_percent, tokens=document.tokens)
+    return chunk_source(source, budget, policy.overlap_percent, tokens=document.tokens)
 
 
-async def _ask_all(llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce: str, policy: Policy) -> list[str]:
-    """The FINAL content of one answer per (system, user) prompt, each tried `1 + retries` times.
+async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy) -> list[str]:
+    """The FINAL content of one answer per prompt, each tried `1 + retries` times.
+
+    A prompt is made only when its call is about to start, so at most `policy.concurrency` chunks are held.
 
     Backends that take batches (`complete_batch`, e.g. sampling through a 2026-07-28 client) get all
     prompts at once and a batch of the failed ones per retry; others get concurrent calls under
@@ -110,9 +115,10 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce
     async def one(index: int, scope: anyio.CancelScope) -> None:
         async with limiter:
             failure: ExtractionError | None = None
+            conversation = _conversation(await prompts[index]())
             for _ in range(policy.retries + 1):
                 try:
-                    completion = await llm.complete(_conversation(prompts[index]), max_tokens=llm.max_output_tokens)
+                    completion = await llm.complete(conversation, max_tokens=llm.max_output_tokens)
                 except LLMError as exc:
                     failure = exc
                     continue
@@ -133,15 +139,14 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce
     return answers
 
 
-async def _ask_in_batches(
-    llm: LLM, usage: Usage, prompts: list[tuple[str, str]], nonce: str, policy: Policy
-) -> list[str]:
+async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy) -> list[str]:
+    conversations = [_conversation(await prompt()) for prompt in prompts]  # a batch goes out whole
     answers: list[str | None] = [None] * len(prompts)
     failures: dict[int, ExtractionError] = {}
     pending = list(range(len(prompts)))
     batch = llm.complete_batch  # type: ignore[attr-defined]  # checked by the caller
     for _ in range(policy.retries + 1):
-        results = await batch([_conversation(prompts[i]) for i in pending], max_tokens=llm.max_output_tokens)
+        results = await batch([conversations[i] for i in pending], max_tokens=llm.max_output_tokens)
         for index, result in zip(pending, results, strict=True):
             if isinstance(result, LLMError):
                 failures[index] = result
@@ -161,17 +166,31 @@ def _conversation(prompt: tuple[str, str]) -> list[Message]:
     return [Message("system", prompt[0]), Message("user", prompt[1])]
 
 
+def _ready(prompt: tuple[str, str]) -> Prompt:
+    async def made() -> tuple[str, str]:
+        return prompt
+
+    return made
+
+
 async def full_chunked(
-    llm: LLM, usage: Usage, document: Document, text: str, extract: str, policy: Policy, nonce: str
+    llm: LLM, usage: Usage, document: Document, source: Source, extract: str, policy: Policy, nonce: str
 ) -> StrategyResult:
-    """Map every chunk (concurrently, under `policy.concurrency`), then reduce the relevant answers."""
-    chunks = plan_chunks(text, llm, document, extract, policy, nonce)
+    """Map every chunk (concurrently, under `policy.concurrency`), then reduce the relevant answers.
+
+    Each chunk is read from the stored output when its call starts, never all at once.
+    """
+    chunks = await anyio.to_thread.run_sync(plan_chunks, source, llm, document, extract, policy, nonce)
     searched = chunks[: policy.max_chunks_hard]
-    prompts = [
-        map_prompt(document, extract, chunk.text, chunk.index, len(chunks), policy.overlap_percent, nonce)
-        for chunk in searched
-    ]
-    answers = await _ask_all(llm, usage, prompts, nonce, policy)
+
+    def map_step(chunk: Chunk) -> Prompt:
+        async def made() -> tuple[str, str]:
+            text = await anyio.to_thread.run_sync(read_chunk, source, chunk)
+            return map_prompt(document, extract, text, chunk.index, len(chunks), policy.overlap_percent, nonce)
+
+        return made
+
+    answers = await _ask_all(llm, usage, [map_step(chunk) for chunk in searched], nonce, policy)
     if len(answers) == 1:
         return StrategyResult(answers[0], 1, len(chunks))
     relevant = [answer for answer in answers if not answer.startswith(NOT_FOUND)]
@@ -180,7 +199,8 @@ async def full_chunked(
         return StrategyResult(f"{NOT_FOUND}\n{summary}", len(searched), len(chunks))
     if len(relevant) == 1:
         return StrategyResult(relevant[0], len(searched), len(chunks))
-    (answer,) = await _ask_all(llm, usage, [reduce_prompt(document, extract, relevant, nonce)], nonce, policy)
+    reduce = _ready(reduce_prompt(document, extract, relevant, nonce))
+    (answer,) = await _ask_all(llm, usage, [reduce], nonce, policy)
     return StrategyResult(answer, len(searched), len(chunks))
 
 

@@ -1,14 +1,20 @@
-"""fs_sandbox: confined, symlink-safe Read and Grep over the files under one root (stdlib + anyio only)."""
+"""fs_sandbox: confined, symlink-safe Read and Grep over the files under one root (stdlib + anyio only).
 
-from fs_sandbox.errors import NotAFile, NotFound, PathRefused, PatternError, PatternTimeout, SandboxError
-from fs_sandbox.paths import confine
+`open_file` is the one door: a regular file under a directory, reached by descriptor without following
+any link, its size taken from the descriptor. Read and Grep stream from what it opened.
+"""
+
+from fs_sandbox.errors import Busy, NotAFile, NotFound, PathRefused, PatternError, PatternTimeout, SandboxError
+from fs_sandbox.paths import OpenFile, confine, open_file
 from fs_sandbox.sandbox import GrepLine, GrepResult, ReadResult, Sandbox
 
 __all__ = [
+    "Busy",
     "GrepLine",
     "GrepResult",
     "NotAFile",
     "NotFound",
+    "OpenFile",
     "PathRefused",
     "PatternError",
     "PatternTimeout",
@@ -16,4 +22,5 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "confine",
+    "open_file",
 ]

@@ -2,17 +2,18 @@
 
 ```
 SandboxError
-├── PathRefused       the name is not allowed: empty, absolute, `..`, NUL, or it leads outside the root
-├── NotFound          nothing is stored under that name (or a link points at nothing)
-├── NotAFile          a directory, FIFO, socket, device, or a link to one
+├── PathRefused       the name is not allowed: empty, absolute, `..`, NUL, or it leads through a link
+├── NotFound          nothing is stored under that name
+├── NotAFile          a directory, FIFO, socket, device or symbolic link (links are never followed)
 ├── PatternError      the regular expression does not compile or is refused
-└── PatternTimeout    the search ran past its time limit and was stopped
+├── PatternTimeout    the search ran past its time limit and was stopped
+└── Busy              the caller already has as many searches queued or running as it may
 ```
 """
 
 from __future__ import annotations
 
-__all__ = ["NotAFile", "NotFound", "PathRefused", "PatternError", "PatternTimeout", "SandboxError"]
+__all__ = ["Busy", "NotAFile", "NotFound", "PathRefused", "PatternError", "PatternTimeout", "SandboxError"]
 
 
 class SandboxError(Exception):
@@ -37,3 +38,7 @@ class PatternError(SandboxError):
 
 class PatternTimeout(SandboxError):
     """The search took longer than allowed and its worker was stopped."""
+
+
+class Busy(SandboxError):
+    """Too many searches of one owner are in flight; refused at once rather than queued without end."""

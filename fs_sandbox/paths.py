@@ -1,4 +1,10 @@
-"""Turning a model-supplied name into a regular file inside the root, or refusing it."""
+"""The one door to a file under a root: a checked name, opened step by step by descriptor, never through a link.
+
+Every directory on the way is opened with O_DIRECTORY|O_NOFOLLOW relative to the one before (`dir_fd`), so
+a directory swapped for a link at any moment is refused rather than followed; the file itself is opened
+with O_NOFOLLOW|O_NONBLOCK (a FIFO never blocks) after an lstat that refuses anything but a regular file,
+and the descriptor must still be that same regular file afterwards. The size comes from the descriptor.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,53 @@ import errno
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from fs_sandbox.errors import NotAFile, NotFound, PathRefused
 
-__all__ = ["confine", "open_regular"]
+__all__ = ["OpenFile", "confine", "open_file", "split_name"]
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def confine(root: Path, name: str) -> Path:
-    """The real path of the regular file `name` names under `root`; a `SandboxError` otherwise.
+@dataclass(eq=False, slots=True)
+class OpenFile:
+    """A regular file opened through `open_file`: its descriptor, and its size when it was opened.
 
-    Backslashes count as separators. Symlinks are followed only when the file they end at is a
-    regular file inside the root.
+    Reads never go past that size, so a file that grows later is seen as it was.
+    """
+
+    fd: int
+    size: int
+    name: str
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to `length` bytes from `offset` (blocking; call it in a worker thread)."""
+        length = min(length, self.size - offset)
+        return os.pread(self.fd, length, offset) if length > 0 else b""
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> OpenFile:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def split_name(name: str) -> list[str]:
+    """The parts of a relative name; a `PathRefused` for empty, absolute, `..`, NUL or unencodable names.
+
+    Backslashes count as separators; empty and `.` parts are dropped.
     """
     if not isinstance(name, str) or not name.strip():
         raise PathRefused("the file name is empty")
@@ -37,37 +76,106 @@ def confine(root: Path, name: str) -> Path:
         raise PathRefused(f"'..' is not allowed in a file name ({name!r})")
     if not parts:
         raise PathRefused(f"{name!r} names no file")
-    real_root = os.path.realpath(root)
-    candidate = os.path.join(real_root, *parts)
+    return parts
+
+
+def open_file(root: Path | str, name: str) -> OpenFile:
+    """Open the regular file `name` under `root` for reading, following no link; a `SandboxError` otherwise.
+
+    Blocking: call it in a worker thread. The caller closes the result.
+    """
+    parts = split_name(name)
     try:
-        real = os.path.realpath(candidate, strict=True)
+        directory = os.open(root, _DIRECTORY_FLAGS)
+    except OSError as exc:
+        raise _refused_root(root, name, exc) from None
+    try:
+        for part in parts[:-1]:
+            try:
+                inner = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
+            except OSError as exc:
+                raise _refused_directory(directory, part, name, exc) from None
+            os.close(directory)
+            directory = inner
+        return _open_regular(directory, parts[-1], name)
+    finally:
+        os.close(directory)
+
+
+def confine(root: Path | str, name: str) -> Path:
+    """The path of the regular file `name` names under `root`, checked through `open_file`.
+
+    Only a check: a caller that reads should keep what `open_file` returns instead of reopening the path.
+    """
+    open_file(root, name).close()
+    return Path(root, *split_name(name))
+
+
+def _open_regular(directory: int, part: str, name: str) -> OpenFile:
+    try:
+        seen = os.stat(part, dir_fd=directory, follow_symlinks=False)
     except FileNotFoundError:
         raise NotFound(f"no file named {name!r}") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NotAFile(f"{name!r} is a symlink loop") from None
-        raise NotFound(f"{name!r} cannot be reached: {exc.strerror}") from None
-    if os.path.commonpath([real_root, real]) != real_root:
-        raise PathRefused(f"{name!r} leads outside the sandbox")
+        raise NotFound(f"{name!r} cannot be reached: {_why(exc)}") from None
+    if not stat.S_ISREG(seen.st_mode):
+        raise NotAFile(f"{name!r} is {_kind(seen.st_mode)}, not a regular file")
     try:
-        mode = os.stat(real).st_mode
-    except OSError as exc:
-        raise NotFound(f"{name!r} cannot be read: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        raise NotAFile(f"{name!r} is not a regular file")
-    return Path(real)
-
-
-def open_regular(path: Path) -> int:
-    """A read-only descriptor of `path`, checked again after opening (no blocking on FIFOs, no links)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(part, _FILE_FLAGS, dir_fd=directory)
     except FileNotFoundError:
-        raise NotFound(f"{path.name!r} no longer exists") from None
+        raise NotFound(f"{name!r} no longer exists") from None
     except OSError as exc:
-        raise NotAFile(f"{path.name!r} cannot be opened: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if exc.errno == errno.ELOOP:
+            raise NotAFile(f"{name!r} is {_kind(stat.S_IFLNK)}, not a regular file") from None
+        raise NotAFile(f"{name!r} cannot be opened: {_why(exc)}") from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise NotAFile(f"{name!r} is {_kind(opened.st_mode)}, not a regular file")
+        if (opened.st_dev, opened.st_ino) != (seen.st_dev, seen.st_ino):
+            raise NotAFile(f"{name!r} was replaced while it was being opened; try again")
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
-        raise NotAFile(f"{path.name!r} is not a regular file")
-    os.set_blocking(fd, True)
-    return fd
+        raise
+    return OpenFile(fd, opened.st_size, name)
+
+
+def _refused_root(root: Path | str, name: str, exc: OSError) -> Exception:
+    try:
+        if stat.S_ISLNK(os.lstat(root).st_mode):
+            return PathRefused(f"the directory holding {name!r} is a symbolic link; links are not followed")
+    except OSError:
+        pass
+    return NotFound(f"the directory holding {name!r} cannot be opened: {_why(exc)}")
+
+
+def _refused_directory(directory: int, part: str, name: str, exc: OSError) -> Exception:
+    """Why the directory `part` on the way to `name` cannot be entered."""
+    try:
+        mode = os.stat(part, dir_fd=directory, follow_symlinks=False).st_mode
+    except OSError:
+        return NotFound(f"no file named {name!r}")
+    if stat.S_ISLNK(mode):
+        return PathRefused(f"{name!r} leads through a symbolic link ({part!r}); links are not followed")
+    if not stat.S_ISDIR(mode):
+        return NotFound(f"{name!r} cannot be reached: {part!r} is not a directory")
+    return NotFound(f"{name!r} cannot be reached: {_why(exc)}")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (links are not followed)"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)

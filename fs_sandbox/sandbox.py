@@ -1,65 +1,86 @@
-"""A sandbox bound to one root: confined reads in a thread, confined greps in killable worker processes."""
+"""A sandbox bound to one root: Read in a thread, Grep in killable worker processes taken in fair turns.
+
+Both read the file in pieces (`fs_sandbox._scan`), so memory does not grow with its size, and both take
+the file from the one door, `open_file`: a name under the root, or a file a caller already opened there.
+"""
 
 from __future__ import annotations
 
 import os
 import pickle
+import socket
 import struct
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import anyio
 import anyio.abc
+from anyio.abc import UNIXSocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from fs_sandbox import _scan
+from fs_sandbox._fair import FairQueue
 from fs_sandbox.errors import NotAFile, PatternError, PatternTimeout, SandboxError
-from fs_sandbox.paths import confine, open_regular
+from fs_sandbox.paths import OpenFile, open_file
 
 __all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox"]
 
 _WORKER = Path(_scan.__file__).resolve()
+MAX_LINE_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Numbered lines of one file and how many it has."""
+    """Numbered lines of one file and how many it has.
+
+    A line longer than `max_line_chars` is cut there; `lengths` holds each shown line's full length in
+    characters. `omitted` lines of the range asked for were left out because they passed `max_chars`.
+    """
 
     lines: tuple[tuple[int, str], ...]
     total_lines: int
+    lengths: tuple[int, ...] = ()
+    omitted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class GrepLine:
     number: int
-    text: str
+    text: str  # cut at `max_line_chars`
     is_match: bool
+    length: int  # the whole line's length in characters
 
 
 @dataclass(frozen=True, slots=True)
 class GrepResult:
-    """Blocks of matching lines with their context; `more` when matches past `max_matches` exist."""
+    """Blocks of matching lines with their context; `more` when matches past `max_matches` exist.
+
+    Lines past `max_chars` are left out: `omitted_lines` of them, of which `omitted_blocks` whole blocks.
+    """
 
     blocks: tuple[tuple[GrepLine, ...], ...]
     matches: int
     more: bool
+    omitted_lines: int = 0
+    omitted_blocks: int = 0
 
 
 class _Worker:
-    def __init__(self, process: anyio.abc.Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
+    def __init__(self, process: anyio.abc.Process, channel: UNIXSocketStream) -> None:
         self.process = process
-        self.stdin = process.stdin
-        self.stdout = BufferedByteReceiveStream(process.stdout)
+        self.channel = channel
+        self.replies = BufferedByteReceiveStream(channel)
 
-    async def ask(self, request: tuple[object, ...]) -> tuple[object, ...]:
+    async def ask(self, fd: int, request: tuple[object, ...]) -> tuple[object, ...]:
         data = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
-        await self.stdin.send(struct.pack("<Q", len(data)) + data)
-        (length,) = struct.unpack("<Q", await self.stdout.receive_exactly(8))
-        reply = pickle.loads(await self.stdout.receive_exactly(length))
+        await self.channel.send_fds(struct.pack("<Q", len(data)) + data, [fd])
+        (length,) = struct.unpack("<Q", await self.replies.receive_exactly(8))
+        reply = pickle.loads(await self.replies.receive_exactly(length))
         assert isinstance(reply, tuple)
         return reply
 
@@ -67,82 +88,138 @@ class _Worker:
         if self.process.returncode is None:
             self.process.kill()
         with anyio.CancelScope(shield=True):
+            await self.channel.aclose()
             await self.process.aclose()
 
 
 class Sandbox:
-    """Read and Grep over the regular files under `root`, and nothing else."""
+    """Read and Grep over the regular files under `root`, and nothing else.
 
-    def __init__(self, root: Path, *, timeout: float = 2.0, workers: int = 2) -> None:
+    Greps run in `workers` processes (default: one per core, at least 2), each stopped after `timeout`
+    seconds. They are queued per `owner` and served in turn, at most `per_owner` in flight per owner.
+    """
+
+    def __init__(self, root: Path, *, timeout: float = 2.0, workers: int | None = None, per_owner: int = 20) -> None:
         self.root = root
         self.timeout = timeout
-        self._limiter = anyio.CapacityLimiter(workers)
+        self._queue = FairQueue(workers or max(2, os.cpu_count() or 2), per_owner)
         self._idle: list[_Worker] = []
 
-    async def read(self, name: str, *, start: int = 0, lines: int = 200, from_end: bool = False) -> ReadResult:
+    def in_flight(self, owner: str = "") -> int:
+        """How many greps of `owner` are queued or running."""
+        return self._queue.in_flight(owner)
+
+    async def read(
+        self,
+        file: str | OpenFile,
+        *,
+        start: int = 0,
+        lines: int = 200,
+        from_end: bool = False,
+        max_line_chars: int = MAX_LINE_CHARS,
+        max_chars: int | None = None,
+    ) -> ReadResult:
         """`lines` numbered lines from line `start` (0-based), counted from the end when `from_end`."""
         if start < 0 or lines < 0:
             raise SandboxError("start and lines must not be negative")
-        path = confine(self.root, name)
+        async with self._opened(file) as opened:
 
-        def blocking() -> ReadResult:
-            fd = open_regular(path)
-            with os.fdopen(fd, "rb") as stream:
-                text = _scan.decode(stream.read())
-            numbered, total = _scan.line_slice(text, start, lines, from_end)
-            return ReadResult(tuple(numbered), total)
+            def blocking() -> ReadResult:
+                shown, total, omitted = _scan.read_lines(
+                    opened.fd, opened.size, start, lines, from_end, clip=max_line_chars, max_chars=max_chars
+                )
+                numbered = tuple((number, text) for number, text, _ in shown)
+                return ReadResult(numbered, total, tuple(length for _, _, length in shown), omitted)
 
-        return await anyio.to_thread.run_sync(blocking)
+            return await anyio.to_thread.run_sync(blocking)
 
     async def grep(
         self,
-        name: str,
+        file: str | OpenFile,
         pattern: str,
         *,
         before: int = 3,
         after: int = 3,
         case_sensitive: bool = False,
         max_matches: int = 50,
+        owner: str = "",
+        max_line_chars: int = MAX_LINE_CHARS,
+        max_chars: int | None = None,
     ) -> GrepResult:
-        """Lines matching `pattern`, searched in a worker process that is killed after `timeout` seconds."""
+        """Lines matching `pattern`, searched in a worker process that is killed after `timeout` seconds.
+
+        `Busy` at once when `owner` already has `per_owner` greps in flight.
+        """
         if before < 0 or after < 0 or max_matches < 1:
             raise SandboxError("before and after must not be negative, and max_matches must be at least 1")
-        path = confine(self.root, name)
-        request = (str(path), pattern, case_sensitive, before, after, max_matches)
-        async with self._limiter:
-            worker = self._idle.pop() if self._idle else await self._spawn()
-            try:
-                with anyio.fail_after(self.timeout):
-                    reply = await worker.ask(request)
-            except TimeoutError:
-                await worker.kill()
-                raise PatternTimeout(
-                    f"the search for {pattern!r} took longer than {self.timeout:g} s and was stopped; "
-                    "simplify the pattern (nested repetition such as (a+)+ backtracks without end)"
-                ) from None
-            except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
-                await worker.kill()
-                raise SandboxError(f"the search worker stopped unexpectedly ({type(exc).__name__})") from None
-            except BaseException:
-                await worker.kill()
-                raise
-            self._idle.append(worker)
+        with self._queue.admitted(owner):
+            async with self._opened(file) as opened, self._queue.turn(owner):
+                request = (opened.size, pattern, case_sensitive, before, after, max_matches, max_line_chars, max_chars)
+                reply = await self._ask(opened.fd, request, pattern)
         if reply[0] == "error":
             kind, message = reply[1], str(reply[2])
             raise PatternError(message) if kind == "pattern" else NotAFile(message)
-        blocks, matches, more = cast(tuple[list[list[_scan.Line]], int, bool], reply[1])
-        return GrepResult(tuple(tuple(GrepLine(*line) for line in block) for block in blocks), int(matches), bool(more))
+        blocks, matches, more, left_lines, left_blocks = cast(
+            tuple[list[list[_scan.Line]], int, bool, int, int], reply[1]
+        )
+        return GrepResult(
+            tuple(tuple(GrepLine(*line) for line in block) for block in blocks),
+            int(matches),
+            bool(more),
+            int(left_lines),
+            int(left_blocks),
+        )
 
     async def aclose(self) -> None:
         """Stop the idle workers."""
         while self._idle:
             await self._idle.pop().kill()
 
+    @asynccontextmanager
+    async def _opened(self, file: str | OpenFile) -> AsyncIterator[OpenFile]:
+        """`file` itself, or the file it names under the root, opened through the door and closed afterwards."""
+        if isinstance(file, OpenFile):
+            yield file
+            return
+        opened = await anyio.to_thread.run_sync(open_file, self.root, file)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+    async def _ask(self, fd: int, request: tuple[object, ...], pattern: str) -> tuple[object, ...]:
+        worker = self._idle.pop() if self._idle else await self._spawn()
+        try:
+            with anyio.fail_after(self.timeout):
+                reply = await worker.ask(fd, request)
+        except TimeoutError:
+            await worker.kill()
+            raise PatternTimeout(
+                f"the search for {pattern!r} took longer than {self.timeout:g} s and was stopped; "
+                "simplify the pattern (nested repetition such as (a+)+ backtracks without end)"
+            ) from None
+        except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
+            await worker.kill()
+            raise SandboxError(f"the search worker stopped unexpectedly ({type(exc).__name__})") from None
+        except BaseException:
+            await worker.kill()
+            raise
+        self._idle.append(worker)
+        return reply
+
     async def _spawn(self) -> _Worker:
-        process = await anyio.open_process(
-            [sys.executable, "-I", "-S", str(_WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        return _Worker(process)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            process = await anyio.open_process(
+                [sys.executable, "-I", "-S", str(_WORKER), str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=[theirs.fileno()],
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return _Worker(process, await UNIXSocketStream.from_socket(ours))

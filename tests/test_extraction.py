@@ -25,13 +25,15 @@ from extraction import (
     Message,
     Mode,
     Policy,
+    TextSource,
     ToolCall,
     ToolSpec,
     Usage,
-    chunk_text,
+    chunk_source,
     count_tokens,
     estimate_tokens,
     parse_final,
+    read_chunk,
 )
 from extraction.strategies import full_chunked, plan_chunks, read_grep
 
@@ -194,7 +196,7 @@ async def extract(
     with anyio.fail_after(10):
         return await (extractor or Extractor()).extract(
             document or document_for(text),
-            text,
+            TextSource.of(text),
             SHA,
             request,
             mode,
@@ -207,7 +209,7 @@ async def extract(
 
 
 def chunk_count(text: str, llm: FakeLLM, policy: Policy) -> int:
-    return len(plan_chunks(text, llm, document_for(text), "the errors", policy, NONCE))
+    return len(plan_chunks(TextSource.of(text), llm, document_for(text), "the errors", policy, NONCE))
 
 
 # parse_final
@@ -232,29 +234,35 @@ def test_text_without_a_wrapper_is_not_an_answer() -> None:
     assert parse_final("disk full on /var", NONCE) is None
 
 
-# chunk_text
+# chunk_source
 
 BALANCED_TEXTS = {
     "two chunks": log_text(125),
     "lines": log_text(3000),
     "one line": " ".join(f"word{i % 1000}" for i in range(40_000)),
+    "non-ascii": "".join(f"zeile {i}: grüße, 世界 ✓ {i % 13}\n" for i in range(6000)),
 }
+
+
+def chunks_of(text: str, budget: int, overlap: float) -> tuple[TextSource, list[Chunk]]:
+    source = TextSource.of(text)
+    return source, chunk_source(source, budget, overlap)
 
 
 def test_text_under_the_budget_is_a_single_chunk() -> None:
     text = log_text(10)
 
-    assert chunk_text(text, 10_000, 10) == [Chunk(1, 0, len(text), text)]
+    assert chunks_of(text, 10_000, 10)[1] == [Chunk(1, 0, len(text))]
 
 
 def test_empty_text_is_a_single_empty_chunk() -> None:
-    assert chunk_text("", 100, 10) == [Chunk(1, 0, 0, "")]
+    assert chunks_of("", 100, 10)[1] == [Chunk(1, 0, 0)]
 
 
 @pytest.mark.parametrize("text", BALANCED_TEXTS.values(), ids=BALANCED_TEXTS.keys())
 def test_chunks_are_balanced_in_tokens_and_within_the_budget(text: str) -> None:
-    chunks = chunk_text(text, 2000, 10)
-    sizes = [count_tokens(chunk.text) for chunk in chunks]
+    source, chunks = chunks_of(text, 2000, 10)
+    sizes = [count_tokens(read_chunk(source, chunk)) for chunk in chunks]
 
     assert len(chunks) > 1
     assert max(sizes) <= 2000
@@ -264,30 +272,31 @@ def test_chunks_are_balanced_in_tokens_and_within_the_budget(text: str) -> None:
 @pytest.mark.parametrize("overlap_percent", [10, 25])
 @pytest.mark.parametrize("text", BALANCED_TEXTS.values(), ids=BALANCED_TEXTS.keys())
 def test_consecutive_chunks_overlap_by_about_the_overlap_percent(text: str, overlap_percent: int) -> None:
-    chunks = chunk_text(text, 2000, overlap_percent)
+    _, chunks = chunks_of(text, 2000, overlap_percent)
 
     assert len(chunks) > 1
     for before, after in pairwise(chunks):
-        share = (before.end - after.start) / len(before.text) * 100
+        share = (before.end - after.start) / (before.end - before.start) * 100
         assert overlap_percent * 0.7 <= share <= overlap_percent * 1.5, (before.index, share)
 
 
 @pytest.mark.parametrize("text", BALANCED_TEXTS.values(), ids=BALANCED_TEXTS.keys())
-def test_chunks_cover_the_text_from_start_to_end_without_gaps(text: str) -> None:
-    chunks = chunk_text(text, 1500, 10)
+def test_chunks_cover_the_text_from_start_to_end_without_gaps_or_split_characters(text: str) -> None:
+    source, chunks = chunks_of(text, 1500, 10)
+    data = text.encode()
 
     assert [chunk.index for chunk in chunks] == list(range(1, len(chunks) + 1))
     assert chunks[0].start == 0
-    assert chunks[-1].end == len(text)
+    assert chunks[-1].end == len(data)
     for chunk in chunks:
-        assert chunk.text == text[chunk.start : chunk.end]
+        assert read_chunk(source, chunk) == data[chunk.start : chunk.end].decode("utf-8")  # strict: whole characters
     for before, after in pairwise(chunks):
         assert before.start < after.start <= before.end
 
 
 def test_a_budget_below_one_token_is_rejected() -> None:
     with pytest.raises(ValueError):
-        chunk_text("some text", 0, 10)
+        chunks_of("some text", 0, 10)
 
 
 # full_chunked
@@ -295,7 +304,8 @@ def test_a_budget_below_one_token_is_rejected() -> None:
 
 async def run_full_chunked(llm: FakeLLM, text: str, policy: Policy, usage: Usage | None = None) -> str:
     with anyio.fail_after(5):
-        result = await full_chunked(llm, usage or Usage(), document_for(text), text, "the errors", policy, NONCE)
+        source = TextSource.of(text)
+        result = await full_chunked(llm, usage or Usage(), document_for(text), source, "the errors", policy, NONCE)
     return result.answer
 
 

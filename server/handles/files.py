@@ -1,10 +1,15 @@
-"""claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs (DESIGN §5)."""
+"""claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs (DESIGN §5).
+
+Each file is opened through the store's one door (`SessionStore.open_output`: the session's own directory,
+no links) and streamed by the sandbox; greps queue per session, served in turn.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, Literal
 
+import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -12,11 +17,13 @@ from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.sessions import Session, Sessions
+from server.handles.store import StoreError
 
 __all__ = ["FILE_TOOLS", "FileToolError", "file_tool_definitions", "run_file_tool"]
 
 MAX_LINE_CHARS = 2000
 _RESERVE_TOKENS = 200  # room for the header and the line saying what was left out
+_MAX_TOKEN_BYTES = 128  # the longest cl100k token
 
 
 class FileToolError(ClaimcheckError):
@@ -106,29 +113,50 @@ async def run_file_tool(
     assert isinstance(args, _Read | _Grep)
     await _check_handle(args.file, session, sessions)
     budget = max(100, threshold - _RESERVE_TOKENS)
+    # Lines past this many characters can never fit in `budget` tokens (a token is at most 128 bytes), so the
+    # sandbox leaves them out and counts them instead of sending them.
+    max_chars = budget * _MAX_TOKEN_BYTES
+    try:
+        opened = await anyio.to_thread.run_sync(session.store.open_output, args.file)
+    except StoreError as exc:
+        raise FileToolError(f"{name} failed: {exc}") from None
     try:
         if isinstance(args, _Read):
             result = await sandbox.read(
-                args.file, start=args.start, lines=args.lines, from_end=args.head_or_tail == "tail"
+                opened,
+                start=args.start,
+                lines=args.lines,
+                from_end=args.head_or_tail == "tail",
+                max_line_chars=MAX_LINE_CHARS,
+                max_chars=max_chars,
             )
-            numbered = [f"{number:>6}  {_clip(text)}" for number, text in result.lines]
+            numbered = [
+                f"{number:>6}  {_clip(text, length)}"
+                for (number, text), length in zip(result.lines, result.lengths, strict=True)
+            ]
             if not numbered:
                 header = (
                     f"{args.file} has {result.total_lines} lines; none from line {args.start} ({args.head_or_tail})."
                 )
                 return _text(header)
-            header = f"{args.file}: lines {result.lines[0][0]}-{result.lines[-1][0]} of {result.total_lines}"
-            return _text(_capped(header, numbered, budget))
+            last = result.lines[-1][0] + result.omitted
+            header = f"{args.file}: lines {result.lines[0][0]}-{last} of {result.total_lines}"
+            return _text(_capped(header, numbered, budget, left_out=result.omitted))
         found = await sandbox.grep(
-            args.file,
+            opened,
             args.regex,
             before=args.before,
             after=args.after,
             case_sensitive=args.case_sensitive,
             max_matches=args.max_matches,
+            owner=session.id,
+            max_line_chars=MAX_LINE_CHARS,
+            max_chars=max_chars,
         )
     except SandboxError as exc:
         raise FileToolError(f"{name} failed: {exc}") from None
+    finally:
+        opened.close()
     return _text(_grep_text(args, found, budget))
 
 
@@ -149,19 +177,24 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> No
 def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
     if not found.matches:
         case = "case-sensitive" if args.case_sensitive else "case-insensitive"
-        return f"No matches for {clip(args.regex)!r} in {args.file} ({case})."
+        return f"No matches for {args.regex!r} in {args.file} ({case})."
     more = "; more exist (raise maxMatches or narrow the pattern)" if found.more else ""
-    header = f"{found.matches} matching line(s) for {clip(args.regex)!r} in {args.file}{more}"
+    header = f"{found.matches} matching line(s) for {args.regex!r} in {args.file}{more}"
     lines: list[str] = []
     for index, block in enumerate(found.blocks):
         if index:
             lines.append("───")
-        lines.extend(f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text)}" for line in block)
-    return _capped(header, lines, budget)
+        lines.extend(
+            f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text, line.length)}" for line in block
+        )
+    return _capped(header, lines, budget, left_out=found.omitted_lines + found.omitted_blocks)
 
 
-def _capped(header: str, lines: Iterable[str], budget: int) -> str:
-    """`header` and as many `lines` as fit in `budget` tokens, then a line saying what was left out."""
+def _capped(header: str, lines: Iterable[str], budget: int, *, left_out: int = 0) -> str:
+    """`header` and as many `lines` as fit in `budget` tokens, then a line saying what was left out.
+
+    `left_out` more lines (and block separators) were never sent, being past what could fit.
+    """
     kept: list[str] = []
     used = count_tokens(header)
     pending = list(lines)
@@ -171,17 +204,18 @@ def _capped(header: str, lines: Iterable[str], budget: int) -> str:
             break
         kept.append(line)
         used += cost
-    left = len(pending) - len(kept)
+    left = len(pending) - len(kept) + left_out
     tail = (
         [f"[... {left} more line(s) left out to stay under {budget} tokens; ask for fewer lines ...]"] if left else []
     )
     return "\n".join([header + ":", *kept, *tail])
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_LINE_CHARS:
+def _clip(text: str, length: int) -> str:
+    """A line the sandbox cut at MAX_LINE_CHARS, marked with how much of it is not shown."""
+    if length <= len(text):
         return text
-    return f"{text[:MAX_LINE_CHARS]}… (+{len(text) - MAX_LINE_CHARS} characters)"
+    return f"{text}… (+{length - len(text)} characters)"
 
 
 def _text(text: str) -> types.CallToolResult:

@@ -10,15 +10,14 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from extraction import Extraction, truncate
+from extraction import Extraction, truncate, truncate_source
 from extraction import Mode as ExtractMode
 from server.config import Settings
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages
-from server.handles.calls import Call, render_output
-from server.handles.retrieval import RetrievalError, SliceRequest, raw, slice_text
+from server.handles.calls import Call
+from server.handles.retrieval import Opener, RetrievalError, SliceRequest, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions
-from server.handles.store import StoreError
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 
@@ -26,7 +25,7 @@ PROGRESS_EVERY_S = 5.0
 UNKNOWN_SHOWN = 5
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
-ExtractFn = Callable[[Call, str, str, ExtractMode], Awaitable[Extraction]]
+ExtractFn = Callable[[Call, Opener, str, ExtractMode], Awaitable[Extraction]]  # (call, its output, extract, mode)
 
 
 class OwnToolError(ClaimcheckError):
@@ -181,41 +180,29 @@ async def _tool_output(
     call.seen = True
     call.retrievals += 1
     call.note("retrieved", f"tool_output mode={args.mode}")
-    text = await _text_of(call, session, sessions)
     size = f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
-    try:
+    try:  # every mode reads the output from its file, in pieces (server.handles.retrieval)
+        opener = await source_of(call, session, sessions)
         if args.mode == "raw":
-            return _text(
-                messages.success(call.public_name, call.handle, "raw", raw(text, size=size, threshold=threshold))
-            )
+            async with opener() as source:
+                body = await anyio.to_thread.run_sync(lambda: raw(source, size=size, threshold=threshold))
+            return _text(messages.success(call.public_name, call.handle, "raw", body))
         if args.mode == "slice":
             if args.slice is None:
                 raise RetrievalError("mode slice needs `slice`: {start, length} or {anchor, window, match_index}.")
             request = SliceRequest(**args.slice.model_dump())
-            body = await anyio.to_thread.run_sync(lambda: slice_text(text, request, threshold=threshold))
+            async with opener() as source:
+                body = await anyio.to_thread.run_sync(lambda: slice_text(source, request, threshold=threshold))
             return _text(messages.success(call.public_name, call.handle, "slice", body))
+        if args.mode == "truncate":
+            async with opener() as source:
+                body = await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
+            return _text(messages.success(call.public_name, call.handle, "truncate", body))
+        assert args.extract is not None and args.mode in ("auto", "full-chunked", "read-grep")
+        extraction = await extract(call, opener, args.extract, args.mode)
     except RetrievalError as exc:
         raise fail(str(exc)) from None
-    if args.mode == "truncate":
-        body = await anyio.to_thread.run_sync(lambda: truncate(text, threshold=threshold))
-        return _text(messages.success(call.public_name, call.handle, "truncate", body))
-    assert args.extract is not None and args.mode in ("auto", "full-chunked", "read-grep")
-    extraction = await extract(call, text, args.extract, args.mode)
     return _text(messages.success(call.public_name, call.handle, extraction.strategy, extraction.body))
-
-
-async def _text_of(call: Call, session: Session, sessions: Sessions) -> str:
-    if call.stored:
-        try:
-            return await session.store.read_text(call.handle)
-        except StoreError as exc:
-            raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", str(exc))) from None
-    if call.result is not None:
-        await sessions.ensure_stored(session, call)
-        return render_output(call.result)
-    if call.fallback is not None:
-        raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", call.fallback))
-    raise OwnToolError(messages.failure(call.public_name, call.handle, "raw", "The output could not be stored."))
 
 
 async def _wait(

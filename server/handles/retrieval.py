@@ -1,14 +1,29 @@
-"""The non-LLM ways of reading a stored output besides truncate: raw and slice (DESIGN §5)."""
+"""Where `tool_output` gets an output's text, and its non-LLM readings besides truncate: raw and slice (DESIGN §5).
+
+A stored output is read from its file through the store's one door (`SessionStore.open_output`), in pieces:
+nothing here holds a whole output, whatever its size. A small result that was never stored is read from
+memory. raw and slice are blocking; callers run them in a worker thread.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 
-from extraction import exceeds
+import anyio
 
-__all__ = ["RetrievalError", "SliceRequest", "raw", "slice_text"]
+from extraction import Source, TextSource, exceeds, find_all, read_all, read_chars, source_exceeds
+from server.handles.calls import Call, render_output
+from server.handles.sessions import Session, Sessions
+from server.handles.store import SessionStore, StoreError
+
+__all__ = ["Opener", "RetrievalError", "SliceRequest", "raw", "slice_text", "source_of"]
 
 _USE_INSTEAD = 'Use mode "auto" with `extract`, mode "slice", mode "truncate", or Read/Grep with the handle as `file`.'
+_MAX_TOKEN_BYTES = 128  # a slice of more characters than threshold × this is over the threshold
+
+Opener = Callable[[], AbstractAsyncContextManager[Source]]
 
 
 class RetrievalError(Exception):
@@ -24,16 +39,40 @@ class SliceRequest:
     match_index: int = 0
 
 
-def raw(text: str, *, size: str, threshold: int) -> str:
+async def source_of(call: Call, session: Session, sessions: Sessions) -> Opener:
+    """How to open the output of a finished `call` for reading; `RetrievalError` when there is none."""
+    if call.stored:
+        store = session.store
+        return lambda: _stored(store, call.handle)
+    if call.result is not None:
+        await sessions.ensure_stored(session, call)
+        source = TextSource.of(render_output(call.result))  # small: it was returned inline
+        return lambda: nullcontext(source)
+    raise RetrievalError(call.fallback if call.fallback is not None else "The output could not be stored.")
+
+
+@asynccontextmanager
+async def _stored(store: SessionStore, handle: str) -> AsyncIterator[Source]:
+    try:
+        opened = await anyio.to_thread.run_sync(store.open_output, handle)
+    except StoreError as exc:
+        raise RetrievalError(str(exc)) from None
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def raw(source: Source, *, size: str, threshold: int) -> str:
     """The whole output, when it is under the token threshold."""
-    if exceeds(text, threshold):
+    if source_exceeds(source, threshold):
         raise RetrievalError(
             f"The output is too large for raw ({size}; the threshold is {threshold} tokens). {_USE_INSTEAD}"
         )
-    return text
+    return read_all(source)
 
 
-def slice_text(text: str, request: SliceRequest, *, threshold: int) -> str:
+def slice_text(source: Source, request: SliceRequest, *, threshold: int) -> str:
     """Characters `start`..`start+length`, or a window centred on the `match_index`-th `anchor`."""
     if request.anchor is not None:
         if request.anchor == "":
@@ -41,27 +80,27 @@ def slice_text(text: str, request: SliceRequest, *, threshold: int) -> str:
         if request.window < 0 or request.match_index < 0:
             raise RetrievalError("`window` and `match_index` must not be negative.")
         position, found = -1, 0
-        while found <= request.match_index:
-            position = text.find(request.anchor, position + 1)
-            if position < 0:
+        for at in find_all(source, request.anchor):
+            position, found = at, found + 1
+            if found > request.match_index:
                 break
-            found += 1
-        if position < 0:
+        if found <= request.match_index:
             seen = f" (it occurs {found} time{'s' if found != 1 else ''}; match_index is 0-based)" if found else ""
             raise RetrievalError(f"Anchor not found in content{seen}.")
         start = max(0, position - request.window // 2)
-        end = min(len(text), position + len(request.anchor) + request.window // 2)
+        wanted = position + len(request.anchor) + request.window // 2
     else:
         if request.start is None or request.length is None:
             raise RetrievalError("slice needs either `anchor` or both `start` and `length` (in characters).")
         if request.start < 0 or request.length < 0:
             raise RetrievalError("`start` and `length` must not be negative.")
-        if request.start >= len(text) and not (request.start == 0 and not text):
-            raise RetrievalError(f"`start` {request.start} is past the end of the output ({len(text)} characters).")
-        start, end = request.start, min(len(text), request.start + request.length)
-    piece = text[start:end]
-    if exceeds(piece, threshold):
+        start, wanted = request.start, request.start + request.length
+    piece, total = read_chars(source, start, wanted, threshold * _MAX_TOKEN_BYTES)
+    if request.anchor is None and start >= total and not (start == 0 and not total):
+        raise RetrievalError(f"`start` {start} is past the end of the output ({total} characters).")
+    end = min(total, wanted)
+    if piece is None or exceeds(piece, threshold):
         raise RetrievalError(
             f"The slice of {end - start} characters is over the {threshold}-token threshold; ask for a shorter one."
         )
-    return f"[characters {start}-{end} of {len(text)}]\n{piece}"
+    return f"[characters {start}-{end} of {total}]\n{piece}"

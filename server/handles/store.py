@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiofiles
+import anyio
 
+from fs_sandbox import NotFound, OpenFile, SandboxError, open_file
 from server.errors import ClaimcheckError
 from server.handles.run_root import make_run_root, remove_stale_roots
 
@@ -149,14 +151,34 @@ class SessionStore:
             ) from exc
         return target
 
-    async def read_text(self, handle: str) -> str:
-        """The whole stored text of `handle`, exactly as written."""
-        path = self._path_of(handle)
+    def open_output(self, handle: str) -> OpenFile:
+        """The stored file of `handle`, opened for reading through fs_sandbox's one door.
+
+        Only a regular file directly in this session's own directory is accepted: the directory is opened
+        by descriptor and nothing on the way is a link that gets followed; FIFOs, devices and sockets are
+        refused at once. The size is the descriptor's. Blocking (run it in a worker thread); the caller
+        closes the result. Every read of a stored output starts here.
+        """
+        name = self._file_of(handle)
         try:
-            async with aiofiles.open(path, encoding="utf-8", newline="") as stored:
-                return await stored.read()
-        except FileNotFoundError:
+            return open_file(self.path, name)
+        except NotFound:
             raise StoreError(f'unknown handle "{handle}": no output is stored for it') from None
+        except SandboxError as exc:
+            why = str(exc).replace(repr(name), "its file")
+            raise StoreError(f'could not read the output of handle "{handle}": {why}', reason=why) from None
+
+    async def read_text(self, handle: str) -> str:
+        """The whole stored text of `handle`, exactly as written: for small outputs (and tests) only, since
+        it is held whole; readers of outputs of any size stream from `open_output`."""
+        opened = await anyio.to_thread.run_sync(self.open_output, handle)
+
+        def blocking() -> str:
+            with opened:
+                return opened.read(0, opened.size).decode("utf-8")
+
+        try:
+            return await anyio.to_thread.run_sync(blocking)
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f'could not read the output of handle "{handle}": {_reason(exc)}') from exc
 
@@ -170,9 +192,12 @@ class SessionStore:
         _remove_tree(self.path)
 
     def _path_of(self, handle: str) -> Path:
+        return self.path / self._file_of(handle)
+
+    def _file_of(self, handle: str) -> str:
         if not self.owns(handle):
             raise StoreError(f'unknown handle "{handle}"')
-        return self.path / handle.partition("/")[2]
+        return handle.partition("/")[2]
 
 
 def _private_opener(path: str, flags: int) -> int:

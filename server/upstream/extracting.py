@@ -35,6 +35,7 @@ from server.errors import ClaimcheckError
 from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
 from server.handles.own_tools import ExtractFn
+from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
 from server.proxy import Proxy
 
@@ -86,6 +87,7 @@ class Conversation:
     answers: list[Completion | LLMError] | None = None
     answered: anyio.Event = field(default_factory=anyio.Event)
     result: Extraction | None = None
+    failure: RetrievalError | None = None  # the output could not be read when the background run began
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     def changed(self) -> anyio.Event:
@@ -203,7 +205,7 @@ def extract_function(
 ) -> ExtractFn:
     """What `tool_output` calls for auto, full-chunked and read-grep in this request."""
 
-    async def extract(call: Call, text: str, request: str, mode: ExtractMode) -> Extraction:
+    async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction
         llm, reason = choose_llm(settings, ctx)
         document = Document(call.public_name, call.arguments_json, call.handle, call.bytes, call.lines, call.tokens)
@@ -227,18 +229,19 @@ def extract_function(
             return run
 
         async def run(chosen: LLM | None) -> Extraction:
-            return await proxy.extractor.extract(
-                document,
-                text,
-                call.sha256,
-                request,
-                mode,
-                llm=chosen,
-                usage=_CallUsage(session.usage, call),
-                tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
-                threshold=threshold,
-                unavailable_reason=reason,
-            )
+            async with output() as source:  # opened by whoever runs the extraction, read in pieces
+                return await proxy.extractor.extract(
+                    document,
+                    source,
+                    call.sha256,
+                    request,
+                    mode,
+                    llm=chosen,
+                    usage=_CallUsage(session.usage, call),
+                    tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
+                    threshold=threshold,
+                    unavailable_reason=reason,
+                )
 
         if llm is None and reason == _ROUNDS:
             return await _in_rounds(proxy, ctx, session, params, run)
@@ -263,7 +266,10 @@ async def _in_rounds(
         llm = BatchSamplingLLM(conversation, proxy.config.settings.extraction, client)
 
         async def background() -> None:
-            conversation.result = await run(llm)
+            try:
+                conversation.result = await run(llm)
+            except RetrievalError as exc:
+                conversation.failure = exc
             conversation.pulse()
 
         proxy.sessions.spawn(background)
@@ -272,8 +278,11 @@ async def _in_rounds(
         conversation.answers = [_answer_of(responses.get(f"s{i}")) for i in range(len(conversation.batch))]
         conversation.batch = None
         conversation.answered.set()
-    while conversation.result is None and conversation.batch is None:
+    while conversation.result is None and conversation.batch is None and conversation.failure is None:
         await conversation.changed().wait()
+    if conversation.failure is not None:
+        session.conversations.pop(conversation.token, None)
+        raise conversation.failure
     if conversation.result is not None:
         session.conversations.pop(conversation.token, None)
         return conversation.result
