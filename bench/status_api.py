@@ -104,7 +104,8 @@ async def history_at_scale(rows: int, requests: int) -> dict[str, Any]:
         async with anyio.create_task_group() as tg:
             await tg.start(history.run)
             url = await tg.start(serve_api, api, 0, Path(tmp))
-            async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            token = {"Authorization": f"Bearer {api.token}"}  # the API is private: every /v1 route needs it
+            async with httpx2.AsyncClient(base_url=url, timeout=30, headers=token) as http:
                 for label, params in {
                     "status=failed&server=s3, limit 50": {"status": "failed", "server": "s3", "limit": "50"},
                     "first page, no filter": {},
