@@ -196,7 +196,11 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length", b"")
+        headers = dict(scope["headers"])
+        if b"content-length" not in headers and b"transfer-encoding" not in headers:
+            await self.app(scope, receive, send)  # no body (a GET stream, say): nothing to count
+            return
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(send, f"{int(declared)} bytes")
             return
