@@ -136,3 +136,115 @@ def test_malformed_json_is_an_error(bad: bytes) -> None:
 
 def test_invalid_utf8_becomes_the_replacement_character() -> None:
     assert decode(b'"a\xffb"', [2])[0] == "a\ufffdb"
+
+
+class SkipUnderS(Rebuild):
+    """Rebuilds the value but asks the stream to skip every container under a key "s" (kept as empty)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stream: JsonStream | None = None
+        self.ignoring = 0  # depth inside a skipped container
+
+    def _open(self, empty: Any) -> bool:
+        if self.ignoring:
+            self.ignoring += 1
+            return True
+        if self.stack and isinstance(self.stack[-1], dict) and self.keys[-1] == "s":
+            assert self.stream is not None
+            self.stream.skip()
+            self._add(empty)
+            self.ignoring = 1
+            return True
+        return False
+
+    def start_object(self) -> None:
+        if not self._open({}):
+            super().start_object()
+
+    def start_array(self) -> None:
+        if not self._open([]):
+            super().start_array()
+
+    def end_object(self) -> None:
+        if self.ignoring:
+            self.ignoring -= 1
+        else:
+            super().end_object()
+
+    def end_array(self) -> None:
+        if self.ignoring:
+            self.ignoring -= 1
+        else:
+            super().end_array()
+
+    def key(self, name: str) -> None:
+        if not self.ignoring:
+            super().key(name)
+
+    def scalar(self, value: int | float | bool | None) -> None:
+        if not self.ignoring:
+            super().scalar(value)
+
+    def string_start(self) -> None:
+        if not self.ignoring:
+            super().string_start()
+
+    def string_piece(self, text: str) -> None:
+        if not self.ignoring:
+            super().string_piece(text)
+
+    def string_end(self) -> None:
+        if not self.ignoring:
+            super().string_end()
+
+
+def emptied(value: Any) -> Any:
+    """`value` with every container under a key "s" emptied."""
+    if isinstance(value, dict):
+        return {k: (type(v)() if k == "s" and isinstance(v, (dict, list)) else emptied(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [emptied(v) for v in value]
+    return value
+
+
+def decode_skipping(data: bytes, cuts: list[int]) -> Any:
+    handler = SkipUnderS()
+    stream = JsonStream(handler)
+    handler.stream = stream
+    last = 0
+    for cut in sorted({min(max(c, 0), len(data)) for c in cuts}):
+        stream.feed(data[last:cut])
+        last = cut
+    stream.feed(data[last:])
+    stream.finish()
+    return handler.value
+
+
+skippable = st.recursive(
+    json_values,
+    lambda children: (
+        st.dictionaries(st.sampled_from(["s", "k", "t"]), children, max_size=3) | st.lists(children, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=skippable, cuts=st.lists(st.integers(0, 300), max_size=10))
+def test_skipped_containers_are_gone_through_and_everything_after_them_decodes(value: Any, cuts: list[int]) -> None:
+    data = json.dumps(value).encode()
+    assert same(decode_skipping(data, cuts), emptied(json.loads(data)))
+
+
+def test_a_skipped_container_with_members_too_big_for_one_piece_is_tokenized_and_still_skipped() -> None:
+    value = {"s": {"big": "x" * 600_000, "list": [{"a": "y" * 300_000}] * 2, "n": 1}, "k": "after"}
+    data = json.dumps(value).encode()
+    assert decode_skipping(data, list(range(0, len(data), 65536))) == {"s": {}, "k": "after"}
+
+
+def test_a_malformed_skipped_container_is_still_an_error() -> None:
+    with pytest.raises(JsonStreamError):
+        decode_skipping(b'{"s": {"a": 1,, "b": 2}}', [])
+    with pytest.raises(JsonStreamError):
+        decode_skipping(b'{"s": [1, 2', [])

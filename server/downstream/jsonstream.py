@@ -10,6 +10,7 @@ Everything outside strings is small by nature and tokenized in Python.
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 from collections.abc import Callable
 from typing import Protocol
@@ -19,12 +20,17 @@ __all__ = ["JsonHandler", "JsonStream", "JsonStreamError"]
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"[-+0-9.eEtrufalsn]*")
 _HEX = frozenset("0123456789abcdefABCDEF")
+_SKIP_CARRY_CHARS = 256 * 1024  # a skipped member up to this long may wait for the next piece
+_scan_once: Callable[[str, int], tuple[object, int]] = json.scanner.make_scanner(  # the C scanner json.loads uses
+    json.JSONDecoder(strict=False)  # type: ignore[arg-type]  # typeshed types the argument as the scanner itself
+)
 _MAX_KEY_CHARS = 64 * 1024
 _MAX_SCALAR_CHARS = 1024
 _scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # the C scanner json.loads uses; typeshed omits it
 
 # What may come next.
 _VALUE, _KEY_OR_END, _KEY, _COLON, _COMMA_OR_END, _VALUE_OR_END, _STRING, _SCALAR_TOKEN, _DONE = range(9)
+_BEFORE_MEMBER = frozenset((_VALUE, _VALUE_OR_END, _KEY_OR_END, _KEY))
 
 
 class JsonStreamError(ValueError):
@@ -57,6 +63,7 @@ class JsonStream:
         self._in_key = False
         self._key_parts: list[str] = []
         self._key_chars = 0
+        self._skipping: set[int] = set()  # depths of containers whose members are skipped
 
     @property
     def done(self) -> bool:
@@ -94,7 +101,87 @@ class JsonStream:
             else:
                 position = _SPACE.match(text, position).end()  # type: ignore[union-attr]  # always matches
                 if position < end:
-                    position = self._structural(text[position], position)
+                    if len(self._stack) in self._skipping:
+                        position = self._skip_elements(text, position)
+                    else:
+                        position = self._structural(text[position], position)
+
+    # -- skipping --------------------------------------------------------------------------------
+
+    def skip(self) -> None:
+        """Called by the handler from `start_object`/`start_array`: it wants no events for the members of
+        the container just opened. They are then parsed whole by json's C scanner where they fit in a
+        piece, which is many times faster; the container's end is still reported."""
+        self._skipping.add(len(self._stack))
+
+    def _skip_elements(self, text: str, position: int) -> int:
+        """Go through the skipped container's members in C; return where normal tokenizing must go on."""
+        end = len(text)
+        depth = len(self._stack)
+        in_object = self._stack[-1] == 0
+        scan, space = _scan_once, _SPACE.match
+        batched = False
+        while position < end:
+            char = text[position]
+            if char in " \t\n\r":
+                position = space(text, position).end()  # type: ignore[union-attr]  # always matches
+                continue
+            state = self._state
+            if not batched and state in _BEFORE_MEMBER and char not in "]}" and (state == _VALUE) != in_object:
+                batched = True
+                position = self._skip_batch(text, position, in_object)
+                continue
+            if state in _BEFORE_MEMBER and char not in "]}":
+                if in_object and state != _VALUE and char != '"':
+                    raise JsonStreamError(f"expected a key, found {char!r}")
+                try:
+                    after = scan(text, position)[1]
+                except (StopIteration, ValueError):
+                    after = end  # perhaps cut by the end of this piece
+                if after < end and char not in '"[{' and text[after] in "eE.+-0123456789":
+                    after = end  # a number cut inside its fraction or exponent: wait for the rest
+                if after >= end:  # a number ending here may go on in the next piece, so wait for it too
+                    if end - position < _SKIP_CARRY_CHARS:
+                        self._carry = text[position:]
+                        return end
+                    return self._structural(char, position)  # too big for one piece: tokenize this member
+                position = after
+                following = text[position] if position < end else ""
+                if in_object and state != _VALUE:
+                    self._state = _COLON
+                    if following == ":":
+                        self._state, position = _VALUE, position + 1
+                else:
+                    self._state = _COMMA_OR_END
+                    if following == ",":
+                        self._state, position = (_KEY if in_object else _VALUE), position + 1
+                continue
+            position = self._structural(char, position)
+            if len(self._stack) < depth:  # the container closed
+                self._skipping.discard(depth)
+                return position
+        return position
+
+    def _skip_batch(self, text: str, position: int, in_object: bool) -> int:
+        """Skip the run of whole members up to one of the last commas of this piece in one C call.
+
+        A comma is a separator of this container exactly when the members before it, closed as a container
+        of its kind, parse to the end; one inside a string or a nested value leaves that text invalid."""
+        opening, closing = ("{", "}") if in_object else ("[", "]")
+        comma = text.rfind(",", position)
+        for _ in range(4):
+            if comma <= position or not text[position:comma].strip():
+                break
+            candidate = f"{opening}{text[position:comma]}{closing}"
+            try:
+                whole = _scan_once(candidate, 0)[1] == len(candidate)
+            except (StopIteration, ValueError):
+                whole = False
+            if whole:
+                self._state = _KEY if in_object else _VALUE
+                return comma + 1
+            comma = text.rfind(",", position, comma)
+        return position
 
     # -- outside strings ---------------------------------------------------------------------------
 

@@ -25,6 +25,10 @@ class OutputSink(Protocol):
     def write(self, text: str) -> None: ...
 
 
+class Skipper(Protocol):
+    def skip(self) -> None: ...
+
+
 class _Emitter:
     """Writes the tokens it is given back out as JSON, dropping null members as pydantic's exclude_none does."""
 
@@ -303,6 +307,7 @@ class ResultRenderer:
         self._path: list[str] = []  # their keys ("" for the message itself)
         self._key: str | None = None
         self._capture: _Capture | None = None
+        self.stream: Skipper | None = None  # set by the owner of the JsonStream that feeds this renderer
         self.items = 0
         self.id: Any = None
         self.method: str | None = None
@@ -318,6 +323,7 @@ class ResultRenderer:
         capture = self._capture
         if capture is not None:
             getattr(capture, kind)()
+            self._maybe_skip(capture, kind)
             return True
         where = (*self._path[1:], self._key)
         if self._depth == 0:
@@ -346,7 +352,13 @@ class ResultRenderer:
             capture = _Skip()
         self._capture = capture
         getattr(capture, kind)()
+        self._maybe_skip(capture, kind)
         return True
+
+    def _maybe_skip(self, capture: _Capture, kind: str) -> None:
+        """Members of a skipped container need no tokens: let the stream go through them in C."""
+        if self.stream is not None and isinstance(capture, _Skip) and kind in ("start_object", "start_array"):
+            self.stream.skip()
 
     def _captured(self) -> None:
         capture = self._capture

@@ -186,6 +186,7 @@ class MessageSpool:
         self._raw = _File(stem.with_suffix(".raw"), policy.raw_keep + 1)
         self._renderer = ResultRenderer(self._output, self._structured)
         self._stream = JsonStream(self._renderer)
+        self._renderer.stream = self._stream
         self._broken: str | None = None
         self.size = 0
 
