@@ -168,6 +168,12 @@ def read_lines(
 # grep
 
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+_FOLD_TO_ASCII = tuple(c.encode() for c in "\u0130\u0131\u017f\u212a")  # İ ı ſ K: all re.IGNORECASE adds to a-z
+
+
+def _folds_to_ascii(data: bytes) -> bool:
+    """Whether `data` holds one of the four letters; their lead bytes are looked for first (memchr is fast)."""
+    return any(code[:1] in data and code in data for code in _FOLD_TO_ASCII)
 
 
 def compile_pattern(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
@@ -242,8 +248,10 @@ def _search_window(
     window: _Window, compiled: re.Pattern[str], needle: bytes | None, found: list[int], limit: int, resume: int
 ) -> tuple[int, bool]:
     joined = window.before + window.body + window.ahead
-    # re.IGNORECASE is Unicode-aware ("k" also matches the Kelvin sign), so bytes only stand in for ASCII text.
-    if needle is not None and (not compiled.flags & re.IGNORECASE or joined.isascii()):
+    # re.IGNORECASE is Unicode-aware: "k" also matches the Kelvin sign, so lowered bytes stand in for the text
+    # only where none of the four characters that fold to ASCII letters occur.
+    folding = compiled.flags & re.IGNORECASE and not joined.isascii() and _folds_to_ascii(joined)
+    if needle is not None and not folding:
         data = joined.lower() if compiled.flags & re.IGNORECASE else joined
         start, end = len(window.before), len(window.before) + len(window.body)
         return _search(data, start, end, window, lambda at: data.find(needle, at), found, limit, resume)

@@ -1,0 +1,168 @@
+"""Grep is fair: searches queue per session, are served in turn, and one session's flood stays its own.
+
+A session may have a bounded number of searches in flight; one more is refused at once with a clear
+error. A worker that comes free goes to the session with the fewest searches running, so another
+session's search waits at most for one running search to end (at worst, one grep timeout).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from support import text_of
+from test_handles import Downstream, client_of, handle_in, handles_proxy
+
+from fs_sandbox import Busy, PatternTimeout, Sandbox
+from fs_sandbox._fair import FairQueue
+
+pytestmark = pytest.mark.anyio
+
+CATASTROPHIC = "(a+)+$"  # on "aaa…ab" this backtracks far past any timeout
+EVIL_TEXT = "a" * 50_000 + "b"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "evil").write_text(EVIL_TEXT, encoding="utf-8")
+    (tmp_path / "fine").write_text("one\nfine line\nthree\n", encoding="utf-8")
+    return tmp_path
+
+
+async def test_one_sessions_flood_delays_anothers_grep_by_at_most_one_grep_timeout(files: Path) -> None:
+    timeout = 1.0
+    sandbox = Sandbox(files, timeout=timeout, workers=2, per_owner=20)
+    timed_out: list[str] = []
+
+    async def slow() -> None:
+        try:
+            await sandbox.grep("evil", CATASTROPHIC, owner="A")
+        except PatternTimeout:
+            timed_out.append("A")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(slow)
+            await anyio.wait_all_tasks_blocked()  # every one of A's searches is queued or running
+            assert sandbox.in_flight("A") == 20
+            with anyio.fail_after(0.5), pytest.raises(Busy, match="too many searches in flight"):
+                await sandbox.grep("evil", CATASTROPHIC, owner="A")
+            with anyio.fail_after(timeout + 0.5):
+                found = await sandbox.grep("fine", "fine", owner="B")
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.move_on_after(10, shield=True):
+            await sandbox.aclose()
+
+    assert found.matches == 1
+    assert len(timed_out) <= 2  # B went ahead of the rest of A's queue
+
+
+async def test_a_session_at_its_bound_can_search_again_once_one_finishes(files: Path) -> None:
+    sandbox = Sandbox(files, timeout=0.5, workers=2, per_owner=2)
+
+    async def slow() -> None:
+        with pytest.raises(PatternTimeout):
+            await sandbox.grep("evil", CATASTROPHIC, owner="A")
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for _ in range(2):
+                    tg.start_soon(slow)
+                await anyio.wait_all_tasks_blocked()
+                with pytest.raises(Busy):
+                    await sandbox.grep("fine", "fine", owner="A")
+            assert sandbox.in_flight("A") == 0
+            again = await sandbox.grep("fine", "fine", owner="A")
+    finally:
+        await sandbox.aclose()
+    assert again.matches == 1
+
+
+async def test_free_slots_go_round_robin_to_the_least_served_owner() -> None:
+    queue = FairQueue(slots=1, per_owner=10)
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def job(owner: str) -> None:
+        with queue.admitted(owner):
+            async with queue.turn(owner):
+                order.append(owner)
+                if len(order) == 1:
+                    await release.wait()  # hold the only slot until everyone is queued
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(job, "A")
+            await anyio.wait_all_tasks_blocked()
+            for owner in ["A", "A", "A", "B", "C", "B"]:
+                tg.start_soon(job, owner)
+                await anyio.wait_all_tasks_blocked()
+            release.set()
+
+    assert order == ["A", "A", "B", "C", "A", "B", "A"]
+
+
+async def test_a_cancelled_waiter_gives_its_turn_away() -> None:
+    queue = FairQueue(slots=1, per_owner=10)
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def job(owner: str, hold: bool = False) -> None:
+        with queue.admitted(owner):
+            async with queue.turn(owner):
+                order.append(owner)
+                if hold:
+                    await release.wait()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(job, "A", True)
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(job, "B")
+            await anyio.wait_all_tasks_blocked()
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(job, "C")
+                await anyio.wait_all_tasks_blocked()
+                inner.cancel_scope.cancel()  # C leaves the queue before its turn
+            tg.start_soon(job, "D")
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+
+    assert order == ["A", "B", "D"]
+    assert queue.in_flight("C") == 0
+
+
+async def test_through_claimcheck_a_flooding_session_does_not_hold_up_another(files: Path) -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as alice, client_of(proxy) as bob:
+        with anyio.fail_after(10):
+            evil = handle_in(text_of(await alice.call_tool("down__echo", {"text": EVIL_TEXT})))
+            fine = handle_in(text_of(await bob.call_tool("down__big", {"lines": 400})))
+        assert proxy.sandbox is not None
+        timeout = proxy.sandbox.timeout
+        answers: list[str] = []
+
+        async def flood() -> None:
+            result = await alice.call_tool("Grep", {"file": evil, "regex": CATASTROPHIC})
+            answers.append(text_of(result))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(24):
+                tg.start_soon(flood)
+            await anyio.wait_all_tasks_blocked()
+            with anyio.fail_after(timeout + 0.5):
+                found = await bob.call_tool("Grep", {"file": fine, "regex": "line 00399", "before": 0, "after": 0})
+            with anyio.fail_after(24 * timeout):
+                while len(answers) < 4:  # the four over the bound are answered at once; the rest time out
+                    await anyio.wait_all_tasks_blocked()
+                    await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+
+    assert text_of(found).startswith("1 matching line(s) for 'line 00399'")
+    refused = [answer for answer in answers if "too many searches in flight" in answer]
+    assert len(refused) == 4
+    assert refused[0].startswith("Grep failed: too many searches in flight for this session (20 queued or running")
