@@ -7,8 +7,9 @@ from typing import Any
 import anyio
 import pytest
 import tiktoken
+from mcp.server.mcpserver.exceptions import ToolError
 from support import text_of
-from test_handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
+from test_handles import THRESHOLD, Downstream, big_text, client_of, handle_in, handles_proxy, start_in_background
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +126,26 @@ async def test_a_small_background_output_can_be_read_as_a_file_once_finished() -
             await client.call_tool("wait_for_tool_output", {})
             read = text_of(await client.call_tool("Read", {"file": handle, "start": 1, "lines": 1}))
     assert read.splitlines()[:2] == [f"{handle}: lines 2-2 of 3:", "     2  two"]
+
+
+async def test_a_failed_calls_stored_error_output_can_be_read_and_is_shown_cut() -> None:
+    down = Downstream()
+
+    @down.server.tool(structured_output=False)
+    def fail_big(lines: int) -> str:
+        raise ToolError(big_text(lines))
+
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = await start_in_background(client, "down__fail_big", lines=400)
+            await client.call_tool("wait_for_tool_output", {})
+            shown = await client.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+            read = text_of(await client.call_tool("Read", {"file": handle, "lines": 1, "headOrTail": "tail"}))
+            grep = text_of(await client.call_tool("Grep", {"file": handle, "regex": "line 00200", "after": 0}))
+    assert shown.is_error
+    assert text_of(shown).startswith(f"TOOL_OUTPUT FAILED FOR down__fail_big WITH HANDLE {handle}, STRATEGY:raw:\n\n")
+    assert "The call failed: Error executing tool fail_big: line 00000 of the big output" in text_of(shown)
+    assert "omitted by truncate" in text_of(shown)
+    assert len(ENC.encode_ordinary(text_of(shown))) < THRESHOLD + 100
+    assert read == f"{handle}: lines 400-400 of 400:\n   400  line 00399 of the big output, with words to count"
+    assert grep.splitlines()[-1] == "   201 → line 00200 of the big output, with words to count"

@@ -166,7 +166,7 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> No
         raise FileToolError(f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.')
     if call.status == "running":
         raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
-    if call.status != "ready":
+    if call.status != "ready" and not (call.status == "failed" and call.stored):  # a tool's stored error output
         raise FileToolError(f'"{handle}" has no output: the call {call.status} ({call.error or "no details"}).')
     call.seen = True
     await sessions.ensure_stored(session, call)

@@ -10,13 +10,13 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from extraction import Extraction, truncate, truncate_source
+from extraction import Extraction, truncate_source
 from extraction import Mode as ExtractMode
 from server.config import Settings
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages
 from server.handles.calls import Call
-from server.handles.retrieval import Opener, RetrievalError, SliceRequest, raw, slice_text, source_of
+from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
@@ -173,8 +173,7 @@ async def _tool_output(
     if call.status == "running":
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
-        error = truncate(call.error or "no details", threshold=threshold)  # an error can be huge too
-        raise fail(f"The call {call.status}: {error}")
+        raise fail(f"The call {call.status}: {await error_of(call, session, sessions, threshold=threshold)}")
     if args.mode in ("auto", "full-chunked", "read-grep") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True

@@ -13,12 +13,22 @@ from dataclasses import dataclass
 
 import anyio
 
-from extraction import Source, TextSource, exceeds, find_all, read_all, read_chars, source_exceeds
+from extraction import (
+    Source,
+    TextSource,
+    exceeds,
+    find_all,
+    read_all,
+    read_chars,
+    source_exceeds,
+    truncate,
+    truncate_source,
+)
 from server.handles.calls import Call, render_output
 from server.handles.sessions import Session, Sessions
 from server.handles.store import SessionStore, StoreError
 
-__all__ = ["Opener", "RetrievalError", "SliceRequest", "raw", "slice_text", "source_of"]
+__all__ = ["Opener", "RetrievalError", "SliceRequest", "error_of", "raw", "slice_text", "source_of"]
 
 _USE_INSTEAD = 'Use mode "auto" with `extract`, mode "slice", mode "truncate", or Read/Grep with the handle as `file`.'
 _MAX_TOKEN_BYTES = 128  # a slice of more characters than threshold × this is over the threshold
@@ -49,6 +59,19 @@ async def source_of(call: Call, session: Session, sessions: Sessions) -> Opener:
         source = TextSource.of(render_output(call.result))  # small: it was returned inline
         return lambda: nullcontext(source)
     raise RetrievalError(call.fallback if call.fallback is not None else "The output could not be stored.")
+
+
+async def error_of(call: Call, session: Session, sessions: Sessions, *, threshold: int) -> str:
+    """What a call that did not finish ready reports, cut to the threshold: the tool's own error output when
+    it is stored (it can be as large as any output), else the error claimcheck recorded."""
+    if call.status == "failed" and call.stored:
+        try:
+            opener = await source_of(call, session, sessions)
+            async with opener() as source:
+                return await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
+        except RetrievalError:
+            pass
+    return truncate(call.error or "no details", threshold=threshold)
 
 
 @asynccontextmanager
