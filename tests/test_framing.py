@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.framing import LineSplitter, parse_line
+from server.framing import Framer, LineSplitter, LongLine, parse_line
 
 lines = st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\n", b"x")), max_size=20)
 
@@ -32,3 +32,40 @@ def test_an_unterminated_last_line_is_held_back_until_its_newline_arrives() -> N
 
 def test_a_garbage_line_becomes_an_error_for_the_session_not_an_exception() -> None:
     assert isinstance(parse_line(b"not json", "test"), ValueError)
+
+
+@given(lines=lines, cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30), limit=st.integers(1, 400))
+def test_the_framer_gives_short_lines_whole_and_long_ones_in_pieces_that_add_up(
+    lines: list[bytes], cuts: list[int], limit: int
+) -> None:
+    stream = b"".join(line + b"\n" for line in lines)
+    bounds = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
+    framer = Framer(limit)
+    got: list[bytes] = []
+    long: list[bytes] | None = None
+    for start, end in itertools.pairwise(bounds):
+        for frame in framer.feed(stream[start:end]):
+            if isinstance(frame, bytes):
+                assert len(frame) <= limit and long is None
+                got.append(frame)
+            elif frame.kind == "first":
+                assert long is None and len(frame.data) > limit
+                long = [frame.data]
+            elif frame.kind == "more":
+                assert long is not None
+                long.append(frame.data)
+            else:
+                assert long is not None
+                got.append(b"".join(long))
+                long = None
+    assert long is None and framer.rest() is None
+    assert got == [line for line in lines if line.strip() or len(line) > limit]
+
+
+def test_a_line_that_never_ends_is_never_held_past_the_limit() -> None:
+    framer = Framer(100)
+    frames = [frame for _ in range(1000) for frame in framer.feed(b"x" * 1000)]
+    assert all(isinstance(frame, LongLine) for frame in frames)
+    assert [frame.kind for frame in frames[:2]] == ["first", "more"]
+    assert framer.in_long_line
+    assert isinstance(framer.rest(), LongLine)
