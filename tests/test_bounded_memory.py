@@ -75,7 +75,9 @@ class Wire:
 async def claimcheck(
     tmp_path: Path, servers: dict[str, dict[str, Any]], settings: dict[str, Any], *, file_limit: int | None = None
 ) -> AsyncIterator[Wire]:
-    config = write_config(tmp_path, {"mcpServers": servers, "settings": {"root": str(tmp_path / "out"), **settings}})
+    # The size rule is under test, not the time rule: a loaded machine must not turn a big answer into a handoff.
+    base = {"root": str(tmp_path / "out"), "asyncTimeoutSecs": 600}
+    config = write_config(tmp_path, {"mcpServers": servers, "settings": {**base, **settings}})
     command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
     if file_limit is not None:  # the largest file claimcheck may write (RLIMIT_FSIZE), set before it starts
         limit = f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}))"
