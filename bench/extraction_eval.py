@@ -1,230 +1,353 @@
-"""Extraction quality against a real model: questions about real tool outputs, with facts to find.
+"""Extraction quality on a real model, against what clients do today (issue 20).
 
-Each case is an output (generated deterministically, or read off this machine), a question, and the
-facts a good answer must contain (computed from the output itself, so they hold on any machine).
-claimcheck runs in memory in front of a downstream that returns the output; the question goes
-through `tool_output(mode=auto)` to the model given by the environment:
+Per case (bench/extraction_cases.py: logs, JSON, tables, code search results, git history), with the same model
+and the same question:
+  baseline    what a client does without claimcheck: the output cut to its first 25 000 tokens (Claude Code's
+              limit) or to what the model's context leaves, whichever is smaller, and the question asked over it;
+  claimcheck  a real claimcheck proxy (in this process) in front of a downstream that returns the output, and
+              `tool_output(mode=auto)` with the question, extraction through `settings.extraction` provider openai
+              pointing at the model;
+  oracle      the whole output in the prompt, where it fits the model's context (where the baseline was not cut,
+              that is the baseline's own prompt, so its answer is reused).
+Reported per case and in total: facts found (of those the case requires), evidence quotes verified / unverified
+(baseline and oracle quotes are checked against the output the same way claimcheck checks its own), strategy,
+wall time, model tokens in/out, and the context saved (output tokens / tokens of the answer the client gets).
 
-    CLAIMCHECK_EVAL_BASE_URL   e.g. http://127.0.0.1:8080/v1 (any OpenAI-compatible endpoint)
+The model comes from the environment (any OpenAI-compatible endpoint):
+    CLAIMCHECK_EVAL_BASE_URL   e.g. http://127.0.0.1:8080/v1
     CLAIMCHECK_EVAL_MODEL      the model name
     CLAIMCHECK_EVAL_API_KEY    optional
-    CLAIMCHECK_EVAL_CONTEXT    optional context window in tokens (default 32000)
+    CLAIMCHECK_EVAL_CONTEXT    the model's context window in its own tokens (default 8192)
+or from `--local-model`, which starts bench/local_model.py's server for the run and stops it after.
 
-Run:  python bench/extraction_eval.py [--only NAME] [--json PATH]
-Without CLAIMCHECK_EVAL_BASE_URL it prints that it was skipped and exits 0. Reported per case: facts
-found, quotes verified and unverified, the strategy used, and the answer's size.
+Run:  python bench/extraction_eval.py --local-model [--only NAME] [--size 1.0] [--json PATH]
+Without a model it prints that it was skipped and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import platform
 import re
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import version
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(HERE)]
 
-from extraction import count_tokens  # noqa: E402
+from extraction_cases import CASES, Case  # noqa: E402
+from extraction_scoring import count_quotes, facts_found, score_tool_output, verified_answer  # noqa: E402
+
+from extraction import Completion, Message, count_tokens  # noqa: E402
+from extraction.openai import OpenAICompatible  # noqa: E402
+
+CLIENT_CUT_TOKENS = 25_000  # what Claude Code keeps of a tool result
+ANSWER_TOKENS = 512  # the most tokens any arm may answer with (claimcheck: maxOutputTokens)
+PROMPT_SLACK = 48  # template tokens around the messages
+DIRECT_SYSTEM = """You answer a question about the output of a tool call. Answer only from the output. Be precise; \
+keep numbers, names, paths and ids exactly as written.
+After the answer, add a line EVIDENCE: and then one line per supporting line of the output, copied verbatim and \
+wrapped in double quotes, like: > "exact text from the output\""""
+
+
+@dataclass
+class Arm:
+    """One way of answering one case."""
+
+    found: list[str]
+    verified: int
+    unverified: int
+    strategy: str
+    seconds: float
+    tokens_in: int
+    tokens_out: int
+    client_tokens: int  # what enters the client model's context: the cut output, the whole output, or the answer
+    answer: str
+    note: str = ""
+
+
+@dataclass
+class Result:
+    case: str
+    kind: str
+    where: str
+    facts: list[str]
+    output_tokens: int  # cl100k, as claimcheck counts
+    model_tokens: int  # the model's own tokenizer
+    arms: dict[str, Arm] = field(default_factory=dict)
+
+
+class ModelTokens:
+    """The served model's own tokenizer (llama-cpp-python's /extras endpoints); cl100k × 1.5 where absent."""
+
+    def __init__(self, base_url: str, model: str) -> None:
+        self.root = re.sub(r"/v1/?$", "", base_url)
+        self.model = model
+        self.available = True
+
+    async def tokenize(self, text: str) -> list[int] | None:
+        if self.available:
+            async with httpx2.AsyncClient(timeout=120) as http:
+                answer = await http.post(f"{self.root}/extras/tokenize", json={"input": text, "model": self.model})
+            if answer.status_code == 200:
+                return list(answer.json()["tokens"])
+            self.available = False
+        return None
+
+    async def count(self, text: str) -> int:
+        tokens = await self.tokenize(text)
+        return len(tokens) if tokens is not None else int(count_tokens(text) * 1.5)
+
+    async def head(self, text: str, limit: int) -> tuple[str, int]:
+        """The longest start of `text` within `limit` model tokens, and how many tokens the whole has."""
+        tokens = await self.tokenize(text)
+        if tokens is None:
+            total = int(count_tokens(text) * 1.5)
+            return text[: int(len(text) * min(1.0, limit / max(total, 1)))], total
+        if len(tokens) <= limit:
+            return text, len(tokens)
+        async with httpx2.AsyncClient(timeout=120) as http:
+            answer = await http.post(
+                f"{self.root}/extras/detokenize", json={"tokens": tokens[:limit], "model": self.model}
+            )
+        answer.raise_for_status()
+        head = str(answer.json()["text"])
+        return head[: head.rfind("\n") + 1] or head, len(tokens)  # whole lines, as a client's cut would keep
 
 
 @dataclass(frozen=True)
-class Case:
+class Model:
+    base_url: str
     name: str
-    question: str
-    output: Callable[[Path], str]
-    facts: Callable[[str], list[str]]
+    context: int
+    api_key: str | None
+    runtime: str
 
 
-def _git_repo(tmp: Path) -> str:
-    repo = tmp / "repo"
-    if not repo.exists():
-        repo.mkdir()
-        env = {**os.environ, "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
-        authors = [("Ada", "ada@example.com"), ("Linus", "linus@example.com"), ("Grace", "grace@example.com")]
-        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        for i in range(400):
-            area = ["auth", "billing", "search", "ui", "api"][i % 5]
-            (repo / f"{area}.py").write_text(f"# {i}\n", encoding="utf-8")
-            name, email = authors[i % 3]
-            message = f"{area}: change {i}" + (" (fixes CVE-2026-1234)" if i == 217 else "")
-            date = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T09:00:00"
-            subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-            subprocess.run(
-                ["git", "commit", "-q", "-m", message, "--date", date, "--author", f"{name} <{email}>"],
-                cwd=repo,
-                env=env,
-                check=True,
-            )
-    return subprocess.run(["git", "log", "--stat"], cwd=repo, check=True, capture_output=True, text=True).stdout
+async def ask_directly(model: Model, text: str, question: str, note: str) -> tuple[Completion, float]:
+    llm = OpenAICompatible(
+        model.base_url, model.name, api_key=model.api_key, context_window=model.context, timeout_secs=1800
+    )
+    user = f"TOOL OUTPUT{note}:\n{text}\n\nQUESTION: {question}"
+    started = time.perf_counter()
+    completion = await llm.complete([Message("system", DIRECT_SYSTEM), Message("user", user)], max_tokens=ANSWER_TOKENS)
+    return completion, time.perf_counter() - started
 
 
-def _users(_: Path) -> str:
-    countries = ["DE", "FR", "US", "JP", "BR"]
-    users = [
-        {"id": i, "name": f"user{i:04d}", "country": countries[i % 5], "admin": i in (7, 1234, 3999), "plan": "pro"}
-        for i in range(4000)
-    ]
-    return json.dumps({"users": users}, indent=2)
+def direct_arm(
+    completion: Completion, seconds: float, output: str, case: Case, size: float, client_tokens: int, note: str
+) -> Arm:
+    answer, _ = verified_answer(completion.text, output)
+    quotes = count_quotes(answer)
+    return Arm(
+        found=facts_found(answer, case.facts(size), question=case.question),
+        verified=quotes.verified,
+        unverified=quotes.unverified,
+        strategy="cut" if "cut" in note else "whole",
+        seconds=round(seconds, 1),
+        tokens_in=completion.input_tokens,
+        tokens_out=completion.output_tokens,
+        client_tokens=client_tokens,
+        answer=answer,
+        note=note,
+    )
 
 
-def _log(_: Path) -> str:
-    lines = []
-    for i in range(30000):
-        level = "ERROR" if i in (4242, 17000, 29999) else "WARN" if i % 2500 == 0 else "INFO"
-        detail = {4242: "disk full on /var/lib/db", 17000: "TLS handshake failed with 10.1.2.3", 29999: "OOM killed"}
-        message = detail.get(i, f"request {i} served in {i % 113} ms")
-        lines.append(f"2026-11-22T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d} web-{i % 4} {level} {message}")
-    return "\n".join(lines) + "\n"
-
-
-def _pip_list(_: Path) -> str:
-    return (
-        subprocess.run(
-            [sys.executable, "-m", "pip", "list", "--format", "columns"], check=True, capture_output=True, text=True
-        ).stdout
-        * 20
-    )  # repeated so it is large; the facts stay the same
-
-
-def _license(_: Path) -> str:
-    path = Path("/usr/share/common-licenses/GPL-3")
-    return path.read_text(encoding="utf-8") * 3 if path.exists() else "GNU GENERAL PUBLIC LICENSE Version 3\n" * 2000
-
-
-def _csv(_: Path) -> str:
-    rows = ["order_id,customer,amount_eur,status"]
-    rows += [
-        f"{i},cust{i % 50:02d},{(i * 37) % 1000}.{i % 100:02d},{'refunded' if i % 611 == 0 else 'paid'}"
-        for i in range(1, 20000)
-    ]
-    return "\n".join(rows) + "\n"
-
-
-CASES = [
-    Case(
-        "git-cve",
-        "Which commit mentions a CVE, and what is its message?",
-        _git_repo,
-        lambda o: ["CVE-2026-1234", "change 217"],
-    ),
-    Case(
-        "git-authors",
-        "Who are the authors of the commits? List their names.",
-        _git_repo,
-        lambda o: ["Ada", "Linus", "Grace"],
-    ),
-    Case("git-first", "What is the message of the oldest commit?", _git_repo, lambda o: ["auth: change 0"]),
-    Case("git-newest", "What is the message of the newest commit?", _git_repo, lambda o: ["api: change 399"]),
-    Case(
-        "json-admins",
-        "Which users are admins? Give their names.",
-        _users,
-        lambda o: ["user0007", "user1234", "user3999"],
-    ),
-    Case("json-count", "How many users are there in total?", _users, lambda o: ["4000"]),
-    Case("json-plan", "Which plan do the users have?", _users, lambda o: ["pro"]),
-    Case("log-errors", "List every ERROR with its message.", _log, lambda o: ["disk full", "TLS handshake", "OOM"]),
-    Case("log-tls-ip", "Which IP address did the TLS handshake fail with?", _log, lambda o: ["10.1.2.3"]),
-    Case("log-hosts", "Which hosts appear in the log?", _log, lambda o: ["web-0", "web-1", "web-2", "web-3"]),
-    Case("pip-pydantic", "Which version of pydantic is installed?", _pip_list, lambda o: [version("pydantic")]),
-    Case("pip-anyio", "Is anyio installed, and in which version?", _pip_list, lambda o: [version("anyio")]),
-    Case(
-        "license-warranty",
-        "What does the license say under 'Disclaimer of Warranty'? Give the section number.",
-        _license,
-        lambda o: ["15"],
-    ),
-    Case("csv-refunds", "Which order ids were refunded?", _csv, lambda o: [str(i) for i in range(611, 20000, 611)][:5]),
-    Case(
-        "csv-header",
-        "What are the column names of this CSV?",
-        _csv,
-        lambda o: ["order_id", "customer", "amount_eur", "status"],
-    ),
-]
-
-
-async def run_case(
-    case: Case, output: str, base_url: str, model: str, api_key: str | None, context: int
-) -> dict[str, Any]:
+async def run_claimcheck(model: Model, case: Case, output: str, size: float, threshold: int, context: int) -> Arm:
     from support import running_proxy, text_of
     from test_handles import Downstream, client_of, handle_in
 
-    if api_key:
-        os.environ["CLAIMCHECK_EVAL_KEY_VALUE"] = api_key
-    extraction = {"provider": "openai", "baseUrl": base_url, "model": model, "contextWindow": context}
-    if api_key:
+    extraction: dict[str, Any] = {
+        "provider": "openai",
+        "baseUrl": model.base_url,
+        "model": model.name,
+        "contextWindow": context,
+        "maxOutputTokens": ANSWER_TOKENS,
+        "timeoutSecs": 1800,
+        "concurrency": 1,  # llama.cpp's server answers one request at a time
+    }
+    if model.api_key:
+        os.environ["CLAIMCHECK_EVAL_KEY_VALUE"] = model.api_key
         extraction["apiKeyEnv"] = "CLAIMCHECK_EVAL_KEY_VALUE"
     down = Downstream()
     down.server.add_tool(lambda: output, name="out", structured_output=False)
+    settings = {"extraction": extraction, "asyncTokenThreshold": threshold, "asyncTimeoutSecs": 600}
     async with (
-        running_proxy({"down": down.server}, settings={"extraction": extraction}) as proxy,
+        running_proxy({"down": down.server}, settings=settings) as proxy,
         client_of(proxy) as client,
     ):
         handle = handle_in(text_of(await client.call_tool("down__out", {})))
-        answer = text_of(await client.call_tool("tool_output", {"handle": handle, "extract": case.question}))
-    facts = case.facts(output)
-    found = [fact for fact in facts if fact.lower() in answer.lower()]
-    strategy = re.search(r"STRATEGY:([\w-]+)", answer)
+        started = time.perf_counter()
+        result = text_of(await client.call_tool("tool_output", {"handle": handle, "extract": case.question}))
+        seconds = time.perf_counter() - started
+        usage = proxy.usage_totals()
+    scored = score_tool_output(result, case.facts(size), case.question)
+    return Arm(
+        found=scored.found,
+        verified=scored.quotes.verified,
+        unverified=scored.quotes.unverified,
+        strategy=scored.strategy + (" (fallback)" if scored.fallback is not None else ""),
+        seconds=round(seconds, 1),
+        tokens_in=usage["inputTokens"],
+        tokens_out=usage["outputTokens"],
+        client_tokens=count_tokens(result),
+        answer=scored.body[:4000] if scored.fallback is None else result[:600],
+        note=f"fallback: {scored.fallback[:300]}" if scored.fallback is not None else "",
+    )
+
+
+async def run_case(model: Model, case: Case, output: str, size: float, threshold: int, cc_context: int) -> Result:
+    tokens = ModelTokens(model.base_url, model.name)
+    prompt = await tokens.count(DIRECT_SYSTEM + case.question) + PROMPT_SLACK + 40
+    room = model.context - ANSWER_TOKENS - prompt
+    cut = min(CLIENT_CUT_TOKENS, room)
+    shown, total = await tokens.head(output, cut)
+    result = Result(case.name, case.kind, case.where, case.facts(size), count_tokens(output), total)
+    note = ""
+    if shown != output:
+        omitted = output.count("\n") - shown.count("\n")
+        shown += f"[... output truncated: {omitted} more lines not shown ...]\n"
+        note = f" (cut to its first {cut} tokens of {total})"
+    completion, seconds = await ask_directly(model, shown, case.question, note)
+    baseline = direct_arm(completion, seconds, output, case, size, count_tokens(shown), note)
+    result.arms["baseline"] = baseline
+    print(f"  baseline   {len(baseline.found)}/{len(result.facts)} in {baseline.seconds} s", file=sys.stderr)
+    arm = await run_claimcheck(model, case, output, size, threshold, cc_context)
+    result.arms["claimcheck"] = arm
+    print(f"  claimcheck {len(arm.found)}/{len(result.facts)} in {arm.seconds} s ({arm.strategy})", file=sys.stderr)
+    if total <= room and not note:
+        result.arms["oracle"] = Arm(**{**asdict(baseline), "strategy": "whole", "note": "same prompt as baseline"})
+    elif total <= room:
+        completion, seconds = await ask_directly(model, output, case.question, "")
+        result.arms["oracle"] = direct_arm(completion, seconds, output, case, size, count_tokens(output), "")
+    return result
+
+
+def totals(results: list[Result], arm: str, only: set[str] | None = None) -> dict[str, Any]:
+    chosen = [r for r in results if arm in r.arms and (only is None or r.case in only)]
+    arms = [r.arms[arm] for r in chosen]
     return {
-        "case": case.name,
-        "strategy": strategy.group(1) if strategy else "?",
-        "facts": len(facts),
-        "found": len(found),
-        "verified_quotes": len(re.findall(r"\(chars \d+-\d+\)", answer)),
-        "unverified_quotes": answer.count("(unverified: not in the stored output)"),
-        "output_tokens": count_tokens(output),
-        "answer_tokens": count_tokens(answer),
-        "fell_back": "fallback to truncate" in answer,
+        "cases": len(chosen),
+        "facts": sum(len(r.facts) for r in chosen),
+        "found": sum(len(a.found) for a in arms),
+        "verified": sum(a.verified for a in arms),
+        "unverified": sum(a.unverified for a in arms),
+        "seconds": round(sum(a.seconds for a in arms), 1),
+        "tokens_in": sum(a.tokens_in for a in arms),
+        "tokens_out": sum(a.tokens_out for a in arms),
+        "client_tokens": sum(a.client_tokens for a in arms),
+        "fallbacks": sum("fallback" in a.strategy for a in arms),
     }
 
 
-async def run_all(
-    selected: list[Case], base_url: str, model: str, api_key: str | None, context: int
-) -> list[dict[str, Any]]:
+def report(results: list[Result], model: Model, size: float) -> str:
+    def cell(r: Result, arm: str) -> str:
+        a = r.arms.get(arm)
+        return "—" if a is None else f"{len(a.found)}/{len(r.facts)}"
+
+    def quotes(r: Result, arm: str) -> str:
+        a = r.arms.get(arm)
+        return "—" if a is None else f"{a.verified}/{a.unverified}"
+
+    def cost(r: Result, arm: str) -> str:
+        a = r.arms.get(arm)
+        return "—" if a is None else f"{a.seconds:g} s, {a.tokens_in}/{a.tokens_out}"
+
+    lines = [
+        "| case | kind | answer at | output tokens | baseline | claimcheck | oracle | claimcheck strategy "
+        "| quotes ✓/✗ b · c · o | time, tokens in/out: baseline | claimcheck | context saved |",
+        "|---|---|---|---:|---:|---:|---:|---|---|---|---|---:|",
+    ]
+    for r in results:
+        c = r.arms["claimcheck"]
+        saved = f"{r.output_tokens / max(c.client_tokens, 1):.0f}×"
+        lines.append(
+            f"| {r.case} | {r.kind} | {r.where} | {r.output_tokens} | {cell(r, 'baseline')} | {cell(r, 'claimcheck')} "
+            f"| {cell(r, 'oracle')} | {c.strategy} | {quotes(r, 'baseline')} · {quotes(r, 'claimcheck')} · "
+            f"{quotes(r, 'oracle')} | {cost(r, 'baseline')} | {cost(r, 'claimcheck')} | {saved} |"
+        )
+    lines += ["", "| | cases | facts found | quotes ✓/✗ | wall time | model tokens in/out | client context tokens |"]
+    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    fits = {r.case for r in results if "oracle" in r.arms}
+    rows: list[tuple[str, set[str] | None]] = [("baseline", None), ("claimcheck", None), ("oracle", None)]
+    if fits and len(fits) < len(results):
+        rows += [("baseline", fits), ("claimcheck", fits)]
+    for arm, only in rows:
+        t = totals(results, arm, only)
+        label = arm if only is None else f"{arm} (oracle's cases)"
+        share = f"{t['found']}/{t['facts']} ({t['found'] / max(t['facts'], 1):.0%})"
+        lines.append(
+            f"| {label} | {t['cases']} | {share} | {t['verified']}/{t['unverified']} | {t['seconds']:g} s "
+            f"| {t['tokens_in']}/{t['tokens_out']} | {t['client_tokens']} |"
+        )
+    lines.append(
+        f"\nmodel {model.name} ({model.runtime}) at {model.base_url}, context {model.context} tokens, "
+        f"size {size:g}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def model_from(args: argparse.Namespace) -> Iterator[Model | None]:
+    if args.local_model:
+        import local_model
+
+        with local_model.serve(args.model, args.context or 8192) as served:
+            yield Model(served.base_url, served.model, served.context, None, served.runtime)
+        return
+    base_url, name = os.environ.get("CLAIMCHECK_EVAL_BASE_URL"), os.environ.get("CLAIMCHECK_EVAL_MODEL")
+    if not base_url or not name:
+        yield None
+        return
+    context = args.context or int(os.environ.get("CLAIMCHECK_EVAL_CONTEXT", "8192"))
+    yield Model(base_url, name, context, os.environ.get("CLAIMCHECK_EVAL_API_KEY"), "as served")
+
+
+async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) -> list[Result]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
-            output = case.output(Path(tmp))
-            results.append(await run_case(case, output, base_url, model, api_key, context))
-            print(json.dumps(results[-1]), file=sys.stderr)
+            output = case.output(Path(tmp), args.size)
+            print(f"{case.name}: {count_tokens(output)} tokens", file=sys.stderr)
+            cc_context = args.claimcheck_context or model.context
+            results.append(await run_case(model, case, output, args.size, args.threshold, cc_context))
+            if args.json:  # written after every case, so a long run that is stopped keeps what it measured
+                args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", action="append", help="run only the named case(s)")
+    parser.add_argument("--size", type=float, default=1.0, help="scale of every output (default 1.0)")
+    parser.add_argument("--local-model", action="store_true", help="serve bench/local_model.py's model for the run")
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="with --local-model: which weights")
+    parser.add_argument("--context", type=int, help="the model's context window (default 8192)")
+    parser.add_argument("--claimcheck-context", type=int, help="contextWindow given to claimcheck (default: --context)")
+    parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    base_url, model = os.environ.get("CLAIMCHECK_EVAL_BASE_URL"), os.environ.get("CLAIMCHECK_EVAL_MODEL")
-    if not base_url or not model:
-        print("skipped: set CLAIMCHECK_EVAL_BASE_URL and CLAIMCHECK_EVAL_MODEL to an OpenAI-compatible endpoint")
-        return 0
     selected = [case for case in CASES if not args.only or case.name in args.only]
-    context = int(os.environ.get("CLAIMCHECK_EVAL_CONTEXT", "32000"))
-    results = anyio.run(run_all, selected, base_url, model, os.environ.get("CLAIMCHECK_EVAL_API_KEY"), context)
-    print("| case | strategy | facts found | verified quotes | unverified quotes | output tokens | answer tokens |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for r in results:
-        print(
-            f"| {r['case']} | {r['strategy']} | {r['found']}/{r['facts']} | {r['verified_quotes']} "
-            f"| {r['unverified_quotes']} | {r['output_tokens']} | {r['answer_tokens']} |"
-        )
-    total, found = sum(r["facts"] for r in results), sum(r["found"] for r in results)
-    print(f"\nfacts found: {found}/{total} ({found / max(total, 1):.0%}); model {model} at {base_url}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    with model_from(args) as model:
+        if model is None:
+            print("skipped: use --local-model, or set CLAIMCHECK_EVAL_BASE_URL and CLAIMCHECK_EVAL_MODEL")
+            return 0
+        started = time.perf_counter()
+        results = anyio.run(run_all, model, selected, args)
+        print(report(results, model, args.size))
+        print(f"whole eval: {time.perf_counter() - started:.0f} s")
     return 0
 
 
