@@ -202,7 +202,7 @@ class BodyLimit:
             return
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send, f"{int(declared)} bytes")
+            await self._refuse(send, f"{int(declared)} bytes, over the {self.max_bytes}-byte limit ({self.setting})")
             return
         received = 0
         complete = False
@@ -230,11 +230,12 @@ class BodyLimit:
             await self.app(scope, counted, watched)
         except _TooLarge:
             if not responded:
-                await self._refuse(send, f"more than {self.max_bytes} bytes")
+                await self._refuse(
+                    send, f"over the {self.max_bytes}-byte limit ({self.setting}); the rest was not read"
+                )
         except _ClientLeft:
             logger.debug("%s %s: the client left before its request body was complete", scope["method"], scope["path"])
 
-    async def _refuse(self, send: Send, size: str) -> None:
-        message = f"Request body too large: {size}; this server takes at most {self.max_bytes} bytes ({self.setting})"
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    async def _refuse(self, send: Send, why: str) -> None:
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Request too large: {why}."}}
         await reply(send, 413, error)
