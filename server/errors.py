@@ -7,7 +7,8 @@ ClaimcheckError
 ├── DownstreamError      a downstream server could not answer a call
 │   ├── DownstreamUnavailable   it is not running and could not be (re)started
 │   └── DownstreamTimeout       the call exceeded the server's `timeout`
-├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools)
+├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools, .waiting)
+├── NoBackChannel        the client cannot be sent a request of claimcheck's (server.downstream.relay)
 └── StoreError           an output could not be written or read (server.handles.store)
 ```
 
@@ -27,6 +28,8 @@ __all__ = [
     "DownstreamError",
     "DownstreamTimeout",
     "DownstreamUnavailable",
+    "NoBackChannel",
+    "OwnToolError",
     "ToolNotFound",
     "clip",
     "problems",
@@ -88,3 +91,11 @@ class DownstreamUnavailable(DownstreamError):
 
 class DownstreamTimeout(DownstreamError):
     """The call ran past the server's hard `timeout`."""
+
+
+class OwnToolError(ClaimcheckError):
+    """A call of one of claimcheck's own tools that cannot be answered; the message is the whole answer."""
+
+
+class NoBackChannel(ClaimcheckError):
+    """The client's connection cannot carry a request from claimcheck (2026-07-28, or it is gone)."""

@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from support import PYTHON, demo_server_entry, proxied_names, text_of
+from support import PYTHON, proxied_names, text_of
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.anyio
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SLOW_START = str(Path(__file__).with_name("slow_start_server.py"))
+RAW = str(Path(__file__).with_name("raw_downstream.py"))  # starts in milliseconds, however busy the machine
 
 
 def one_tool(name: str) -> MCPServer:
@@ -106,18 +107,21 @@ async def test_a_server_that_fails_to_start_is_tried_again_and_its_tools_are_ann
 
 async def test_claimcheck_tools_waits_for_every_server_and_exits_1_naming_the_ones_not_ready(tmp_path: Path) -> None:
     config = {
-        "mcpServers": {"hung": {"command": PYTHON, "args": [SLOW_START, "hang"]}, "demo": demo_server_entry()},
+        "mcpServers": {
+            "hung": {"command": PYTHON, "args": [SLOW_START, "hang"]},
+            "raw": {"command": PYTHON, "args": [RAW]},
+        },
     }
     path = tmp_path / "claimcheck.json"
     path.write_text(json.dumps(config), encoding="utf-8")
-    command = [PYTHON, "-m", "server", "tools", "--config", str(path), "--timeout", "3"]
+    command = [PYTHON, "-m", "server", "tools", "--config", str(path), "--timeout", "8"]
     with anyio.fail_after(60):
         done = await anyio.run_process(command, cwd=REPO_ROOT, check=False, stdin=subprocess.DEVNULL)
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 1, (out, err)
-    assert "demo: ready" in out and "demo__echo" in out
-    assert "hung: starting, 0 tools (no answer within 3 s)" in out
-    assert "claimcheck: 1 server(s) not ready: hung (starting: no answer within 3 s)" in err
+    assert "raw: ready" in out and "raw__echo" in out
+    assert "hung: starting, 0 tools (no answer within 8 s)" in out
+    assert "claimcheck: 1 server(s) not ready: hung (starting: no answer within 8 s)" in err
 
 
 @pytest.mark.interop

@@ -17,10 +17,11 @@ __all__ = ["demo_config", "run_demo"]
 
 
 def demo_config() -> dict[str, object]:
-    """A config with the bundled demo server as its only downstream; slow calls hand off after 1 s."""
+    """A config with the bundled demo server as its only downstream; slow calls hand off after 1 s, and the
+    first listing waits for the server however slow the machine (the demo lists once, at the start)."""
     return {
         "mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "server.demo.server"]}},
-        "settings": {"asyncTimeoutSecs": 1},
+        "settings": {"asyncTimeoutSecs": 1, "startupWaitSecs": 60},
     }
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
-__all__ = ["MAX_PAGES", "describe", "every_page"]
+__all__ = ["MAX_PAGES", "describe", "every_page", "offered_list"]
+
+logger = logging.getLogger(__name__)
 
 MAX_PAGES = 1000
 """A server whose cursor never ends is read this far and no further."""
@@ -24,6 +29,19 @@ async def every_page(list_page: Callable[..., Awaitable[Any]], field: str) -> li
         if not cursor:
             break
     return items
+
+
+async def offered_list(server: str, list_page: Callable[..., Awaitable[Any]], field: str, offered: object) -> list[Any]:
+    """Every item of a list `server` offers (`offered` is its capability), following `nextCursor`;
+    a list it cannot give is empty (and logged, unless the server simply lacks the method)."""
+    if offered is None:
+        return []
+    try:
+        return await every_page(list_page, field)
+    except (MCPError, ValidationError) as exc:
+        if not isinstance(exc, MCPError) or exc.error.code != types.METHOD_NOT_FOUND:
+            logger.warning("server %r could not list its %s: %s", server, field.replace("_", " "), describe(exc))
+        return []
 
 
 def describe(exc: BaseException) -> str:

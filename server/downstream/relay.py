@@ -1,7 +1,9 @@
 """What a downstream call needs from the upstream request that caused it.
 
 A downstream's progress, log messages, sampling and elicitation requests arrive on the downstream
-connection; the `Relay` of the upstream request carries them to the client that asked.
+connection; the `Relay` of the upstream request carries them to the client that asked. A
+`ClientChannel` puts such a request to a client outside any request of its own, where its
+connection allows that (server.handles.questions).
 """
 
 from __future__ import annotations
@@ -10,12 +12,18 @@ import logging
 import warnings
 from typing import Any, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
-__all__ = ["LOG_LEVELS", "Relay", "RequestRelay"]
+from server.errors import NoBackChannel
+
+__all__ = ["LOG_LEVELS", "ClientChannel", "Relay", "RequestRelay"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +45,10 @@ _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability(
 class Relay(Protocol):
     """The upstream side of one forwarded call."""
 
+    def reaches_client(self) -> bool:
+        """Whether sampling and elicitation requests can be put to the client through this relay now."""
+        ...
+
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None: ...
@@ -52,6 +64,9 @@ class RequestRelay:
     def __init__(self, ctx: ServerRequestContext[Any], min_log_level: types.LoggingLevel | None = None) -> None:
         self._ctx = ctx
         self._min_log = LOG_LEVELS.index(min_log_level) if min_log_level is not None else 0
+
+    def reaches_client(self) -> bool:
+        return self._ctx.session.can_send_request
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         await self._ctx.session.report_progress(progress, total, message)
@@ -86,3 +101,43 @@ class RequestRelay:
             )
         except MCPError as exc:
             return exc.error
+        except ValidationError as exc:
+            return _invalid_answer(exc)
+
+
+class ClientChannel:
+    """Requests to a handshake-era client on its connection's own channel, outside any request of its.
+
+    Over stdio that is the pipe; over streamable HTTP the client's standing GET stream (a request
+    sent while it has none waits in the event store for it).
+    """
+
+    def __init__(self, session: ServerSession) -> None:
+        self._session = session
+
+    def can_ask(self, kind: str) -> bool:
+        if self._session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return False
+        return self._session.check_client_capability(_SAMPLING if kind == "sampling" else _ELICITATION)
+
+    async def ask(
+        self, params: types.CreateMessageRequestParams | types.ElicitRequestParams
+    ) -> types.CreateMessageResult | types.ElicitResult | types.ErrorData:
+        """The client's answer, or its error; `NoBackChannel` when it cannot be asked after all."""
+        try:
+            if isinstance(params, types.CreateMessageRequestParams):
+                request = types.CreateMessageRequest(params=params)
+                return await self._session.send_request(request, types.CreateMessageResult)
+            return await self._session.send_request(types.ElicitRequest(params=params), types.ElicitResult)
+        except MCPError as exc:
+            return exc.error
+        except ValidationError as exc:
+            return _invalid_answer(exc)
+        except (NoBackChannelError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise NoBackChannel(f"the client cannot be asked: {type(exc).__name__}") from None
+
+
+def _invalid_answer(exc: ValidationError) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INVALID_PARAMS, message=f"the client's answer is not a valid result ({exc.error_count()} problems)"
+    )

@@ -13,7 +13,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
@@ -30,7 +30,8 @@ from pydantic import ValidationError
 
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
-from server.downstream.listing import describe, every_page
+from server.downstream.inflight import InFlight
+from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.relay import Relay
 from server.downstream.restarts import CRASH_WINDOW_S, Restarts
 from server.downstream.spool import SpoolPolicy
@@ -79,12 +80,6 @@ class CatalogObserver(Protocol):
     async def resource_updated(self, downstream: Downstream, uri: str) -> None: ...
 
 
-@dataclass(eq=False)
-class _Call:
-    relay: Relay | None
-    order: int = field(default=0)
-
-
 class Downstream:
     """A supervised connection to one downstream server."""
 
@@ -117,8 +112,7 @@ class Downstream:
         self._state_changed = anyio.Event()
         self._first_done = anyio.Event()
         self._broken = anyio.Event()
-        self._calls: list[_Call] = []
-        self._call_counter = 0
+        self.in_flight = InFlight(self.name, self.config.timeout)
         self.backoff = Restarts()
         self._ever_up = False
 
@@ -240,7 +234,7 @@ class Downstream:
             mode="legacy",  # "auto" probes server/discover and stalls 10 s on servers that ignore it
             client_info=_IMPLEMENTATION,
             message_handler=self._on_message,
-            logging_callback=self._on_log,
+            logging_callback=self.in_flight.log,
             sampling_callback=self._on_sampling,
             elicitation_callback=self._on_elicitation,
             cache=None,
@@ -260,25 +254,17 @@ class Downstream:
         self.capabilities = offered = client.server_capabilities
         before = (self.resources, self.templates, self.prompts)
         if resources:
-            listed = await self._every_page(client.list_resources, "resources", offered.resources)
+            listed = await offered_list(self.name, client.list_resources, "resources", offered.resources)
             self.resources = {r.uri: r for r in listed}
-            listed = await self._every_page(client.list_resource_templates, "resource_templates", offered.resources)
+            listed = await offered_list(
+                self.name, client.list_resource_templates, "resource_templates", offered.resources
+            )
             self.templates = {t.uri_template: t for t in listed}
         if prompts:
-            self.prompts = {p.name: p for p in await self._every_page(client.list_prompts, "prompts", offered.prompts)}
+            listed = await offered_list(self.name, client.list_prompts, "prompts", offered.prompts)
+            self.prompts = {p.name: p for p in listed}
         if announce and before != (self.resources, self.templates, self.prompts) and self.observer is not None:
             await self.observer.lists_changed(self)
-
-    async def _every_page(self, list_page: Callable[..., Awaitable[Any]], field: str, offered: object) -> list[Any]:
-        """Every item of a list the server offers, following `nextCursor`; a list it cannot give is empty."""
-        if offered is None:
-            return []
-        try:
-            return await every_page(list_page, field)
-        except (MCPError, ValidationError) as exc:
-            if not isinstance(exc, MCPError) or exc.error.code != types.METHOD_NOT_FOUND:
-                logger.warning("server %r could not list its %s: %s", self.name, field.replace("_", " "), describe(exc))
-            return []
 
     # -- notifications and requests from the downstream ---------------------------------------
 
@@ -294,30 +280,15 @@ class Downstream:
         elif isinstance(message, Exception):
             logger.warning("server %r sent something unreadable: %s", self.name, message)
 
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        for call in list(self._calls):
-            if call.relay is not None:
-                await call.relay.log(params)
-
-    def _newest_relay(self) -> Relay | None:
-        relays = [c for c in self._calls if c.relay is not None]
-        return max(relays, key=lambda c: c.order).relay if relays else None
-
     async def _on_sampling(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        relay = self._newest_relay()
-        if relay is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="no client request is waiting on this server")
-        return await relay.sample(params)
+        return await self.in_flight.sample(params)
 
     async def _on_elicitation(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        relay = self._newest_relay()
-        if relay is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="no client request is waiting on this server")
-        return await relay.elicit(params)
+        return await self.in_flight.elicit(params)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -354,12 +325,9 @@ class Downstream:
         (the call goes to the background anyway), so cancellation and progress are the server's own.
         """
         client = await self.client(tool)
-        self._call_counter += 1
-        call = _Call(relay, self._call_counter)
-        self._calls.append(call)
         progress = relay.progress if relay is not None else None
         try:
-            with anyio.move_on_after(self.config.timeout):
+            with self.in_flight.track(relay) as waiting, anyio.move_on_after(self.config.timeout):
                 if self._wants_task(client, tool, as_task):
                     return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
                 return await client.call_tool(tool, arguments, progress_callback=progress)
@@ -367,8 +335,9 @@ class Downstream:
                 # It is still writing one message that never ends: nothing after it can get through.
                 self.last_error = "a message that did not end within the call's timeout"
                 self._broken.set()
+            unanswered = f" (nobody answered its {waiting.unanswered} request)" if waiting.unanswered else ""
             raise DownstreamTimeout(
-                self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s"
+                self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s{unanswered}"
             )
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
@@ -383,8 +352,6 @@ class Downstream:
             self.last_error = describe(exc)
             self._broken.set()
             raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
-        finally:
-            self._calls.remove(call)
 
     def _wants_task(self, client: Client, tool: str, as_task: bool) -> bool:
         definition = self.tools.get(tool)
@@ -396,8 +363,11 @@ class Downstream:
         tasks = client.server_capabilities.tasks
         return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
 
-    async def request(self, method: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
-        """Forward one request that is not a tool call; failures become JSON-RPC errors naming the server."""
+    async def request(self, method: str, send: Callable[[Client], Awaitable[_T]], relay: Relay | None = None) -> _T:
+        """Forward one request that is not a tool call; failures become JSON-RPC errors naming the server.
+
+        With a `relay`, the server's sampling and elicitation requests meanwhile go through it.
+        """
 
         def failed(reason: str, code: int = types.INTERNAL_ERROR, data: Any = None) -> MCPError:
             return MCPError(code=code, message=f'Server "{self.name}" failed on {method}: {reason}', data=data)
@@ -407,7 +377,7 @@ class Downstream:
         except DownstreamError as exc:
             raise failed(exc.reason) from None
         try:
-            with anyio.move_on_after(self.config.timeout):
+            with self.in_flight.track(relay), anyio.move_on_after(self.config.timeout):
                 return await send(client)
         except MCPError as exc:
             if exc.error.code != types.CONNECTION_CLOSED:

@@ -18,6 +18,7 @@ import anyio
 import mcp_types as types
 
 from server.downstream.relay import Relay
+from server.handles import questions
 
 __all__ = ["Call", "CallRelay", "Progress", "Status", "render_output"]
 
@@ -124,11 +125,18 @@ class Call:
 
 
 class CallRelay:
-    """The relay a background-capable call gives its downstream: it follows the request while one waits."""
+    """The relay a background-capable call gives its downstream: it follows the request while one waits.
+
+    A sampling or elicitation request the waiting request cannot carry (there is none any more, or
+    its client cannot be sent requests) waits in the session's inbox (`server.handles.questions`).
+    """
 
     def __init__(self, call: Call, upstream: Relay | None) -> None:
         self._call = call
         self.upstream = upstream
+
+    def reaches_client(self) -> bool:
+        return True  # what the request cannot carry waits for the session's next request
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._call.progress = Progress(progress, total, message)
@@ -141,21 +149,19 @@ class CallRelay:
             await self.upstream.log(params)
 
     async def sample(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
-        if self.upstream is None:
-            return _detached("sampling")
-        return await self.upstream.sample(params)
+        return questions.sampling_answer(await self._ask(params, "sampling"))
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        if self.upstream is None:
-            return _detached("elicitation")
-        return await self.upstream.elicit(params)
+        return questions.elicitation_answer(await self._ask(params, "elicitation"))
 
-
-def _detached(what: str) -> types.ErrorData:
-    return types.ErrorData(
-        code=types.INVALID_REQUEST,
-        message=f"{what} is not available: the call is running in the background and its client request has ended",
-    )
+    async def _ask(self, params: questions.Params, kind: str) -> questions.Answer:
+        call, upstream = self._call, self.upstream
+        if upstream is None or not upstream.reaches_client():
+            call.note("question", f"a {kind} request waits for an answer")
+        session, tool, handle = call.session_id, call.public_name, call.handle
+        answer = await questions.ask_or_wait(upstream, session, params, tool=tool, handle=handle)
+        call.note("answered", f"the {kind} request was answered")
+        return answer
 
 
 def render_output(result: types.CallToolResult) -> str:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
+import mcp_types as types
+
+from server.errors import clip
 from server.handles.calls import Call
+from server.handles.questions import Question
 
 FOOTER_ITEMS = 5
 
@@ -13,6 +18,8 @@ __all__ = [
     "failure",
     "footer",
     "not_stored_message",
+    "question_message",
+    "questions_footer",
     "running_message",
     "success",
     "too_large_message",
@@ -106,3 +113,50 @@ def _some(items: list[str], shown: int = FOOTER_ITEMS) -> str:
     """The first `shown` items, and how many more there are (the footer must stay small)."""
     more = f", and {len(items) - shown} more (list_tool_outputs shows all)" if len(items) > shown else ""
     return ", ".join(items[:shown]) + more
+
+
+QUESTION_PART_CHARS = 4000
+"""The most characters of one part of a downstream's question (its message, a sampling turn) shown."""
+
+
+def question_message(question: Question) -> str:
+    """A downstream's question, as `wait_for_tool_output` shows it to the model, and how to answer it."""
+    about = f'Tool {question.tool} (handle "{question.handle}")' if question.handle else f"The request {question.tool}"
+    lines: list[str] = []
+    params = question.params
+    if isinstance(params, types.CreateMessageRequestParams):
+        lines.append(f'{about} asks your model for a completion and waits (question "{question.id}"):')
+        if params.system_prompt:
+            lines.append(f"System prompt: {clip(params.system_prompt, QUESTION_PART_CHARS)}")
+        for message in params.messages:
+            blocks = message.content if isinstance(message.content, list) else [message.content]
+            text = " ".join(b.text if isinstance(b, types.TextContent) else f"[{b.type}]" for b in blocks)
+            lines.append(f"[{message.role}] {clip(text, QUESTION_PART_CHARS)}")
+        lines.append(f"(in at most {params.max_tokens} tokens)")
+        how = f'{{"question": "{question.id}", "text": "<your completion>"}}), or with "action": "decline"'
+    else:
+        lines.append(f'{about} asks for input and waits (question "{question.id}"):')
+        lines.append(clip(params.message, QUESTION_PART_CHARS))
+        if isinstance(params, types.ElicitRequestURLParams):
+            lines.append(f"URL to open: {clip(params.url, QUESTION_PART_CHARS)}")
+            how = f'{{"question": "{question.id}", "action": "accept"}}) once done, or with "action": "decline"'
+        else:
+            schema = json.dumps(params.requested_schema, ensure_ascii=False)
+            lines.append(f"Fields (JSON schema): {clip(schema, QUESTION_PART_CHARS)}")
+            how = (
+                f'{{"question": "{question.id}", "action": "accept", "content": {{<the fields>}}}}), '
+                'or with "action": "decline" or "cancel"'
+            )
+    if question.carried:
+        lines.append("Your client was sent this question too; answer here only if it is not answered there.")
+    lines.append(f"Answer with wait_for_tool_output(answer = {how}). Unanswered, it fails at the call's timeout.")
+    return "\n".join(lines)
+
+
+def questions_footer(waiting: Sequence[Question]) -> str | None:
+    """The line every result carries while downstream questions wait for an answer."""
+    if not waiting:
+        return None
+    items = _some([f'{q.tool} "{q.handle or q.id}" ({q.kind})' for q in waiting])
+    count = len(waiting)
+    return f"[claimcheck] {count} question(s) wait for an answer: {items}. Call wait_for_tool_output to see them."

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from extraction import Extraction, truncate_source
 from extraction import Mode as ExtractMode
 from server.config import Settings
-from server.errors import ClaimcheckError, clip, problems
-from server.handles import messages
+from server.errors import OwnToolError, clip, problems
+from server.handles import messages, questions
 from server.handles.calls import Call
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions
@@ -26,10 +26,6 @@ UNKNOWN_SHOWN = 5
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
 ExtractFn = Callable[[Call, Opener, str, ExtractMode], Awaitable[Extraction]]  # (call, its output, extract, mode)
-
-
-class OwnToolError(ClaimcheckError):
-    """A call of one of claimcheck's own tools that cannot be answered; the message is the whole answer."""
 
 
 class _Args(BaseModel):
@@ -51,9 +47,17 @@ class _ToolOutput(_Args):
     slice: _Slice | None = None
 
 
+class _Answer(_Args):
+    question: str
+    action: Literal["accept", "decline", "cancel"] = "accept"
+    content: dict[str, Any] | None = None
+    text: str | None = None
+
+
 class _Wait(_Args):
     handles: list[str] | None = None
     timeout_secs: float | None = Field(default=None, ge=0)
+    answer: _Answer | None = None
 
 
 class _Cancel(_Args):
@@ -90,13 +94,27 @@ def own_tool_definitions(settings: Settings) -> list[types.Tool]:
             name="wait_for_tool_output",
             description=(
                 "Wait until at least one background tool call finishes (default: any running one), at most "
-                f"{settings.wait_max_secs:g} s; small finished outputs are returned inline."
+                f"{settings.wait_max_secs:g} s; small finished outputs are returned inline. Also returns when a "
+                "running call asks a question (for input, or for a completion from your model); answer it with "
+                "`answer`, which is delivered before the wait begins."
             ),
             input_schema={
                 "type": "object",
                 "properties": {
                     "handles": {"type": "array", "items": {"type": "string"}},
                     "timeout_secs": {"type": "number", "minimum": 0, "maximum": settings.wait_max_secs},
+                    "answer": {
+                        "type": "object",
+                        "description": "the answer to a question a running call asked",
+                        "properties": {
+                            "question": {"type": "string", "description": 'the question\'s id, "q-…"'},
+                            "action": {"type": "string", "enum": ["accept", "decline", "cancel"], "default": "accept"},
+                            "content": {"type": "object", "description": "for a question for input: the fields"},
+                            "text": {"type": "string", "description": "for a question for a completion: its text"},
+                        },
+                        "required": ["question"],
+                        "additionalProperties": False,
+                    },
                 },
                 "additionalProperties": False,
             },
@@ -207,6 +225,9 @@ async def _tool_output(
 async def _wait(
     args: _Wait, session: Session, sessions: Sessions, settings: Settings, report: Reporter
 ) -> types.CallToolResult:
+    """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
+    inbox = questions.inbox(session.id)  # held while this wait runs
+    answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
     if args.handles is not None:
         unknown = [h for h in args.handles if session.call(h) is None]
         if unknown:
@@ -216,25 +237,39 @@ async def _wait(
         targets = [call for h in args.handles if (call := session.call(h)) is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
-    if not targets:
-        return _text("No outputs are running in this session, and none is waiting to be read.")
+    if not targets and not inbox.pending:
+        return _text(_after(answered, "No outputs are running in this session, and none is waiting to be read."))
     limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
     started = time.monotonic()
     with anyio.move_on_after(limit):
-        while not any(call.finished.is_set() for call in targets):
-            changed = session.changed()
+        while not any(call.finished.is_set() for call in targets) and not inbox.unshown():
             with anyio.move_on_after(PROGRESS_EVERY_S):
-                await changed.wait()
+                await questions.either(session.changed(), inbox.changed())
             running = sum(1 for call in targets if not call.finished.is_set())
             await report(time.monotonic() - started, None, f"waiting for {running} running output(s)")
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
+    asked = list(inbox.pending.values())
+    for question in asked:
+        question.shown = True
+    asking = [types.TextContent(type="text", text=messages.question_message(q)) for q in asked]
     if not done:
         lines = [f"None of the {len(targets)} output(s) finished within {limit:g} s. Still running:"]
-        return _text("\n".join([*lines, *(f"- {messages.describe(call)}" for call in still)]))
+        if asked:
+            lines = [f"{len(asked)} question(s) wait for an answer (below). Still running:"]
+        text = _after(answered, "\n".join([*lines, *(f"- {messages.describe(call)}" for call in still)]))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text), *asking])
     for call in done:
         await sessions.ensure_stored(session, call)
-    return _report_finished(done, still, settings, session)
+    result = _report_finished(done, still, settings, session)
+    head, *rest = result.content
+    if answered and isinstance(head, types.TextContent):
+        head = types.TextContent(type="text", text=_after(answered, head.text))
+    return result.model_copy(update={"content": [head, *rest, *asking]})
+
+
+def _after(answered: str | None, text: str) -> str:
+    return f"{answered}\n{text}" if answered else text
 
 
 def _report_finished(done: list[Call], still: list[Call], settings: Settings, session: Session) -> types.CallToolResult:

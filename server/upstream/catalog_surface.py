@@ -17,6 +17,9 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from server.downstream.catalog import offers
+from server.downstream.relay import RequestRelay
+from server.errors import clip
+from server.handles.questions import RequestQuestions
 from server.proxy import Proxy
 
 __all__ = ["install"]
@@ -47,7 +50,10 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
     ) -> types.ReadResourceResult:
         await proxy.pool.listable()
         uri = params.uri
-        return await catalog.resource_server(uri).request("resources/read", lambda client: client.read_resource(uri))
+        relay = _relay(ctx, proxy, f'resources/read "{clip(uri)}"')
+        return await catalog.resource_server(uri).request(
+            "resources/read", lambda client: client.read_resource(uri), relay
+        )
 
     async def get_prompt(
         ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
@@ -55,7 +61,10 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         await proxy.pool.listable()
         route = catalog.prompt(params.name)
         arguments = params.arguments
-        return await route.downstream.request("prompts/get", lambda client: client.get_prompt(route.name, arguments))
+        relay = _relay(ctx, proxy, f'prompts/get "{route.public}"')
+        return await route.downstream.request(
+            "prompts/get", lambda client: client.get_prompt(route.name, arguments), relay
+        )
 
     async def complete(ctx: ServerRequestContext[Proxy], params: types.CompleteRequestParams) -> types.CompleteResult:
         await proxy.pool.listable()
@@ -118,6 +127,12 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
                     await catalog.subscriptions.release(uri)
 
     server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen_following)
+
+
+def _relay(ctx: ServerRequestContext[Proxy], proxy: Proxy, about: str) -> RequestQuestions:
+    """The request's relay; a sampling or elicitation request it cannot carry waits in the session's inbox."""
+    session = proxy.sessions.for_request(ctx)
+    return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.id, about)
 
 
 def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:

@@ -6,13 +6,17 @@ session's calls, so a call that became a handle is a task too, and the status AP
 calls. mcp 2.3.0 ships only the types, so the `tools/call` is intercepted in a middleware (before the
 SDK checks the result is a `CallToolResult`) and `tasks/*` are custom request handlers. 2026-07-28
 clients do not have tasks in the core protocol; their calls take the ordinary path.
+
+A task whose downstream asks a question (sampling, elicitation) is `input_required` until it is
+answered; `tasks/result` carries the question to the client, marked with the related task, as the
+spec describes (and the model can answer it through `wait_for_tool_output` as for any call).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -25,15 +29,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import ClaimcheckError, clip, problems
-from server.handles import messages
+from server.handles import messages, questions
 from server.handles.calls import Call
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.status.tasks import iso
 from server.upstream.forwarding import begin, split_arguments, text_result
 
-__all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "task_of"]
+__all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "request_asker", "task_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +87,14 @@ def task_of(call: Call) -> types.Task:
     """The task view of a call (its handle is the task id)."""
     updated = call.log[-1][0] if call.log else call.started
     message = call.error if call.status == "failed" and call.error else None
+    status = _STATUS[call.status]
     if call.status == "running" and call.progress is not None:
         message = call.progress.describe()
+    if call.status == "running" and (asked := _questions_of(call)):
+        status, message = "input_required", f'waiting for an answer to its {asked[0].kind} request ("{asked[0].id}")'
     return types.Task(
         task_id=call.handle,
-        status=_STATUS[call.status],
+        status=status,
         status_message=message.strip()[:500] if message else None,
         created_at=iso(call.started) or "",
         last_updated_at=iso(updated) or "",
@@ -128,7 +136,7 @@ class _Tasks:
         call.ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
         call.handed_out = True
         call.note("handed-out", "started as a task")
-        self.proxy.sessions.spawn(lambda: _announce_end(ctx.session, call))
+        self.proxy.sessions.spawn(lambda: _announce(ctx.session, call))
         created = types.CreateTaskResult(task=task_of(call))
         return created.model_dump(by_alias=True, mode="json", exclude_none=True)
 
@@ -139,7 +147,11 @@ class _Tasks:
     async def result(self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams) -> HandlerResult:
         """Blocks until the task is done (per the spec), then the call's result under the size rule."""
         call = self._find(ctx, params.task_id)
-        await call.finished.wait()
+        inbox = questions.inbox(call.session_id)  # held while this request waits
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_carry_questions, ctx, call, inbox)
+            await call.finished.wait()
+            tg.cancel_scope.cancel()
         call.seen = True
         related = {RELATED_TASK: {"taskId": call.handle}}
         if call.status == "cancelled":
@@ -196,9 +208,50 @@ def _expire(session: Session) -> None:
             session.store.discard(call.handle)
 
 
-async def _announce_end(session: ServerSession, call: Call) -> None:
-    """`notifications/tasks/status` once the task reaches its end."""
-    await call.finished.wait()
+def _questions_of(call: Call) -> list[questions.Question]:
+    inbox = questions.find(call.session_id)
+    return inbox.of_handle(call.handle) if inbox is not None else []
+
+
+async def _carry_questions(ctx: ServerRequestContext[Any], call: Call, inbox: questions.Inbox) -> None:
+    """Put the task's questions to the client through this `tasks/result` request, for as long as it waits."""
+    await inbox.carry_all(
+        request_asker(ctx, {RELATED_TASK: {"taskId": call.handle}}),
+        ClientChannel(ctx.session).can_ask,
+        handle=call.handle,
+    )
+
+
+def request_asker(
+    ctx: ServerRequestContext[Any], meta: dict[str, Any] | None = None
+) -> Callable[[questions.Params], Awaitable[questions.Answer]]:
+    """Ask the client through the request `ctx` (its answer comes while that request is open)."""
+    relay = RequestRelay(ctx)
+
+    async def ask(params: questions.Params) -> questions.Answer:
+        if meta:
+            params = params.model_copy(update={"meta": {**(params.meta or {}), **meta}})
+        if isinstance(params, types.CreateMessageRequestParams):
+            return await relay.sample(params)
+        return await relay.elicit(params)
+
+    return ask
+
+
+async def _announce(session: ServerSession, call: Call) -> None:
+    """`notifications/tasks/status` when the task comes to need input, and once it reaches its end."""
+    inbox = questions.inbox(call.session_id)  # held while the task runs
+    announced = "working"
+    while not call.finished.is_set():
+        await questions.either(call.finished, inbox.changed())
+        status = task_of(call).status
+        if status != announced and not call.finished.is_set():
+            announced = status
+            await _send_status(session, call)
+    await _send_status(session, call)
+
+
+async def _send_status(session: ServerSession, call: Call) -> None:
     task = task_of(call)
     notification = types.TaskStatusNotification(params=types.TaskStatusNotificationParams(**task.model_dump()))
     try:

@@ -7,31 +7,39 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from server.downstream.relay import RequestRelay
+from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, file_tool_definitions, run_file_tool
 from server.handles.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
+from server.handles.questions import find as find_inbox
+from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream import catalog_surface, mcp_tasks
 from server.upstream.extracting import InputRequired, extract_function
 from server.upstream.forwarding import forward, text_result
+from server.upstream.mcp_tasks import request_asker
 from server.version import VERSION
 
 __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
+
+_CHANNEL_KEY = "claimcheck.questions-channel"
+_T = TypeVar("_T")
 
 _INSTRUCTIONS = (
     "claimcheck forwards the tools of several MCP servers, each named <server>__<tool>. "
@@ -67,13 +75,19 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         session = proxy.sessions.for_request(ctx)
+        _keep_channel(ctx, session)
         try:
-            result, about = await _answer(ctx, params, session)
+            if params.name == "wait_for_tool_output":
+                result, about = await _carrying_questions(ctx, session, _answer(ctx, params, session))
+            else:
+                result, about = await _answer(ctx, params, session)
         except InputRequired as needed:  # a 2026-07-28 client answers sampling requests, then calls again
             return needed.result
         except ClaimcheckError as exc:
             result, about = error_result(str(exc)), None
-        return _with_footer(result, session, about) if proxy.config.settings.status_footer else result
+        if not proxy.config.settings.status_footer:
+            return result
+        return _with_footer(result, session, about, questions=params.name != "wait_for_tool_output")
 
     async def _answer(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session
@@ -158,12 +172,51 @@ def initialization_options(server: Server[Proxy]) -> InitializationOptions:
     return server.create_initialization_options()
 
 
-def _with_footer(result: types.CallToolResult, session: Session, about: Call | None) -> types.CallToolResult:
-    """`result` plus the status line, while the session has running or unread outputs besides `about`."""
+def _with_footer(
+    result: types.CallToolResult, session: Session, about: Call | None, *, questions: bool = True
+) -> types.CallToolResult:
+    """`result` plus the status line, while the session has running or unread outputs besides `about`,
+    and a line about the questions its calls wait to have answered (unless `result` shows them)."""
     others = [call for call in session.handed_out() if call is not about]
     running = [call for call in others if call.status == "running"]
     ready = [call for call in others if call.status == "ready" and not call.seen]
-    line = messages.footer(running, ready)
-    if line is None:
+    inbox = find_inbox(session.id)
+    waiting = list(inbox.pending.values()) if questions and inbox is not None else []
+    lines = [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
+    if not lines:
         return result
-    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=line)]})
+    extra = [types.TextContent(type="text", text=line) for line in lines]
+    return result.model_copy(update={"content": [*result.content, *extra]})
+
+
+async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session, answer: Awaitable[_T]) -> _T:
+    """`answer`, while this request carries the session's questions to a handshake-era client that can take them
+    (over HTTP its response stream is open for as long as `wait_for_tool_output` waits)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return await answer
+    inbox = session_inbox(session.id)
+    failure: ClaimcheckError | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(inbox.carry_all, request_asker(ctx), ClientChannel(ctx.session).can_ask)
+        try:
+            result = await answer
+        except ClaimcheckError as exc:  # raised as itself below, not inside a task group's exception group
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
+
+
+def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session) -> None:
+    """Give a handshake-era stdio session its standing channel for questions, once. (Over HTTP that would be
+    the GET stream, which claimcheck cannot see is open: questions ride `wait_for_tool_output` there.)"""
+    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (see sessions.py)
+    if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or _CHANNEL_KEY in connection.state:
+        return
+    if ctx.request is not None:
+        return
+    inbox = session_inbox(session.id)
+    inbox.channel = ClientChannel(ctx.session)  # its connection-scoped channel outlives this request
+    connection.state[_CHANNEL_KEY] = inbox  # holds the inbox for as long as the connection lives
