@@ -116,7 +116,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
             try:
                 await catalog.subscriptions.hold(uri, catalog.resource_server(uri))
             except MCPError as exc:  # honoured all the same: it never fires, as for a URI nobody has
-                logger.info("a listen stream follows %s, which no server updates: %s", uri, exc.error.message)
+                logger.info("a listen stream follows %s, which no server updates: %s", clip(uri), exc.error.message)
             else:
                 held.append(uri)
         try:
