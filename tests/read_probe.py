@@ -33,9 +33,16 @@ def line(i: int, total: int) -> str:
     """Line `i` (0-based): always LINE_CHARS characters; every 7th has a two-byte character."""
     if i in needle_lines(total):
         body = f"NEEDLE-{needle_lines(total).index(i)} marks line {i} for the search"
-    else:
-        body = f"alpha beta gamma delta {'café' if i % 7 == 0 else 'cafe'} epsilon {i % 1000:03d}"
-    return f"{i:09d} {body}".ljust(LINE_CHARS - 1) + "\n"
+        return f"{i:09d} {body}".ljust(LINE_CHARS - 1) + "\n"
+    return f"{i:09d}{_rest(i % _PERIOD)}"
+
+
+_PERIOD = 7000  # the rest of a plain line repeats with i % 7 and i % 1000
+
+
+def _rest(i: int) -> str:
+    body = f"alpha beta gamma delta {'café' if i % 7 == 0 else 'cafe'} epsilon {i % 1000:03d}"
+    return f" {body}".ljust(LINE_CHARS - 10) + "\n"
 
 
 def chars(start: int, stop: int, total: int) -> str:
@@ -46,9 +53,13 @@ def chars(start: int, stop: int, total: int) -> str:
 
 
 def write(path: Path, total: int) -> None:
+    rests = [_rest(i) for i in range(_PERIOD)]
+    needles = set(needle_lines(total))
     with open(path, "wb") as out:
-        for start in range(0, total, 16384):
-            out.write("".join(line(i, total) for i in range(start, min(total, start + 16384))).encode())
+        for start in range(0, total, 65536):
+            block = range(start, min(total, start + 65536))
+            text = "".join(line(i, total) if i in needles else f"{i:09d}{rests[i % _PERIOD]}" for i in block)
+            out.write(text.encode())
 
 
 def _status(field: str, pid: int | str = "self") -> int:
