@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,8 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
         return {"failed": "bench/.venv-fastmcp is missing (bash bench/setup_fastmcp.sh)"}
     target = ["--url", entry["url"]] if "url" in entry else [entry["command"], *entry["args"]]
     wire = Wire([str(FASTMCP), str(HERE / "fastmcp_proxy.py"), *target], stderr=subprocess.DEVNULL)
+    timer = threading.Timer(LIMIT_S, wire.process.kill)
+    timer.start()
     try:
         wire.handshake()
         idle = vm(wire.process.pid, "VmHWM")
@@ -194,10 +197,14 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         peak = vm(wire.process.pid, "VmHWM")
         return {"seconds": elapsed, "bytes": size, "peak_above_idle_mib": (peak - idle) / MIB}
-    except (EOFError, OSError) as exc:
+    except (EOFError, OSError, ValueError) as exc:
+        if not timer.is_alive():
+            return {"failed": f"no answer within {LIMIT_S} s"}
         return {"failed": f"{type(exc).__name__}: {exc}"}
     finally:
-        wire.close()
+        timer.cancel()
+        if wire.process.poll() is None:
+            wire.close()
 
 
 def _child(command: list[str]) -> dict[str, Any]:
@@ -220,16 +227,22 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     results = []
     for kind in args.kinds.split(","):
+        gave_up: set[str] = set()  # paths that failed at a smaller size are not tried at larger ones
         for mib in [int(size) for size in args.sizes.split(",")]:
             entry, server = downstream(kind)
             try:
                 with tempfile.TemporaryDirectory(prefix="bench-large-") as tmp:
                     row: dict[str, Any] = {"kind": kind, "mib": mib, "floor": floor(kind, mib, entry, Path(tmp))}
                     row["claimcheck"] = claimcheck(entry, mib, Path(tmp))
-                    if "direct" not in skip:
-                        row["direct"] = direct(entry, mib)
-                    if "fastmcp" not in skip:
-                        row["fastmcp"] = fastmcp(entry, mib)
+                    for name, run in (("direct", direct), ("fastmcp", fastmcp)):
+                        if name in skip:
+                            continue
+                        if name in gave_up:
+                            row[name] = {"failed": "not tried: it failed at a smaller size"}
+                            continue
+                        row[name] = run(entry, mib)
+                        if "failed" in row[name]:
+                            gave_up.add(name)
             finally:
                 if server is not None:
                     server.kill()
