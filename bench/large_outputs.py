@@ -7,7 +7,7 @@ For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSO
   direct     the mcp SDK's Client calling the downstream directly (time; its own peak RSS);
   fastmcp    FastMCP's proxy in front of it (time; its peak RSS), when bench/.venv-fastmcp exists
              (bash bench/setup_fastmcp.sh).
-A path that runs out of its time limit or memory is reported as failed, with the reason.
+A path that runs out of its time limit (300 s) or memory (8 GiB address space) is reported as failed.
 The downstream is tests/raw_downstream.py, which streams any size without holding it.
 
 Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp]
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,11 @@ FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
 PY = sys.executable
 MIB = 1 << 20
 LIMIT_S = 300
+MEMORY_LIMIT = 8 << 30  # the SDK client and FastMCP hold results whole: cap them so they cannot take the machine
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def vm(pid: int, field: str) -> int:
@@ -184,7 +190,7 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
     if not FASTMCP.exists():
         return {"failed": "bench/.venv-fastmcp is missing (bash bench/setup_fastmcp.sh)"}
     target = ["--url", entry["url"]] if "url" in entry else [entry["command"], *entry["args"]]
-    wire = Wire([str(FASTMCP), str(HERE / "fastmcp_proxy.py"), *target], stderr=subprocess.DEVNULL)
+    wire = Wire([str(FASTMCP), str(HERE / "fastmcp_proxy.py"), *target], stderr=subprocess.DEVNULL, preexec_fn=_capped)
     timer = threading.Timer(LIMIT_S, wire.process.kill)
     timer.start()
     try:
@@ -209,7 +215,7 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
 
 def _child(command: list[str]) -> dict[str, Any]:
     try:
-        done = subprocess.run(command, capture_output=True, timeout=LIMIT_S, cwd=ROOT)
+        done = subprocess.run(command, capture_output=True, timeout=LIMIT_S, cwd=ROOT, preexec_fn=_capped)
     except subprocess.TimeoutExpired:
         return {"failed": f"no answer within {LIMIT_S} s"}
     if done.returncode != 0:
