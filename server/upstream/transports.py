@@ -64,7 +64,7 @@ async def serve_stdio(proxy: Proxy) -> None:
     server = build_server(proxy)
     async with proxy.running(), anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope)
-        async with stdio_streams() as (read, write):
+        async with stdio_streams(proxy.config.settings.max_request_bytes) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
