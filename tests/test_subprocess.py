@@ -19,6 +19,7 @@ from mcp_types import Implementation
 from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
+from server.downstream.spool import claim
 from server.proxy import Proxy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -185,8 +186,11 @@ async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(ki
                 route = proxy.pool.route("web__big")
                 assert route is not None
                 result = await route.downstream.call("big", {"kb": 1536}, None)
-    assert not result.is_error
-    assert len(text_of(result)) == 1536 * 1024
+                spooled = claim(result)  # over 1 MiB: it went to a file as it arrived
+                assert spooled is not None and spooled.path is not None
+                stored = spooled.path.read_bytes()
+    assert not spooled.is_error
+    assert len(stored) == spooled.bytes == 1536 * 1024
 
 
 def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None:
