@@ -35,6 +35,7 @@ _EXACT_LIMIT_CHARS = 1 << 20
 _EXACT_FILE_BYTES = 256 * 1024  # a stored output is counted exactly up to here, and estimated past it
 _SAMPLE_CHARS = 64 * 1024
 _SAMPLES = 8
+_FILE_SAMPLE_BYTES = 16 * 1024  # a stored output's estimate encodes 8 of these (~15 ms), not 8 x 64 KiB (~60 ms)
 
 
 @functools.cache
@@ -154,7 +155,7 @@ def estimate_source_tokens(source: Source) -> tuple[int, bool]:
     step = size // _SAMPLES
     sampled_bytes = sampled_tokens = 0
     for i in range(_SAMPLES):
-        block = source.read(i * step, _SAMPLE_CHARS)
+        block = source.read(i * step, _FILE_SAMPLE_BYTES)
         sampled_bytes += len(block)
         sampled_tokens += count_tokens(block.decode("utf-8", "ignore"))
     return round(sampled_tokens * size / max(sampled_bytes, 1)), False
