@@ -1,7 +1,8 @@
 """A sandbox bound to one root: Read in a thread, Grep in killable worker processes taken in fair turns.
 
-Both read the file in pieces (`fs_sandbox._scan`), so memory does not grow with its size, and both take
-the file from the one door, `open_file`: a name under the root, or a file a caller already opened there.
+Both read the file in pieces (`fs_sandbox._lines`, `fs_sandbox._scan`), so memory does not grow with its
+size, and both take the file from the one door, `open_file`: a name under the root, or a file a caller
+already opened there.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import anyio.abc
 from anyio.abc import UNIXSocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from fs_sandbox import _scan
+from fs_sandbox import _lines, _scan
 from fs_sandbox._fair import FairQueue
 from fs_sandbox.errors import NotAFile, PatternError, PatternTimeout, SandboxError
 from fs_sandbox.paths import OpenFile, open_file
 
 __all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox"]
 
-_WORKER = Path(_scan.__file__).resolve()
+_WORKER = Path(_scan.__file__).resolve().with_name("_worker.py")
 MAX_LINE_CHARS = 2000
 
 
@@ -125,7 +126,7 @@ class Sandbox:
         async with self._opened(file) as opened:
 
             def blocking() -> ReadResult:
-                shown, total, omitted = _scan.read_lines(
+                shown, total, omitted = _lines.read_lines(
                     opened.fd, opened.size, start, lines, from_end, clip=max_line_chars, max_chars=max_chars
                 )
                 numbered = tuple((number, text) for number, text, _ in shown)

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fs_sandbox import _scan
+from fs_sandbox import _lines, _scan
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture
 def tiny_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_scan, "PIECE", 3)
-    monkeypatch.setattr(_scan, "WINDOW", 8)
-    monkeypatch.setattr(_scan, "AHEAD", 6)
-    monkeypatch.setattr(_scan, "BEHIND", 4)
+    monkeypatch.setattr(_lines, "PIECE", 3)
+    monkeypatch.setattr(_lines, "WINDOW", 8)
+    monkeypatch.setattr(_lines, "AHEAD", 6)
+    monkeypatch.setattr(_lines, "BEHIND", 4)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_lines_read_in_small_pieces_are_the_lines_of_the_whole_text(
 ) -> None:
     fd = opened(scratch, data)
     try:
-        shown, total, omitted = _scan.read_lines(fd, len(data), start, count, from_end, clip=1000, max_chars=None)
+        shown, total, omitted = _lines.read_lines(fd, len(data), start, count, from_end, clip=1000, max_chars=None)
     finally:
         os.close(fd)
 
@@ -180,7 +180,7 @@ def test_a_line_longer_than_the_clip_is_cut_and_its_whole_length_counted(tiny_pi
     data = ("é" * 50 + "\nshort\n").encode()
     fd = opened(scratch, data)
     try:
-        shown, total, _ = _scan.read_lines(fd, len(data), 0, 5, False, clip=7, max_chars=None)
+        shown, total, _ = _lines.read_lines(fd, len(data), 0, 5, False, clip=7, max_chars=None)
         blocks, *_ = _scan.grep(fd, len(data), "é$", True, 0, 1, 5, 7, None)
     finally:
         os.close(fd)
@@ -193,7 +193,7 @@ def test_past_the_character_budget_lines_are_counted_not_sent(tiny_pieces: None,
     data = "".join(f"line {i} x\n" for i in range(1, 31)).encode()
     fd = opened(scratch, data)
     try:
-        shown, total, omitted = _scan.read_lines(fd, len(data), 0, 25, False, clip=100, max_chars=20)
+        shown, total, omitted = _lines.read_lines(fd, len(data), 0, 25, False, clip=100, max_chars=20)
         blocks, matches, more, left, left_blocks = _scan.grep(fd, len(data), "line (1|5|9|2.) ", True, 1, 0, 6, 100, 40)
     finally:
         os.close(fd)
