@@ -11,6 +11,7 @@ import anyio.abc
 import mcp_types as types
 
 from server.config import CliOverrides, Config, Policy, resolve_policy
+from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.naming import public_name, tool_allowed
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
 
@@ -129,8 +130,8 @@ class Pool:
             prefix = self._prefix(downstream)
             policy = resolve_policy(settings, downstream.config, self.cli)
             for tool in downstream.tools.values():
-                if not tool_allowed(tool.name, downstream.config.tools):
-                    continue
+                if not tool_allowed(tool.name, downstream.config.tools) or mark_of(tool, OWN):
+                    continue  # filtered out, or the handle tools of a claimcheck behind this one
                 public = public_name(prefix, separator, tool.name)
                 if public in routes:
                     logger.warning(
@@ -146,7 +147,12 @@ class Pool:
                 definition = tool.model_copy(update={"name": public, "output_schema": None, "execution": execution})
                 background: str | None = None
                 if policy.async_enabled:
-                    definition, background = _with_background(definition, settings.background_param)
+                    added_behind = (mark_of(tool, PROXIED) or {}).get("background")
+                    if added_behind == settings.background_param:  # a claimcheck behind added it: it is ours
+                        background = added_behind
+                    else:
+                        definition, background = _with_background(definition, settings.background_param)
+                definition = mark(definition, PROXIED, {"background": background})
                 routes[public] = Route(public, downstream, tool.name, definition, policy, background)
         self.routes = routes
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import anyio
 import httpx2
@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from server.config import ServerConfig
+from server.downstream.chain import PASSTHROUGH, PROXIED, mark_of
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
@@ -330,7 +331,7 @@ class Downstream:
             with self.in_flight.track(relay) as waiting, anyio.move_on_after(self.config.timeout):
                 if self._wants_task(client, tool, as_task):
                     return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
-                return await client.call_tool(tool, arguments, progress_callback=progress)
+                return await client.call_tool(tool, arguments, progress_callback=progress, meta=self._meta_for(tool))
             if self.process is not None and self.process.mid_message:
                 # It is still writing one message that never ends: nothing after it can get through.
                 self.last_error = "a message that did not end within the call's timeout"
@@ -352,6 +353,13 @@ class Downstream:
             self.last_error = describe(exc)
             self._broken.set()
             raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
+
+    def _meta_for(self, tool: str) -> types.RequestParamsMeta | None:
+        """A claimcheck behind this one is asked to pass its tools' calls through: handles are made here."""
+        definition = self.tools.get(tool)
+        if definition is None or mark_of(definition, PROXIED) is None:
+            return None
+        return cast(types.RequestParamsMeta, {PASSTHROUGH: True})
 
     def _wants_task(self, client: Client, tool: str, as_task: bool) -> bool:
         definition = self.tools.get(tool)

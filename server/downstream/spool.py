@@ -27,7 +27,7 @@ import mcp_types as types
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 
-__all__ = ["CUT_MARKER", "META_KEY", "MessageSpool", "SpoolPolicy", "SpooledOutput", "claim"]
+__all__ = ["CUT_MARKER", "META_KEY", "MessageSpool", "SpoolPolicy", "SpooledOutput", "claim", "materialize"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,29 @@ def claim(result: types.CallToolResult) -> SpooledOutput | None:
     meta = result.meta or {}
     token = meta.get(META_KEY) if isinstance(meta, dict) else None
     return _spooled.pop(token, None) if isinstance(token, str) else None
+
+
+def materialize(result: types.CallToolResult) -> types.CallToolResult:
+    """A whole result in memory, for a caller that must pass it on as it is (a plain pass-through): the
+    tool's own message when it was kept, else the stored text. Blocking; holds the output whole."""
+    spooled = claim(result)
+    if spooled is None:
+        return result
+    try:
+        if spooled.raw is not None:
+            try:
+                return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        if spooled.path is None:
+            text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {spooled.failure}"
+        else:
+            text = spooled.path.read_bytes().decode("utf-8", "replace")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
+    finally:
+        for path in (spooled.raw, spooled.path):
+            if path is not None:
+                path.unlink(missing_ok=True)
 
 
 class _File:

@@ -11,6 +11,7 @@ from mcp.server.context import ServerRequestContext
 
 from server.downstream.pool import Route
 from server.downstream.relay import Relay, RequestRelay
+from server.downstream.spool import materialize
 from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.calls import Call, CallRelay
@@ -30,12 +31,18 @@ async def forward(
     route: Route,
     arguments: dict[str, Any] | None,
     session: Session,
+    *,
+    passthrough: bool = False,
 ) -> tuple[types.CallToolResult, Call | None]:
-    """The result for the client, and the call it is about when that call now has a handle."""
+    """The result for the client, and the call it is about when that call now has a handle.
+
+    `passthrough`: a claimcheck in front of this one makes the handles (`server.downstream.chain`), so the
+    call is answered whole, as with `async` off."""
     relay = RequestRelay(ctx, proxy.log_level)
     args, background = split_arguments(route, arguments)
-    if not route.policy.async_enabled:
-        return _inline(route, await route.downstream.call(route.tool, args, relay)), None
+    if passthrough or not route.policy.async_enabled:
+        result = await route.downstream.call(route.tool, args, relay)
+        return _inline(route, await anyio.to_thread.run_sync(materialize, result)), None
 
     call, call_relay = begin(proxy, route, args, session, relay, background=background)
     try:

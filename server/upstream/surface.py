@@ -20,6 +20,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from server.downstream.chain import CAPABILITY, OWN, asks_passthrough, mark
 from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
@@ -67,7 +68,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.listable()
-        own = [*own_tool_definitions(proxy.config.settings), *file_tool_definitions()]
+        own = [mark(t, OWN, True) for t in (*own_tool_definitions(proxy.config.settings), *file_tool_definitions())]
         reserved = OWN_TOOLS | FILE_TOOLS
         return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in reserved)])
 
@@ -85,7 +86,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
             return needed.result
         except ClaimcheckError as exc:
             result, about = error_result(str(exc)), None
-        if not proxy.config.settings.status_footer:
+        if not proxy.config.settings.status_footer or asks_passthrough(params):
             return result
         return _with_footer(result, session, about, questions=params.name != "wait_for_tool_output")
 
@@ -123,7 +124,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
             route = proxy.pool.route(params.name)
         if route is None:
             raise _unknown_tool(proxy, params.name)
-        return await forward(proxy, ctx, route, params.arguments, session)
+        return await forward(proxy, ctx, route, params.arguments, session, passthrough=asks_passthrough(params))
 
     async def set_logging_level(
         ctx: ServerRequestContext[Proxy], params: types.SetLevelRequestParams
@@ -151,6 +152,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]  # see above
         server.create_initialization_options,
         NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
+        {CAPABILITY: {"version": 1}},
     )
     mcp_tasks.install(server, proxy)
     catalog_surface.install(server, proxy)
