@@ -80,7 +80,7 @@ async def test_a_chain_of_two_claimchecks_shows_one_set_of_handle_tools_and_make
     assert tools["inner__demo__echo"].meta is not None and PROXIED in tools["inner__demo__echo"].meta
     assert text_of(big).startswith(f"Tool output is too large ({2048 * 1024} bytes, 32768 lines, ")
     last_line = "00032767 INFO demo log line with some words in it".ljust(63, ".") + "\n"
-    assert f"[characters 2097000-2097152 of 2097152]\n" in text_of(tail)
+    assert "[characters 2097000-2097152 of 2097152]\n" in text_of(tail)
     assert text_of(tail).split("\n[claimcheck]")[0].endswith(last_line)
     assert "→" in text_of(grep) and "00032767 INFO demo log line" in text_of(grep)
     assert text_of(slow).startswith("Tool inner__demo__slow is running in the background")
