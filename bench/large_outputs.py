@@ -141,7 +141,8 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
 
 def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:
     config = scratch / "claimcheck.json"
-    config.write_text(json.dumps({"mcpServers": {"raw": entry}, "settings": {"root": str(scratch / "out")}}))
+    settings = {"root": str(scratch / "out"), "asyncTimeoutSecs": 3600}  # the size rule is measured, not the time rule
+    config.write_text(json.dumps({"mcpServers": {"raw": entry}, "settings": settings}))
     wire = Wire([PY, "-m", "server", "serve", "--no-api", "--config", str(config)], cwd=ROOT)
     try:
         wire.handshake()
