@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, get_args
 
@@ -10,7 +11,7 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from extraction import Extraction, truncate_source
+from extraction import Extraction, count_tokens, truncate_source
 from extraction import Mode as ExtractMode
 from server.config import Settings
 from server.errors import OwnToolError, clip, problems
@@ -22,6 +23,8 @@ from server.handles.sessions import Session, Sessions
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 
 PROGRESS_EVERY_S = 5.0
+LIST_PAGE = 20
+LIST_PAGE_MAX = 100
 UNKNOWN_SHOWN = 5
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -65,7 +68,8 @@ class _Cancel(_Args):
 
 
 class _List(_Args):
-    pass
+    limit: int = Field(default=LIST_PAGE, ge=1, le=LIST_PAGE_MAX)
+    cursor: str | None = None
 
 
 def own_tool_definitions(settings: Settings) -> list[types.Tool]:
@@ -121,8 +125,18 @@ def own_tool_definitions(settings: Settings) -> list[types.Tool]:
         ),
         types.Tool(
             name="list_tool_outputs",
-            description="List every handle of this session with its tool, status, duration, size and progress.",
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            description=(
+                "List the handles of this session with tool, status, duration, size and progress: running and "
+                "unread ones first, a page at a time (`cursor` from the last line gives the next page)."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 1, "maximum": LIST_PAGE_MAX, "default": LIST_PAGE},
+                    "cursor": {"type": "string", "description": "where the previous page ended"},
+                },
+                "additionalProperties": False,
+            },
         ),
         types.Tool(
             name="cancel_tool_output",
@@ -169,7 +183,8 @@ async def run_own_tool(
         return await _wait(args, session, sessions, settings, report)
     if isinstance(args, _Cancel):
         return _cancel(args, session)
-    return _text(_list(session))
+    assert isinstance(args, _List)
+    return _text(_list(session, args, threshold))
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -306,11 +321,40 @@ def _cancel(args: _Cancel, session: Session) -> types.CallToolResult:
     return _text(f'Cancelled {call.public_name} (handle: "{call.handle}").')
 
 
-def _list(session: Session) -> str:
+def _list(session: Session, args: _List, threshold: int) -> str:
+    """One page of the session's handles: running first, then finished ones not yet looked at, then the rest,
+    each group oldest first; never more than half the token threshold. The order is fixed when the first
+    page is asked for, so paging goes through every handle once however statuses change meanwhile."""
     calls = session.handed_out()
     if not calls:
         return "This session has no tool outputs yet."
-    for call in calls:
+    if args.cursor is None:
+        ordered = sorted(calls, key=lambda c: (c.status != "running", c.seen or c.status == "running", c.started))
+        session.listing = (uuid.uuid4().hex[:8], [c.handle for c in ordered])
+        start = 0
+    else:
+        listing_id, _, offset = args.cursor.partition(".")
+        if listing_id != session.listing[0] or not offset.isdigit():
+            raise OwnToolError(
+                f'Invalid cursor "{clip(args.cursor)}": pass the one the last page named, or none to start again.'
+            )
+        start = int(offset)
+    handles = session.listing[1]
+    page = [c for c in (session.calls.get(h) for h in handles[start : start + args.limit]) if c is not None]
+    lines = [f"- {messages.describe(c)}" for c in page]
+    while len(lines) > 1 and count_tokens("\n".join(lines)) > threshold // 2:
+        lines.pop()
+    shown = page[: len(lines)]
+    for call in shown:
         if call.finished.is_set():
             call.seen = True
-    return "\n".join([f"{len(calls)} output(s) in this session:", *(f"- {messages.describe(c)}" for c in calls)])
+    end = start + len(shown)
+    total = len(handles)
+    head = (
+        f"{len(calls)} output(s) in this session:"
+        if start == 0 and end >= total
+        else f"{total} output(s) in this session (showing {start + 1}-{end}, running and unread first):"
+    )
+    more = total - end
+    tail = [f'{more} more: call list_tool_outputs(cursor = "{session.listing[0]}.{end}") for the next page.']
+    return "\n".join([head, *lines, *(tail if more > 0 else [])])

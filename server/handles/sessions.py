@@ -52,6 +52,7 @@ class Session:
         self.id = store.name
         self.calls: dict[str, Call] = {}
         self.usage = Usage()
+        self.listing: tuple[str, list[str]] = ("", [])  # list_tool_outputs' order, kept while it is paged
         self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
         self._changed = anyio.Event()
         self.closed = False

