@@ -162,6 +162,7 @@ def main() -> int:
     change = result["change_percent"]
     print(f"\np50 change under load: {change:+.1f} % (target < {TARGET_PERCENT:.0f} %: **{verdict}**)")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 

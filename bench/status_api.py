@@ -180,6 +180,7 @@ def main() -> int:
         for label, row in scale.items():
             print(f"| {label} | {row['p50_ms']:.1f} | {row['p90_ms']:.1f} |")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"latency": latency, "scale": scale}, indent=2) + "\n", encoding="utf-8")
     return 0
 
