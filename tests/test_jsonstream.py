@@ -63,15 +63,19 @@ class Rebuild:
         self._add("".join(self.parts))
 
 
-def decode(data: bytes, cuts: list[int]) -> tuple[Any, int]:
-    handler = Rebuild()
-    stream = JsonStream(handler)
+def feed_cut(stream: JsonStream, data: bytes, cuts: list[int]) -> None:
+    """Feed `data` to `stream` in the pieces `cuts` makes, then finish it."""
     last = 0
     for cut in sorted({min(max(c, 0), len(data)) for c in cuts}):
         stream.feed(data[last:cut])
         last = cut
     stream.feed(data[last:])
     stream.finish()
+
+
+def decode(data: bytes, cuts: list[int]) -> tuple[Any, int]:
+    handler = Rebuild()
+    feed_cut(JsonStream(handler), data, cuts)
     return handler.value, handler.pieces
 
 
@@ -210,14 +214,8 @@ def emptied(value: Any) -> Any:
 
 def decode_skipping(data: bytes, cuts: list[int]) -> Any:
     handler = SkipUnderS()
-    stream = JsonStream(handler)
-    handler.stream = stream
-    last = 0
-    for cut in sorted({min(max(c, 0), len(data)) for c in cuts}):
-        stream.feed(data[last:cut])
-        last = cut
-    stream.feed(data[last:])
-    stream.finish()
+    handler.stream = JsonStream(handler)
+    feed_cut(handler.stream, data, cuts)
     return handler.value
 
 

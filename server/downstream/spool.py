@@ -140,10 +140,7 @@ class _File:
         except OSError as exc:
             self.failure = f"{exc.strerror or exc} ({self.written} bytes were written)"
             return
-        self._digest.update(data)
-        self._newlines += data.count(b"\n")
-        self._last = data[-1:]
-        self.written += len(data)
+        self._written(data)
 
     async def close(self) -> None:
         await self.flush(force=True)
@@ -162,6 +159,9 @@ class _File:
         except OSError as exc:
             self.failure = f"{exc.strerror or exc}"
             return
+        self._written(data)
+
+    def _written(self, data: bytes) -> None:
         self._digest.update(data)
         self._newlines += data.count(b"\n")
         self._last = data[-1:]
