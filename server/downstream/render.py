@@ -10,206 +10,16 @@ to an `OutputSink` piece by piece, while it keeps the small parts (`id`, `method
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any
 
 import mcp_types as types
 from pydantic import TypeAdapter
 
+from server.downstream.json_sinks import SMALL_CHARS, Buffer, Emitter, OutputSink, Skip, Skipper, Small
+
 __all__ = ["OutputSink", "ResultRenderer"]
 
-_SMALL_CHARS = 64 * 1024  # the most kept of a small part such as `id` or `error`
 _CONTENT: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
-
-
-class OutputSink(Protocol):
-    def write(self, text: str) -> None: ...
-
-
-class Skipper(Protocol):
-    def skip(self) -> None: ...
-
-
-class _Emitter:
-    """Writes the tokens it is given back out as JSON, dropping null members as pydantic's exclude_none does."""
-
-    def __init__(self, sink: OutputSink, *, item: str = ",", key: str = ":", drop_nulls: bool = False) -> None:
-        self._sink = sink
-        self._item, self._key = item, key
-        self._drop_nulls = drop_nulls
-        self._first: list[bool] = []  # per open container: nothing written in it yet
-        self._pending_key: str | None = None
-        self.depth = 0
-
-    def _before_value(self) -> None:
-        if not self._first:
-            return
-        separator = "" if self._first[-1] else self._item
-        self._first[-1] = False
-        if self._pending_key is not None:
-            self._sink.write(f"{separator}{json.dumps(self._pending_key, ensure_ascii=False)}{self._key}")
-            self._pending_key = None
-        elif separator:
-            self._sink.write(separator)
-
-    def start_object(self) -> None:
-        self._before_value()
-        self._sink.write("{")
-        self._first.append(True)
-        self.depth += 1
-
-    def end_object(self) -> None:
-        self._pending_key = None
-        self._first.pop()
-        self._sink.write("}")
-        self.depth -= 1
-
-    def start_array(self) -> None:
-        self._before_value()
-        self._sink.write("[")
-        self._first.append(True)
-        self.depth += 1
-
-    def end_array(self) -> None:
-        self._first.pop()
-        self._sink.write("]")
-        self.depth -= 1
-
-    def key(self, name: str) -> None:
-        self._pending_key = name
-
-    def drop_key(self) -> None:
-        """Forget the member whose key was just given: its value goes elsewhere."""
-        self._pending_key = None
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        if value is None and self._drop_nulls and self._pending_key is not None:
-            self._pending_key = None
-            return
-        self._before_value()
-        self._sink.write(json.dumps(value))
-
-    def string_start(self) -> None:
-        self._before_value()
-        self._sink.write('"')
-        self.depth += 1
-
-    def string_piece(self, text: str) -> None:
-        self._sink.write(json.dumps(text, ensure_ascii=False)[1:-1])
-
-    def string_end(self) -> None:
-        self._sink.write('"')
-        self.depth -= 1
-
-
-class _Small:
-    """Builds a small value from tokens, keeping at most _SMALL_CHARS of strings (`overflow` when it had to stop)."""
-
-    def __init__(self) -> None:
-        self._stack: list[Any] = []
-        self._keys: list[str | None] = []
-        self._parts: list[str] = []
-        self._chars = 0
-        self.value: Any = None
-        self.overflow = False
-        self.depth = 0
-
-    def _add(self, value: Any) -> None:
-        if not self._stack:
-            self.value = value
-        elif isinstance(self._stack[-1], list):
-            self._stack[-1].append(value)
-        else:
-            self._stack[-1][self._keys[-1]] = value
-
-    def start_object(self) -> None:
-        self._stack.append({})
-        self._keys.append(None)
-        self.depth += 1
-
-    def end_object(self) -> None:
-        self._keys.pop()
-        self.depth -= 1
-        self._add(self._stack.pop())
-
-    def start_array(self) -> None:
-        self._stack.append([])
-        self._keys.append(None)
-        self.depth += 1
-
-    def end_array(self) -> None:
-        self._keys.pop()
-        self.depth -= 1
-        self._add(self._stack.pop())
-
-    def key(self, name: str) -> None:
-        self._keys[-1] = name
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        self._add(value)
-
-    def string_start(self) -> None:
-        self._parts = []
-        self.depth += 1
-
-    def string_piece(self, text: str) -> None:
-        room = _SMALL_CHARS - self._chars
-        if len(text) > room:
-            text, self.overflow = text[: max(room, 0)], True
-        self._chars += len(text)
-        self._parts.append(text)
-
-    def string_end(self) -> None:
-        self.depth -= 1
-        self._add("".join(self._parts))
-
-
-class _Skip:
-    """Swallows one value."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-
-    def start_object(self) -> None:
-        self.depth += 1
-
-    start_array = string_start = start_object
-
-    def end_object(self) -> None:
-        self.depth -= 1
-
-    end_array = string_end = end_object
-
-    def key(self, name: str) -> None:
-        pass
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        pass
-
-    def string_piece(self, text: str) -> None:
-        pass
-
-
-class _Buffer:
-    """An `OutputSink` in memory, until it grows past `limit`; then it hands over to `then`."""
-
-    def __init__(self, limit: int, then: OutputSink) -> None:
-        self.parts: list[str] = []
-        self._size = 0
-        self._limit = limit
-        self._then = then
-        self.spilled = False
-
-    def write(self, text: str) -> None:
-        if self.spilled:
-            self._then.write(text)
-            return
-        self.parts.append(text)
-        self._size += len(text)
-        if self._size > self._limit:
-            self.spilled = True
-            for part in self.parts:
-                self._then.write(part)
-            self.parts.clear()
 
 
 class _Item:
@@ -218,8 +28,8 @@ class _Item:
 
     def __init__(self, output: OutputSink) -> None:
         self._output = output
-        self._buffer = _Buffer(_SMALL_CHARS * 16, output)
-        self._json = _Emitter(self._buffer, drop_nulls=True)
+        self._buffer = Buffer(SMALL_CHARS * 16, output)
+        self._json = Emitter(self._buffer, drop_nulls=True)
         self._member: str | None = None
         self._type: Any = None
         self._type_parts: list[str] | None = None
@@ -294,7 +104,7 @@ class _Item:
         self._output.write(item.model_dump_json(by_alias=True, exclude_none=True))
 
 
-_Capture = _Emitter | _Small | _Skip | _Item
+_Capture = Emitter | Small | Skip | _Item
 
 
 class ResultRenderer:
@@ -328,7 +138,7 @@ class ResultRenderer:
         where = (*self._path[1:], self._key)
         if self._depth == 0:
             if kind != "start_object":
-                self._capture = _Skip()
+                self._capture = Skip()
                 getattr(self._capture, kind)()
                 return True
             return False
@@ -342,14 +152,14 @@ class ResultRenderer:
             if self.items:
                 self._output.write("\n")
             self.items += 1
-            capture = _Item(self._output) if kind == "start_object" else _Emitter(self._output)
+            capture = _Item(self._output) if kind == "start_object" else Emitter(self._output)
         elif where in (("id",), ("method",), ("error",), ("result", "isError")):
-            capture = _Small()
+            capture = Small()
         elif where == ("result", "structuredContent"):
             self.has_structured = True
-            capture = _Skip() if self.items else _Emitter(self._structured, item=", ", key=": ")
+            capture = Skip() if self.items else Emitter(self._structured, item=", ", key=": ")
         else:
-            capture = _Skip()
+            capture = Skip()
         self._capture = capture
         getattr(capture, kind)()
         self._maybe_skip(capture, kind)
@@ -357,7 +167,7 @@ class ResultRenderer:
 
     def _maybe_skip(self, capture: _Capture, kind: str) -> None:
         """Members of a skipped container need no tokens: let the stream go through them in C."""
-        if self.stream is not None and isinstance(capture, _Skip) and kind in ("start_object", "start_array"):
+        if self.stream is not None and isinstance(capture, Skip) and kind in ("start_object", "start_array"):
             self.stream.skip()
 
     def _captured(self) -> None:
@@ -365,7 +175,7 @@ class ResultRenderer:
         if capture is None or capture.depth != 0:
             return
         self._capture = None
-        if isinstance(capture, _Small):
+        if isinstance(capture, Small):
             where = (*self._path[1:], self._key)
             if where == ("id",):
                 self.id = capture.value
@@ -427,7 +237,7 @@ class ResultRenderer:
     def _start_value_scalar(self, value: int | float | bool | None) -> None:
         where = (*self._path[1:], self._key)
         if where in (("id",), ("method",), ("error",), ("result", "isError")):
-            small = _Small()
+            small = Small()
             small.scalar(value)
             self._capture = small
             self._captured()
