@@ -61,7 +61,9 @@ def _require_browser() -> None:
 @asynccontextmanager
 async def claimcheck_with_api(tmp_path: Path) -> AsyncIterator[tuple[str, str, str]]:
     """`claimcheck serve --transport http` with the status API on; yields (MCP URL, API URL, dashboard URL)."""
-    settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state")}
+    # startupWaitSecs: on a busy machine the demo server may take longer than the default 3 s to start, and
+    # a call before it is listed would be an unknown tool; the tests list the tools first, which waits.
+    settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "startupWaitSecs": 60}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
     command = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
@@ -102,6 +104,7 @@ async def test_the_token_address_opens_the_dashboard_whose_calls_turn_ready_live
 
             with anyio.fail_after(60):
                 async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
+                    await client.list_tools()
                     first = await client.call_tool("demo__slow", {"seconds": 2})
                     handle = re.search(r'handle: "([^"]+)"', text_of(first))
                     assert handle, text_of(first)
@@ -193,7 +196,9 @@ async def test_a_page_from_another_local_origin_reads_nothing_from_the_api_even_
     ):
         with anyio.fail_after(60):
             async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
-                await client.call_tool("demo__echo", {"text": secret})
+                await client.list_tools()
+                echoed = await client.call_tool("demo__echo", {"text": secret})
+            assert text_of(echoed) == secret
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             context = await browser.new_context()
