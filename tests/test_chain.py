@@ -25,7 +25,12 @@ from server.upstream.surface import build_server
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 HANDLE = re.compile(r'handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
-INNER_SETTINGS = {"api": {"enabled": False}, "asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000}
+INNER_SETTINGS = {
+    "api": {"enabled": False},
+    "asyncTimeoutSecs": 0.5,
+    "asyncTokenThreshold": 2000,
+    "startupWaitSecs": 60,
+}
 
 
 @asynccontextmanager

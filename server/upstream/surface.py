@@ -122,6 +122,13 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         if route is None:
             await proxy.pool.listable()  # a call that comes before the first listing may name a tool of it
             route = proxy.pool.route(params.name)
+        starting = proxy.pool.starting(params.name) if route is None else None
+        if starting is not None and starting.state == "starting":
+            # A tool of a server still coming up (a client may call from a list it kept): give it the
+            # start-up wait once more before saying it is not ready.
+            with anyio.move_on_after(proxy.config.settings.startup_wait_secs):
+                await starting.first_attempt()
+            route = proxy.pool.route(params.name)
         if route is None:
             raise _unknown_tool(proxy, params.name)
         return await forward(proxy, ctx, route, params.arguments, session, passthrough=asks_passthrough(params))
