@@ -63,6 +63,12 @@ class Wire:
             result.get("isError")
         )
 
+    async def warm_up(self, server: str) -> None:
+        """Make claimcheck load what any big output needs (the tokenizer is loaded in the background after
+        start), so what is measured next is the output's cost alone."""
+        answer, _ = await self.call(f"{server}__big", {"mib": 2})
+        assert answer.startswith("Tool output is too large"), answer
+
     def memory(self, field: str) -> int:
         """A VmHWM/VmRSS figure of the claimcheck process, in bytes."""
         status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="utf-8")
@@ -133,7 +139,7 @@ async def raw_downstream(kind: str) -> AsyncIterator[dict[str, Any]]:
 async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_flat(tmp_path: Path, kind: str) -> None:
     with anyio.fail_after(240):
         async with raw_downstream(kind) as entry, claimcheck(tmp_path, {"raw": entry}, {}) as wire:
-            await wire.call("raw__echo", {"text": "warm up"})
+            await wire.warm_up("raw")
             idle_peak = wire.memory("VmHWM")
             answer, is_error = await wire.call("raw__big", {"mib": 200})
             peak = wire.memory("VmHWM")
@@ -153,7 +159,7 @@ async def test_a_message_that_never_ends_fails_at_its_timeout_while_other_server
     settings = {"asyncTimeoutSecs": 30, "maxOutputBytes": 8 * MIB}
     with anyio.fail_after(60):
         async with claimcheck(tmp_path, servers, settings) as wire:
-            await wire.call("other__echo", {"text": "warm up"})
+            await wire.warm_up("other")
             idle_peak = wire.memory("VmHWM")
             endless = await wire.send("tools/call", {"name": "endless__endless", "arguments": {}})
             meanwhile, _ = await wire.call("other__echo", {"text": "still here"})
@@ -205,6 +211,7 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
 async def test_a_request_over_max_request_bytes_is_refused_and_the_connection_goes_on(tmp_path: Path) -> None:
     with anyio.fail_after(60):
         async with claimcheck(tmp_path, {"raw": raw_server()}, {"maxRequestBytes": 4 * MIB}) as wire:
+            await wire.warm_up("raw")
             idle_peak = wire.memory("VmHWM")
             assert wire.process.stdin is not None
             huge = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "raw__echo"}}
@@ -224,7 +231,7 @@ async def test_a_request_over_max_request_bytes_is_refused_and_the_connection_go
 async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_path: Path) -> None:
     with anyio.fail_after(300):
         async with claimcheck(tmp_path, {"raw": raw_server()}, {}) as wire:
-            await wire.call("raw__echo", {"text": "warm up"})
+            await wire.warm_up("raw")
             before = wire.memory("VmRSS")
             for _ in range(10):
                 answer, is_error = await wire.call("raw__big", {"mib": 100})

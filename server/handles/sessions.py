@@ -13,10 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,7 +23,16 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from extraction import Usage, estimate_file_tokens, estimate_tokens, exceeds, file_exceeds, head_tokens
+from extraction import (
+    Source,
+    Usage,
+    estimate_source_tokens,
+    estimate_tokens,
+    exceeds,
+    head_tokens,
+    read_all,
+    source_exceeds,
+)
 from server.config import Policy
 from server.downstream.relay import Relay
 from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
@@ -203,10 +210,14 @@ class Sessions:
         try:
             if spooled.path is None:
                 raise StoreError(spooled.failure or "the disk refused it")
-            path = session.store.adopt(call.handle, spooled.path)
-            over = await anyio.to_thread.run_sync(_file_over, path, policy.async_token_threshold)
-            if not over:  # small after all: answer as the tool did
-                call.result = await anyio.to_thread.run_sync(_small_result, spooled, path)
+            session.store.adopt(call.handle, spooled.path)
+            stored = await anyio.to_thread.run_sync(session.store.open_output, call.handle)  # the one door
+            with stored:
+                over = await anyio.to_thread.run_sync(source_exceeds, stored, policy.async_token_threshold)
+                if not over:  # small after all: answer as the tool did
+                    call.result = await anyio.to_thread.run_sync(_small_result, spooled, stored)
+                if over or call.handed_out:
+                    call.set_tokens(*await anyio.to_thread.run_sync(estimate_source_tokens, stored))
         except StoreError as exc:
             self._not_stored(call, exc.reason, spooled.head, policy)
             return
@@ -215,8 +226,6 @@ class Sessions:
                 spooled.raw.unlink(missing_ok=True)
         call.over_threshold = over
         call.stored = True
-        if over or call.handed_out:
-            call.set_tokens(*await anyio.to_thread.run_sync(_file_tokens, path))
         self._finish(call, failed=spooled.is_error)
 
     def _not_stored(self, call: Call, reason: str, head: str, policy: Policy) -> None:
@@ -256,23 +265,7 @@ class Sessions:
         await self._store(session, call, text)
 
 
-def _file_over(path: Path, threshold: int) -> bool:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        return file_exceeds(fd, os.fstat(fd).st_size, threshold)
-    finally:
-        os.close(fd)
-
-
-def _file_tokens(path: Path) -> tuple[int, bool]:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        return estimate_file_tokens(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-
-
-def _small_result(spooled: SpooledOutput, path: Path) -> types.CallToolResult:
+def _small_result(spooled: SpooledOutput, stored: Source) -> types.CallToolResult:
     """The result of an output under the threshold: from the tool's own message when it was kept whole
     (bounded by the spool's `raw_keep`), else from the stored text (under the threshold, so small)."""
     if spooled.raw is not None:
@@ -280,7 +273,7 @@ def _small_result(spooled: SpooledOutput, path: Path) -> types.CallToolResult:
             return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    text = path.read_bytes().decode("utf-8", "replace")
+    text = read_all(stored)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
 
 
