@@ -8,7 +8,8 @@ not offer completion answers with no suggestions.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -21,6 +22,8 @@ from server.downstream.relay import RequestRelay
 from server.errors import clip
 from server.handles.questions import RequestQuestions
 from server.proxy import Proxy
+
+_T = TypeVar("_T")
 
 __all__ = ["install"]
 
@@ -45,21 +48,29 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         await proxy.pool.listable()
         return types.ListPromptsResult(prompts=catalog.prompts())
 
+    async def routed(find: Callable[[], _T]) -> _T:
+        """What `find` names once the servers are listable; a name not known yet waits (at most the start-up
+        wait again) for servers still starting, since the one that has it may be among them."""
+        await proxy.pool.listable()
+        try:
+            return find()
+        except MCPError:
+            with anyio.move_on_after(proxy.config.settings.startup_wait_secs):
+                await proxy.pool.settled()
+            return find()
+
     async def read_resource(
         ctx: ServerRequestContext[Proxy], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        await proxy.pool.listable()
         uri = params.uri
+        server = await routed(lambda: catalog.resource_server(uri))
         relay = _relay(ctx, proxy, f'resources/read "{clip(uri)}"')
-        return await catalog.resource_server(uri).request(
-            "resources/read", lambda client: client.read_resource(uri), relay
-        )
+        return await server.request("resources/read", lambda client: client.read_resource(uri), relay)
 
     async def get_prompt(
         ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        await proxy.pool.listable()
-        route = catalog.prompt(params.name)
+        route = await routed(lambda: catalog.prompt(params.name))
         arguments = params.arguments
         relay = _relay(ctx, proxy, f'prompts/get "{route.public}"')
         return await route.downstream.request(
@@ -67,13 +78,14 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         )
 
     async def complete(ctx: ServerRequestContext[Proxy], params: types.CompleteRequestParams) -> types.CompleteResult:
-        await proxy.pool.listable()
         ref = params.ref
         if isinstance(ref, types.PromptReference):
-            route = catalog.prompt(ref.name)
+            name = ref.name
+            route = await routed(lambda: catalog.prompt(name))
             downstream, ref = route.downstream, ref.model_copy(update={"name": route.name})
         else:
-            downstream = catalog.template_server(ref.uri)
+            uri_template = ref.uri
+            downstream = await routed(lambda: catalog.template_server(uri_template))
         if not offers(downstream, "completions"):
             return types.CompleteResult(completion=types.Completion(values=[]))
         argument = {"name": params.argument.name, "value": params.argument.value}
