@@ -7,12 +7,21 @@ ExtractionError
 │   ├── LLMTimeout       no answer within the backend's timeout
 │   └── LLMBadResponse   an answer that is not a usable completion (malformed JSON, HTTP error)
 └── NoFinalReport        the model answered without the FINAL wrapper
+    └── Ungrounded       read-grep: the model answered before looking at the output at all
 ```
 """
 
 from __future__ import annotations
 
-__all__ = ["ExtractionError", "LLMBadResponse", "LLMError", "LLMTimeout", "LLMUnavailable", "NoFinalReport"]
+__all__ = [
+    "ExtractionError",
+    "LLMBadResponse",
+    "LLMError",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "NoFinalReport",
+    "Ungrounded",
+]
 
 
 class ExtractionError(Exception):
@@ -37,3 +46,7 @@ class LLMBadResponse(LLMError):
 
 class NoFinalReport(ExtractionError):
     """The model did not put its answer in the FINAL wrapper."""
+
+
+class Ungrounded(NoFinalReport):
+    """In read-grep, the model answered without one Read or Grep: its answer cannot come from the output."""

@@ -8,7 +8,7 @@ from typing import Literal
 
 import anyio
 
-from extraction.errors import ExtractionError
+from extraction.errors import ExtractionError, Ungrounded
 from extraction.llm import LLM, Usage
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, new_nonce
 from extraction.provenance import split_evidence, verify, with_evidence
@@ -76,10 +76,16 @@ class Extractor:
                 strategy = mode
             if strategy == "read-grep" and not llm.supports_tools:
                 raise ExtractionError(f"the model {llm.model} cannot call tools, which read-grep needs")
+            result = None
             if strategy == "read-grep":
-                result = await read_grep(llm, usage, document, extract, tools, self.policy, nonce)
-                chunks = "n/a"
-            else:
+                try:
+                    result = await read_grep(llm, usage, document, extract, tools, self.policy, nonce)
+                    chunks = "n/a"
+                except Ungrounded:
+                    if mode != "auto":
+                        raise
+                    strategy = "full-chunked"  # a model that will not look gets every chunk shown instead
+            if result is None:
                 result = await full_chunked(llm, usage, document, source, extract, self.policy, nonce)
                 chunks = f"{result.chunks_searched}/{result.chunks_total}"
         except ExtractionError as exc:

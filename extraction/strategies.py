@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import anyio
 
 from extraction.chunking import Chunk, chunk_source, read_chunk
-from extraction.errors import ExtractionError, LLMError, NoFinalReport
+from extraction.errors import ExtractionError, LLMError, NoFinalReport, Ungrounded
 from extraction.llm import LLM, Completion, Message, ToolSpec, Usage
 from extraction.prompts import NOT_FOUND, Document, map_prompt, parse_final, read_grep_prompt, reduce_prompt
 from extraction.source import Source
@@ -213,7 +213,9 @@ async def read_grep(
     policy: Policy,
     nonce: str,
 ) -> StrategyResult:
-    """Let the model look through Read and Grep for at most `policy.max_turns` rounds, then answer."""
+    """Let the model look through Read and Grep for at most `policy.max_turns` rounds, then answer.
+
+    An answer given before any Read or Grep is refused (`Ungrounded`): small models answer from nothing."""
     system, user = read_grep_prompt(document, extract, nonce)
     messages = [Message("system", system), Message("user", user)]
     specs = (READ_SPEC, GREP_SPEC)
@@ -223,6 +225,8 @@ async def read_grep(
             messages.append(Message("user", "No more tool calls are possible. Give your answer in the wrapper now."))
         completion = await _complete_with_retries(llm, messages, () if last else specs, policy.retries)
         usage.add(llm.model, completion)
+        if not completion.tool_calls and turn == 0:
+            raise Ungrounded("the model answered without looking at the output through Read or Grep")
         if not completion.tool_calls or last:
             answer = parse_final(completion.text, nonce)
             if answer is None:

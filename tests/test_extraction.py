@@ -534,13 +534,39 @@ async def test_auto_takes_full_chunked_for_long_lines_even_with_many_chunks() ->
 
 
 async def test_auto_takes_read_grep_for_many_chunks_with_a_model_that_calls_tools() -> None:
-    llm = FakeLLM(answering(lambda call: "found by grep"), context_window=2000, max_output_tokens=200)
+    llm = FakeLLM(
+        in_order(tool_calls(ToolCall("c1", "Grep", {"regex": "ERROR"})), "found by grep"),
+        context_window=2000,
+        max_output_tokens=200,
+    )
 
-    result = await extract(llm, log_text(500))
+    result = await extract(llm, log_text(500), tools=RecordingTools().both())
 
     assert result.strategy == "read-grep"
-    assert [len(call.tools) for call in llm.calls] == [2]
+    assert [len(call.tools) for call in llm.calls] == [2, 2]
     assert result.body.endswith(f"chunks=n/a model={MODEL}")
+
+
+async def test_auto_shows_every_chunk_when_the_model_answers_read_grep_without_looking() -> None:
+    async def respond(call: Call) -> Reply:
+        return "192.168.1.1, made up" if call.tools else merge_facts(call)
+
+    llm = FakeLLM(respond, context_window=2000, max_output_tokens=200)
+
+    result = await extract(llm, log_text(500), tools=RecordingTools().both())
+
+    assert result.strategy == "full-chunked"
+    assert "made up" not in result.body
+    assert len(llm.calls[0].tools) == 2 and llm.calls[-1].is_reduce
+
+
+async def test_explicit_read_grep_never_takes_an_answer_given_without_looking() -> None:
+    llm = FakeLLM(answering(lambda call: "192.168.1.1, made up"), context_window=2000, max_output_tokens=200)
+
+    result = await extract(llm, log_text(500), mode="read-grep", tools=RecordingTools().both())
+
+    assert result.strategy == "truncate"
+    assert "without looking at the output through Read or Grep" in result.body
 
 
 async def test_auto_takes_full_chunked_when_the_model_cannot_call_tools() -> None:
