@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -54,7 +55,7 @@ from extraction import Completion, Message, count_tokens  # noqa: E402
 from extraction.openai import OpenAICompatible  # noqa: E402
 
 CLIENT_CUT_TOKENS = 25_000  # what Claude Code keeps of a tool result
-ANSWER_TOKENS = 512  # the most tokens any arm may answer with (claimcheck: maxOutputTokens)
+ANSWER_TOKENS = 512  # the most tokens any arm may answer with (claimcheck: maxOutputTokens); --answer-tokens
 PROMPT_SLACK = 48  # template tokens around the messages
 DIRECT_SYSTEM = """You answer a question about the output of a tool call. Answer only from the output. Be precise; \
 keep numbers, names, paths and ids exactly as written.
@@ -183,7 +184,12 @@ async def run_claimcheck(model: Model, case: Case, output: str, size: float, thr
         extraction["apiKeyEnv"] = "CLAIMCHECK_EVAL_KEY_VALUE"
     down = Downstream()
     down.server.add_tool(lambda: output, name="out", structured_output=False)
-    settings = {"extraction": extraction, "asyncTokenThreshold": threshold, "asyncTimeoutSecs": 600}
+    settings = {
+        "extraction": extraction,
+        "asyncTokenThreshold": threshold,
+        "asyncTimeoutSecs": 600,
+        "api": {"enabled": False},
+    }
     async with (
         running_proxy({"down": down.server}, settings=settings) as proxy,
         client_of(proxy) as client,
@@ -329,6 +335,7 @@ async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) 
 
 
 def main() -> int:
+    global ANSWER_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", action="append", help="run only the named case(s)")
     parser.add_argument("--size", type=float, default=1.0, help="scale of every output (default 1.0)")
@@ -338,9 +345,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="with --local-model: llama.cpp threads (default: all cores)")
     parser.add_argument("--claimcheck-context", type=int, help="contextWindow given to claimcheck (default: --context)")
     parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
+    parser.add_argument("--answer-tokens", type=int, default=ANSWER_TOKENS, help="max answer tokens, every arm")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     selected = [case for case in CASES if not args.only or case.name in args.only]
+    ANSWER_TOKENS = args.answer_tokens
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the model server is stopped on the way out
     with model_from(args) as model:
         if model is None:
             print("skipped: use --local-model, or set CLAIMCHECK_EVAL_BASE_URL and CLAIMCHECK_EVAL_MODEL")

@@ -162,7 +162,9 @@ def serve(model: str = DEFAULT, context: int = 8192, threads: int | None = None)
     if weights.chat_format:
         command += ["--chat_format", weights.chat_format]
     log = (CACHE / "server.log").open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
+    )
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_ready(base_url, process)
@@ -170,6 +172,14 @@ def serve(model: str = DEFAULT, context: int = 8192, threads: int | None = None)
     finally:
         _stop(process)
         log.close()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies, however it dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _wait_ready(base_url: str, process: subprocess.Popen[bytes]) -> None:

@@ -29,7 +29,7 @@ __all__ = [
     "reduce_prompt",
 ]
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"
 ARGUMENT_VALUE_MAX_CHARS = 500
 """The most characters of one string (value or key) of the source tool's arguments a prompt quotes."""
 ARGUMENTS_MAX_CHARS = 2000
@@ -106,6 +106,12 @@ DOCUMENT STATS
 - Tokens (estimate): {document.tokens}"""
 
 
+def _ask_again(extract: str) -> str:
+    """The request once more after the document: small models answer what they read last (measured on
+    Qwen2.5-Coder-0.5B by bench/extraction_eval.py: without it, the chunk that held the answer said not found)."""
+    return f"WHAT TO EXTRACT: {extract}\nAnswer inside the wrapper, then EVIDENCE: with verbatim quotes."
+
+
 def map_prompt(
     document: Document, extract: str, chunk: str, index: int, total: int, overlap: float, nonce: str
 ) -> tuple[str, str]:
@@ -122,7 +128,7 @@ WHAT TO EXTRACT
 {extract}
 
 {_output_format(nonce, "this chunk")}"""
-    return system, f"DOCUMENT CHUNK {index} of {total}:\n{chunk}"
+    return system, f"DOCUMENT CHUNK {index} of {total}:\n{chunk}\nEND OF CHUNK {index}.\n\n{_ask_again(extract)}"
 
 
 def reduce_prompt(document: Document, extract: str, chunk_outputs: list[str], nonce: str) -> tuple[str, str]:
@@ -139,7 +145,7 @@ Keep the EVIDENCE quotes of the chunk extractions that support your answer, unch
 
 {_output_format(nonce, "the chunks")}"""
     parts = [f"CHUNK {i} EXTRACTION:\n{text}" for i, text in enumerate(chunk_outputs, start=1)]
-    return system, "CHUNK OUTPUTS\n\n" + "\n\n".join(parts)
+    return system, "CHUNK OUTPUTS\n\n" + "\n\n".join(parts) + f"\n\n{_ask_again(extract)}"
 
 
 def read_grep_prompt(document: Document, extract: str, nonce: str) -> tuple[str, str]:

@@ -79,8 +79,8 @@ def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
 
     Raises `LLMError` saying where the window went when fewer than MIN_CHUNK_TOKENS are left.
     """
-    system, _ = map_prompt(document, extract, "", 999, 999, 10, nonce)
-    prompt = count_tokens(system) + 64
+    system, user = map_prompt(document, extract, "", 999, 999, 10, nonce)
+    prompt = count_tokens(system) + count_tokens(user) + 64
     budget = llm.context_window - llm.max_output_tokens - prompt
     if budget < MIN_CHUNK_TOKENS:
         raise LLMError(

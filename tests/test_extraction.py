@@ -709,7 +709,7 @@ async def test_an_empty_output_is_one_empty_chunk_asked_once() -> None:
 
     assert result.strategy == "full-chunked"
     assert result.not_found
-    assert [call.user for call in llm.calls] == ["DOCUMENT CHUNK 1 of 1:\n"]
+    assert [call.user.split("\nEND OF CHUNK")[0] for call in llm.calls] == ["DOCUMENT CHUNK 1 of 1:\n"]
     assert result.body.endswith(f"bytes=0 chunks=1/1 model={MODEL}")
 
 
@@ -735,7 +735,9 @@ async def test_a_ten_mebibyte_single_line_json_is_cut_into_chunks_the_budget_imp
     assert len(text) > 10 * 2**20
     assert "\n" not in text
     assert result.strategy == "full-chunked"
-    chunks = sorted((call.chunk or (0, 0), call.user.split("\n", 1)[1]) for call in llm.calls)
+    chunks = sorted(
+        (call.chunk or (0, 0), call.user.split("\n", 1)[1].rsplit("\nEND OF CHUNK", 1)[0]) for call in llm.calls
+    )
     total = len(chunks)
     budget = llm.context_window - llm.max_output_tokens - count_tokens(llm.calls[0].system) - 64
     assert math.ceil(tokens / budget) <= total <= math.ceil(tokens / (budget * 0.9 * 0.95)) + 1

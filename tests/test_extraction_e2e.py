@@ -36,7 +36,7 @@ def log_text(lines: int = 600) -> str:
 
 def answer_from(messages: list[dict[str, Any]], nonce: str, hallucinate: bool, keyword: str = "ERROR") -> str:
     """Quote every line of the chunk that mentions `keyword`, as a careful model would."""
-    chunk = messages[-1]["content"]
+    chunk = messages[-1]["content"].split("\nEND OF CHUNK")[0]
     found = [line for line in chunk.splitlines() if keyword in line]
     if not found:
         body = "NO RELEVANT DATA FOUND\nonly INFO lines"
