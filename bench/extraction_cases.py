@@ -26,6 +26,11 @@ class Case:
     question: str
     output: Callable[[Path, float], str]  # (scratch directory, size) -> the tool output
     facts: Callable[[float], list[str]]  # size -> what a right answer must contain
+    scale: float = 1.0  # this case's output size against the others (small ones fit the model's context whole)
+
+    def make(self, tmp: Path, size: float) -> tuple[str, list[str]]:
+        """The output and the facts at `size`."""
+        return self.output(tmp, size * self.scale), self.facts(size * self.scale)
 
 
 def _at(count: int, fraction: float) -> int:
@@ -193,6 +198,7 @@ CASES = [
         "Which hosts (the field after the timestamp) appear in this log?",
         _log,
         lambda s: ["web-0", "web-1", "web-2", "web-3"],
+        scale=0.3,
     ),
     Case(
         "json-admins",
@@ -258,5 +264,6 @@ CASES = [
         "Who are the authors of these commits? List their names.",
         _git,
         lambda s: [name for name, _ in AUTHORS],
+        scale=0.3,
     ),
 ]

@@ -148,12 +148,12 @@ async def ask_directly(model: Model, text: str, question: str, note: str) -> tup
 
 
 def direct_arm(
-    completion: Completion, seconds: float, output: str, case: Case, size: float, client_tokens: int, note: str
+    completion: Completion, seconds: float, output: str, case: Case, facts: list[str], client_tokens: int, note: str
 ) -> Arm:
     answer, _ = verified_answer(completion.text, output)
     quotes = count_quotes(answer)
     return Arm(
-        found=facts_found(answer, case.facts(size), question=case.question),
+        found=facts_found(answer, facts, question=case.question),
         verified=quotes.verified,
         unverified=quotes.unverified,
         strategy="cut" if "cut" in note else "whole",
@@ -166,7 +166,7 @@ def direct_arm(
     )
 
 
-async def run_claimcheck(model: Model, case: Case, output: str, size: float, threshold: int, context: int) -> Arm:
+async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str], threshold: int, context: int) -> Arm:
     from support import running_proxy, text_of
     from test_handles import Downstream, client_of, handle_in
 
@@ -199,7 +199,7 @@ async def run_claimcheck(model: Model, case: Case, output: str, size: float, thr
         result = text_of(await client.call_tool("tool_output", {"handle": handle, "extract": case.question}))
         seconds = time.perf_counter() - started
         usage = proxy.usage_totals()
-    scored = score_tool_output(result, case.facts(size), case.question)
+    scored = score_tool_output(result, facts, case.question)
     return Arm(
         found=scored.found,
         verified=scored.quotes.verified,
@@ -214,30 +214,30 @@ async def run_claimcheck(model: Model, case: Case, output: str, size: float, thr
     )
 
 
-async def run_case(model: Model, case: Case, output: str, size: float, threshold: int, cc_context: int) -> Result:
+async def run_case(model: Model, case: Case, output: str, facts: list[str], threshold: int, cc_context: int) -> Result:
     tokens = ModelTokens(model.base_url, model.name)
     prompt = await tokens.count(DIRECT_SYSTEM + case.question) + PROMPT_SLACK + 40
     room = model.context - ANSWER_TOKENS - prompt
     cut = min(CLIENT_CUT_TOKENS, room)
     shown, total = await tokens.head(output, cut)
-    result = Result(case.name, case.kind, case.where, case.facts(size), count_tokens(output), total)
+    result = Result(case.name, case.kind, case.where, facts, count_tokens(output), total)
     note = ""
     if shown != output:
         omitted = output.count("\n") - shown.count("\n")
         shown += f"[... output truncated: {omitted} more lines not shown ...]\n"
         note = f" (cut to its first {cut} tokens of {total})"
     completion, seconds = await ask_directly(model, shown, case.question, note)
-    baseline = direct_arm(completion, seconds, output, case, size, count_tokens(shown), note)
+    baseline = direct_arm(completion, seconds, output, case, facts, count_tokens(shown), note)
     result.arms["baseline"] = baseline
     print(f"  baseline   {len(baseline.found)}/{len(result.facts)} in {baseline.seconds} s", file=sys.stderr)
-    arm = await run_claimcheck(model, case, output, size, threshold, cc_context)
+    arm = await run_claimcheck(model, case, output, facts, threshold, cc_context)
     result.arms["claimcheck"] = arm
     print(f"  claimcheck {len(arm.found)}/{len(result.facts)} in {arm.seconds} s ({arm.strategy})", file=sys.stderr)
     if total <= room and not note:
         result.arms["oracle"] = Arm(**{**asdict(baseline), "strategy": "whole", "note": "same prompt as baseline"})
     elif total <= room:
         completion, seconds = await ask_directly(model, output, case.question, "")
-        result.arms["oracle"] = direct_arm(completion, seconds, output, case, size, count_tokens(output), "")
+        result.arms["oracle"] = direct_arm(completion, seconds, output, case, facts, count_tokens(output), "")
     return result
 
 
@@ -325,10 +325,10 @@ async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
-            output = case.output(Path(tmp), args.size)
+            output, facts = case.make(Path(tmp), args.size)
             print(f"{case.name}: {count_tokens(output)} tokens", file=sys.stderr)
             cc_context = args.claimcheck_context or model.context
-            results.append(await run_case(model, case, output, args.size, args.threshold, cc_context))
+            results.append(await run_case(model, case, output, facts, args.threshold, cc_context))
             if args.json:  # written after every case, so a long run that is stopped keeps what it measured
                 args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
     return results

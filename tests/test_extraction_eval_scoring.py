@@ -115,8 +115,7 @@ def test_a_tool_output_answer_is_scored_on_its_facts_and_described_quotes() -> N
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_every_case_has_its_facts_in_its_output_and_not_in_its_question(case: Case, tmp_path: Path) -> None:
-    output = case.output(tmp_path, 0.2)
-    facts = case.facts(0.2)
+    output, facts = case.make(tmp_path, 0.2)
     assert facts
     assert facts_found(output, facts) == facts
     assert facts_found(case.question, facts) == []
