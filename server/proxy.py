@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -31,6 +32,9 @@ from server.downstream.spool import SpoolPolicy
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
 from server.version import VERSION
+
+if TYPE_CHECKING:
+    from server.status.history import History
 
 __all__ = ["Proxy"]
 
@@ -59,27 +63,35 @@ class Proxy:
         self._client_sessions: Sessions | None = None
         self.sandbox: Sandbox | None = None
         self.api_url: str | None = None
+        self._warmed: anyio.Event | None = None  # made in `running`, where there is an event loop
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
         self.catalog = Catalog(self.pool.downstreams, config.settings.tool_separator, self)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
-        """Run the pool and the output store for the block; leaving it stops every server and call."""
+        """Run the pool and the output store for the block; leaving it stops every server and call.
+
+        The downstreams start first: they are what the first `tools/list` waits for. What claimcheck needs only
+        later (the tokenizer's vocabulary, the history's maintenance, serving the status API) is done in the
+        background once that listing can be answered, off its path; `warmed()` says when it is done.
+        """
         settings = self.config.settings
         store = OutputStore.create(Path(settings.root) if settings.root else None)
         for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
             if resolve_policy(settings, downstream.config, self.cli).async_enabled:
                 downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes)
-        await anyio.to_thread.run_sync(count_tokens, "warm up")  # load the vocabulary before the first big output
+        self._warmed = warmed = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
                 self._client_sessions = Sessions(store, tg, settings.max_output_bytes)
                 self.sandbox = Sandbox(store.run_root)
                 port = None if self.cli.no_api else api_port(settings)
+                history = None
                 if port is not None:
-                    self.api_url = await self._start_api(tg, port)
+                    history, self.api_url = await self._start_api(tg, port)
+                tg.start_soon(self._warm_up, history, warmed)
                 try:
                     yield self
                 finally:
@@ -90,8 +102,26 @@ class Proxy:
         finally:
             store.close()
 
-    async def _start_api(self, tg: anyio.abc.TaskGroup, port: int) -> str:
-        """History, the event hub and the status API, all in this event loop."""
+    async def warmed(self) -> None:
+        """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""
+        if self._warmed is None:
+            raise RuntimeError("the proxy is not running")
+        await self._warmed.wait()
+
+    async def _warm_up(self, history: History | None, warmed: anyio.Event) -> None:
+        await self.pool.listable()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, count_tokens, "warm up")  # the vocabulary, before a big output
+            if history is not None:
+                tg.start_soon(history.ready)
+        warmed.set()
+
+    async def _start_api(self, tg: anyio.abc.TaskGroup, port: int) -> tuple[History, str]:
+        """History, the event hub and the status API, all in this event loop.
+
+        At once: the database opened (its files private), calls recorded from now on, the port bound and the
+        discovery file written. After the first listing: the history's maintenance, then the API answers.
+        """
         from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
         from server.status.events import EventHub
         from server.status.history import History
@@ -99,9 +129,10 @@ class Proxy:
         settings = self.config.settings
         directory = state_dir(settings)
         history = History(directory / "history.sqlite3", settings.history)
+        await anyio.to_thread.run_sync(history.open)
         hub = EventHub(history)
         self.sessions.observer = hub.observe
-        await tg.start(history.run)
+        tg.start_soon(partial(history.run, after=self.pool.listable))
         api = StatusApi(
             hub,
             version=VERSION,
@@ -112,8 +143,8 @@ class Proxy:
             allow_origins=settings.api.allow_origins,
         )
         self.api_token = api.token
-        url: str = await tg.start(serve_api, api, port, directory)
-        return url
+        url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))
+        return history, url
 
     def usage_totals(self) -> dict[str, int]:
         """Extraction usage summed over the live sessions."""

@@ -11,10 +11,9 @@ import logging
 import os
 import re
 import secrets
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,13 @@ from server.status.discovery import discovery_file
 from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
+from server.status.ports import API_PORT_TRIES, bind_api_socket
 from server.status.tasks import iso
 
 __all__ = ["API_PORT_TRIES", "StatusApi", "bind_api_socket", "serve_api"]
 
 logger = logging.getLogger(__name__)
 
-API_PORT_TRIES = 10
 _MAX_LIMIT = 200
 _MAX_OFFSET = 10**9
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
@@ -140,7 +139,8 @@ class StatusApi:
             offset = int_param(params, "offset", 0, 0, _MAX_OFFSET)
         except BadParameter as exc:
             return _error(400, str(exc))
-        query = TaskQuery(**{key: params.get(key) for key in ("status", "server", "tool", "session", "search")})
+        filters = ("status", "server", "tool", "session", "search", "instance")
+        query = TaskQuery(**{key: params.get(key) for key in filters})
         tasks, total = await self._run(self.history.tasks, query, limit, offset)
         return JSONResponse({"tasks": tasks, "total": total, "limit": limit, "offset": offset})
 
@@ -204,35 +204,20 @@ def _error(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def bind_api_socket(port: int) -> socket.socket:
-    """127.0.0.1:`port`, else the next ports, else one the OS picks (port 0 asks the OS at once)."""
-    candidates = [port + i for i in range(API_PORT_TRIES)] if port else []
-    for candidate in [*candidates, 0]:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # TIME-WAIT from a dashboard of the previous run must not push us off our port;
-        # Linux still refuses a port that a live instance listens on.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", candidate))
-        except OSError:
-            sock.close()
-            continue
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms stalls
-        sock.listen(1024)
-        sock.setblocking(False)
-        return sock
-    raise OSError("no port is free for the status API")  # pragma: no cover - port 0 always binds
-
-
 async def serve_api(
     api: StatusApi,
     port: int,
     state_dir: Path,
     *,
     request_deadline: float = REQUEST_DEADLINE_SECS,
+    begin: Callable[[], Awaitable[None]] | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled, with a discovery file in `<state_dir>/instances/` for as long as it runs."""
+    """Serve until cancelled, with a discovery file in `<state_dir>/instances/` for as long as it runs.
+
+    Started (with the URL) once the port is bound and the discovery file written; with `begin`, requests are
+    answered once it returns (they wait in the listen queue until then), so serving is off the start-up path.
+    """
     sock = bind_api_socket(port)
     bound = sock.getsockname()[1]
     url = f"http://127.0.0.1:{bound}/"
@@ -246,12 +231,13 @@ async def serve_api(
         "token": api.token,
         "version": api.version,
     }
-    server = edge_server(api.app(bound), request_deadline=request_deadline, graceful_secs=2)
     try:
         with discovery_file(state_dir, info):
             print(f"claimcheck: status API at {url} — dashboard: {dashboard}", file=sys.stderr, flush=True)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(serve_until_cancelled, server, sock)
-                task_status.started(url)
+            task_status.started(url)
+            if begin is not None:
+                await begin()
+            server = edge_server(api.app(bound), request_deadline=request_deadline, graceful_secs=2)
+            await serve_until_cancelled(server, sock)
     finally:
         sock.close()

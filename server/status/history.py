@@ -1,8 +1,11 @@
 """Call history in SQLite: metadata only (never output content), written in the background, kept across restarts.
 
 The MCP path only queues a row (`record`); one writer task commits queued rows in batches from a worker
-thread. Reads open their own connection (WAL mode lets them run beside the writer). Errors and arguments
-are capped (`summary`), the file and its directory are private, and retention runs at start and hourly.
+thread. Many claimcheck processes may write the same file at once (`shared_db`: WAL, busy timeout, retries):
+a batch that meets a lock waits and is tried again, never dropped. Making a `History` does no I/O; the
+database is opened by `open` (or the first read), maintained and written by `run`, which can wait for the
+first answer to go out first. Errors and arguments are capped (`summary`), the file and its directory are
+private, and retention runs at start and hourly.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from server.handles.calls import Call
 from server.handles.run_root import pid_alive
 from server.status.private import private_dir, private_file
 from server.status.retention import apply_retention, trim_oversized
+from server.status.shared_db import connect_shared, retrying
 from server.status.summary import TEXT_BYTES, arguments_column, cap_text, error_summary
 from server.status.tasks import iso
 
@@ -62,11 +66,16 @@ class TaskQuery:
         self.filters = {key: value for key, value in filters.items() if value}
 
     def where(self) -> tuple[str, list[Any]]:
-        clauses, values = [], []
+        clauses: list[str] = []
+        values: list[Any] = []
         for column in ("status", "server", "tool", "session"):
             if column in self.filters:
                 clauses.append(f"{column} = ?")
                 values.append(self.filters[column])
+        if "instance" in self.filters:  # the process that made the call (many may share the history)
+            instance = self.filters["instance"]
+            clauses.append("instance = ?")
+            values.append(int(instance) if instance.isdigit() and len(instance) <= 10 else -1)
         if "search" in self.filters:
             clauses.append("(name LIKE ? OR arguments LIKE ? OR error LIKE ?)")
             values += [f"%{self.filters['search']}%"] * 3
@@ -88,56 +97,93 @@ class History:
         self.retention_every_secs = retention_every_secs
         self._send, self._receive = anyio.create_memory_object_stream[Any](100_000)
         self._retention_passed: anyio.Event | None = None  # made in `run`, where there is an event loop
+        self._ready: anyio.Event | None = None
+        self._lock = threading.Lock()  # one connection, used by one worker thread at a time
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+
+    def open(self) -> None:
+        """Open the database (private file, WAL, schema) unless it is open; blocking, safe to call again."""
+        with self._lock:
+            self._open_locked()
+
+    def _open_locked(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        if self._closed:
+            raise sqlite3.ProgrammingError("the history is closed")
+        path = self.path
         private_dir(path.parent)
         for existing in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
             if existing == path or existing.exists():
                 private_file(existing)  # SQLite gives its -wal and -shm files the database file's mode
-        self._lock = threading.Lock()  # one connection, used by one worker thread at a time
-        self._db = sqlite3.connect(path, timeout=10, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL stays consistent; a power cut may lose the last rows
-        self._db.execute("PRAGMA secure_delete=ON")  # what retention and trimming remove is overwritten, not left
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
-            self._close_orphans(db)
+        db = connect_shared(path)
+        try:
+            retrying(lambda: db.executescript(_SCHEMA), "create the history's tables")
+            retrying(lambda: self._close_orphans(db), "end the calls of instances that are gone")
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        return db
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._db:
-            yield self._db
+        with self._lock:
+            db = self._open_locked()
+            with db:
+                yield db
 
     def close(self) -> None:
+        """Close the connection (a history never used is opened first, so its file exists with its tables)."""
+        if not self._closed:
+            self.open()
+        self._disconnect()
+
+    def _disconnect(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+            self._db, self._closed = None, True
 
     def _close_orphans(self, db: sqlite3.Connection) -> None:
         """Calls left running by an instance that is gone ended with it."""
-        for (instance,) in db.execute("SELECT DISTINCT instance FROM tasks WHERE status = 'running'").fetchall():
-            if instance != os.getpid() and not pid_alive(instance):
-                db.execute(
+        running = db.execute("SELECT DISTINCT instance FROM tasks WHERE status = 'running'").fetchall()
+        gone = [(instance,) for (instance,) in running if instance != os.getpid() and not pid_alive(instance)]
+        if gone:
+            with db:
+                db.executemany(
                     "UPDATE tasks SET status = 'cancelled', error = 'claimcheck stopped before the call finished' "
                     "WHERE status = 'running' AND instance = ?",
-                    (instance,),
+                    gone,
                 )
 
     def maintain(self) -> None:
         """At start: trim rows an older version stored whole (then compact the file), and apply retention."""
-        with self._connect() as db:
-            trimmed = trim_oversized(db, self.settings)
+        trimmed = retrying(self._trim, "trim the history")
         if trimmed:
             logger.info("history: cut %d rows that held more than metadata", trimmed)
-            with self._lock:  # the files no longer hold what was cut: not in free pages, not in the log
-                self._db.execute("VACUUM")
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            retrying(lambda: self._outside_transaction("VACUUM"), "compact the history")
+            self._outside_transaction("PRAGMA wal_checkpoint(TRUNCATE)")  # nor in the log
         self.retain()
+
+    def _trim(self) -> int:
+        with self._connect() as db:
+            return trim_oversized(db, self.settings)
+
+    def _outside_transaction(self, statement: str) -> None:
+        with self._lock:
+            self._open_locked().execute(statement)
 
     def retain(self) -> None:
         """Remove calls past `maxAgeDays` and `maxRows`, and shrink the write-ahead log."""
-        with self._connect() as db:
-            removed = apply_retention(db, self.settings)
+        removed = retrying(self._apply_retention, "apply the history's retention")
         if removed:
-            with self._lock:
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._outside_transaction("PRAGMA wal_checkpoint(TRUNCATE)")  # done as far as other readers allow
+
+    def _apply_retention(self) -> int:
+        with self._connect() as db:
+            return apply_retention(db, self.settings)
 
     async def retention_pass(self) -> None:
         """Wait until the next hourly retention pass has finished (for tests and tools); needs `run`."""
@@ -179,16 +225,27 @@ class History:
         await self._send.send(("flush", done))
         await done.wait()
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Trim and apply retention, then write until cancelled (committing what is left), with hourly retention."""
-        try:
-            await anyio.to_thread.run_sync(self.maintain)
-        except sqlite3.Error:
-            logger.exception("could not trim the history in %s", self.path)
-        self._retention_passed = anyio.Event()
-        task_status.started()
+    async def run(
+        self,
+        *,
+        after: Callable[[], Awaitable[None]] | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Once `after()` returns (start-up work waits for the first answer), open and maintain the database, then
+        write until cancelled, with hourly retention. What is queued when it is cancelled, even while it still
+        waits for `after`, is committed. Started (and `ready`) once the database is maintained."""
         pending: list[Any] = []
         try:
+            if after is not None:
+                await after()
+            await anyio.to_thread.run_sync(self.open)
+            try:
+                await anyio.to_thread.run_sync(self.maintain)
+            except sqlite3.Error:
+                logger.exception("could not trim the history in %s", self.path)
+            self._retention_passed = anyio.Event()
+            self._ready_event().set()
+            task_status.started()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._retain_periodically)
                 await self._write(pending)
@@ -197,7 +254,16 @@ class History:
                 pending.extend(self._drain())
                 await anyio.to_thread.run_sync(self._commit, pending)
                 _release(pending)
-                self.close()
+                await anyio.to_thread.run_sync(self._disconnect)
+
+    async def ready(self) -> None:
+        """Wait until `run` has opened and maintained the database (reads are then as fast as they get)."""
+        await self._ready_event().wait()
+
+    def _ready_event(self) -> anyio.Event:
+        if self._ready is None:  # made by whichever comes first, `run` or `ready`, in the event loop
+            self._ready = anyio.Event()
+        return self._ready
 
     async def _write(self, pending: list[Any]) -> None:
         """Commit queued rows in batches until cancelled; what is queued then stays in `pending`."""
@@ -227,11 +293,15 @@ class History:
         logs = [item[2] for item in batch if item[0] == "row" and item[2][2]]
         if not rows:
             return
-        try:
+
+        def write() -> None:
             with self._connect() as db:
                 db.executemany(_UPSERT, rows.values())
                 db.executemany("INSERT INTO logs (handle, ts, kind, detail) VALUES (?, ?, ?, ?)", logs)
-        except sqlite3.Error:
+
+        try:
+            retrying(write, f"write {len(rows)} history rows")
+        except (sqlite3.Error, OSError):  # the history cannot be opened, or the disk is full: calls go on
             logger.exception("could not write %d history rows to %s", len(rows), self.path)
 
     # ---- reads (blocking; the API runs them in a worker thread)

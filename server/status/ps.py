@@ -1,4 +1,7 @@
-"""`claimcheck ps`: the running claimcheck instances (from their discovery files) and their live calls."""
+"""`claimcheck ps`: the running claimcheck instances (from their discovery files) and their live calls.
+
+Instances side by side share one history, so each is asked for its own running calls only (`instance`).
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ async def print_ps(state: Path) -> int:
             shown = info.get("dashboard", url)  # the address that opens the dashboard, token included
             headers = {"Authorization": f"Bearer {info['token']}"} if info.get("token") else {}
             try:
-                reply = await http.get(f"{url}v1/tasks", params={"status": "running", "limit": 200}, headers=headers)
+                params = {"status": "running", "instance": info["pid"], "limit": 200}  # the history is shared
+                reply = await http.get(f"{url}v1/tasks", params=params, headers=headers)
                 reply.raise_for_status()
                 tasks = reply.json()["tasks"]
             except (httpx2.HTTPError, ValueError, KeyError) as exc:
