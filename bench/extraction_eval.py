@@ -153,7 +153,7 @@ def direct_arm(
     answer, _ = verified_answer(completion.text, output)
     quotes = count_quotes(answer)
     return Arm(
-        found=facts_found(answer, facts, question=case.question),
+        found=facts_found(completion.text, facts, question=case.question),  # the client reads all it said
         verified=quotes.verified,
         unverified=quotes.unverified,
         strategy="cut" if "cut" in note else "whole",
@@ -161,7 +161,7 @@ def direct_arm(
         tokens_in=completion.input_tokens,
         tokens_out=completion.output_tokens,
         client_tokens=client_tokens,
-        answer=answer,
+        answer=completion.text,
         note=note,
     )
 
@@ -334,6 +334,17 @@ async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) 
     return results
 
 
+def load(paths: list[Path]) -> list[Result]:
+    """Results written by --json (several runs over different --only cases may be joined)."""
+    results = []
+    for path in paths:
+        for data in json.loads(path.read_text(encoding="utf-8")):
+            arms = {name: Arm(**arm) for name, arm in data.pop("arms").items()}
+            results.append(Result(**data, arms=arms))
+    order = [case.name for case in CASES]
+    return sorted(results, key=lambda r: order.index(r.case) if r.case in order else len(order))
+
+
 def main() -> int:
     global ANSWER_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -347,9 +358,18 @@ def main() -> int:
     parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_TOKENS, help="max answer tokens, every arm")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--report", type=Path, nargs="+", help="print the tables of earlier --json files, run nothing")
     args = parser.parse_args()
     selected = [case for case in CASES if not args.only or case.name in args.only]
     ANSWER_TOKENS = args.answer_tokens
+    if args.report:
+        import local_model
+
+        weights = local_model.WEIGHTS[args.model]
+        runtime = local_model.runtime_version()
+        served = Model("127.0.0.1 (bench/local_model.py)", weights.name, args.context or 8192, None, runtime)
+        print(report(load(args.report), served, args.size))
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the model server is stopped on the way out
     with model_from(args) as model:
         if model is None:

@@ -26,12 +26,20 @@ class Evidence:
 
 
 def split_evidence(answer: str) -> tuple[str, list[str]]:
-    """The answer without its EVIDENCE section, and the quotes listed there."""
+    """The answer without its EVIDENCE section, and the quotes listed there; lines of that section that are
+    not quotes (small models write bullets) are kept at the end of the answer."""
     head, marker, tail = answer.partition("EVIDENCE:")
     if not marker:
         return answer.strip(), []
-    quotes = [m.group(1) for line in tail.splitlines() if (m := _QUOTE.match(line)) is not None]
-    return head.strip(), quotes
+    quotes: list[str] = []
+    other: list[str] = []  # what a model wrote there that is no quote stays in the answer, never dropped
+    for line in tail.splitlines():
+        if (match := _QUOTE.match(line)) is not None:
+            quotes.append(match.group(1))
+        elif line.strip():
+            other.append(line.rstrip())
+    head = head.strip()
+    return (f"{head}\n{chr(10).join(other)}".strip() if other else head), quotes
 
 
 def verify(quotes: list[str], document: Source) -> list[Evidence]:
