@@ -88,8 +88,12 @@ async def proxied(
 
 
 def write_config(directory: Path, data: Mapping[str, Any]) -> Path:
+    """The config file of a real claimcheck process. Unless the test sets `startupWaitSecs`, the first
+    listing waits for the servers however slowly a loaded machine starts them: only tests/test_startup.py
+    is about that wait."""
+    settings = {"startupWaitSecs": 120, **dict(data.get("settings") or {})}
     path = directory / "claimcheck.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
+    path.write_text(json.dumps({**data, "settings": settings}), encoding="utf-8")
     return path
 
 
