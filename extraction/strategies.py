@@ -127,6 +127,7 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, po
                     answers[index] = answer
                     return
                 failure = NoFinalReport("the model answered without the FINAL wrapper")
+                conversation = _reminded(conversation, nonce)
             assert failure is not None
             failures.append(failure)  # one part that cannot be read spoils the whole answer
             scope.cancel()
@@ -154,12 +155,27 @@ async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: 
             usage.add(llm.model, result)
             if (answer := parse_final(result.text, nonce)) is None:
                 failures[index] = NoFinalReport("the model answered without the FINAL wrapper")
+                conversations[index] = _reminded(conversations[index], nonce)
             else:
                 answers[index] = answer
         pending = [index for index in pending if answers[index] is None]
         if not pending:
             return [answer or "" for answer in answers]
     raise failures[pending[0]]
+
+
+def _reminded(conversation: list[Message], nonce: str) -> list[Message]:
+    """The request again, saying the wrapper was missing: at temperature 0 the same request gets the same
+    unwrapped answer (bench/extraction_eval.py saw three in a row), a changed one need not. Said once."""
+    *head, user = conversation
+    if REMINDER_MARK in user.content:
+        return conversation
+    tag = f"claimcheck-{nonce}-FINAL"
+    reminder = f'{REMINDER_MARK} put your answer inside <{tag} format="text"> … </{tag}>.'
+    return [*head, Message(user.role, f"{user.content}\n\n{reminder}")]
+
+
+REMINDER_MARK = "Your previous answer had no wrapper:"
 
 
 def _conversation(prompt: tuple[str, str]) -> list[Message]:

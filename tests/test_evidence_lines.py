@@ -1,8 +1,13 @@
-"""What a model writes under EVIDENCE: that is no quote stays in the answer (small models write bullets there)."""
+"""Small-model answers: lines under EVIDENCE: that are no quote stay in the answer; a missing wrapper is asked for."""
 
 from __future__ import annotations
 
+import anyio
+import pytest
+
+from extraction import Completion, Message, Usage
 from extraction.provenance import split_evidence
+from extraction.strategies import REMINDER_MARK, Policy, _ask_all
 
 
 def test_quote_lines_are_taken_and_other_evidence_lines_stay_in_the_answer() -> None:
@@ -15,3 +20,27 @@ def test_quote_lines_are_taken_and_other_evidence_lines_stay_in_the_answer() -> 
 
 def test_an_answer_made_only_of_an_evidence_section_keeps_its_lines() -> None:
     assert split_evidence("EVIDENCE:\n1. user0004\n2. user0033") == ("1. user0004\n2. user0033", [])
+
+
+@pytest.mark.anyio
+async def test_an_unwrapped_answer_is_asked_again_with_the_wrapper_named_once() -> None:
+    seen: list[str] = []
+
+    class Unwrapping:
+        model, context_window, max_output_tokens, supports_tools = "m", 4000, 100, False
+
+        async def complete(self, messages: list[Message], *, max_tokens: int, tools: object = ()) -> Completion:
+            seen.append(messages[-1].content)
+            if len(seen) < 3:
+                return Completion("10.1.2.3, but no wrapper")
+            return Completion('<claimcheck-abcd1234-FINAL format="text">10.1.2.3')
+
+    async def prompt() -> tuple[str, str]:
+        return "system", "DOCUMENT CHUNK 1 of 1:\nx"
+
+    with anyio.fail_after(5):
+        answers = await _ask_all(Unwrapping(), Usage(), [prompt], "abcd1234", Policy(retries=2))
+    assert answers == ["10.1.2.3"]
+    assert REMINDER_MARK not in seen[0]
+    assert seen[1] == seen[2] and seen[1].count(REMINDER_MARK) == 1
+    assert "<claimcheck-abcd1234-FINAL" in seen[1]
