@@ -107,4 +107,5 @@ async def test_a_claimcheck_declares_itself_and_marks_its_tools(tmp_path: Path) 
     assert capabilities.experimental is not None and CAPABILITY in capabilities.experimental
     assert all((tools[name].meta or {}).get(OWN) is True for name in OWN_TOOLS)
     assert (tools["demo__echo"].meta or {}).get(PROXIED) == {"background": "background"}
-    assert text_of(small).startswith("Tool output is too large")  # a client that is not claimcheck gets handles
+    # A client that is not claimcheck gets handles (too large, or, on a slow machine, handed off at 0.5 s).
+    assert 'tool_output(handle = "session-' in text_of(small) and len(text_of(small)) < 2000
