@@ -335,14 +335,14 @@ async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) 
 
 
 def load(paths: list[Path]) -> list[Result]:
-    """Results written by --json (several runs over different --only cases may be joined)."""
-    results = []
+    """Results written by --json (runs over different --only cases may be joined; a case in a later file wins)."""
+    results: dict[str, Result] = {}
     for path in paths:
         for data in json.loads(path.read_text(encoding="utf-8")):
             arms = {name: Arm(**arm) for name, arm in data.pop("arms").items()}
-            results.append(Result(**data, arms=arms))
+            results[data["case"]] = Result(**data, arms=arms)
     order = [case.name for case in CASES]
-    return sorted(results, key=lambda r: order.index(r.case) if r.case in order else len(order))
+    return sorted(results.values(), key=lambda r: order.index(r.case) if r.case in order else len(order))
 
 
 def main() -> int:
