@@ -3,7 +3,10 @@ downstreams alone and FastMCP's proxy with the same config (issue 18).
 
 Each run spawns the process(es) and drives stdio by hand, as a client does: `initialize`, then on its answer
 `notifications/initialized` and `tools/list`. The figure is the time from spawning to the `tools/list` answer
-(for `alone` with N servers: N spawned at once, until the last one answered). Paths:
+(for `alone` with N servers: N spawned at once, until the last one answered). Every process spawned here runs in
+a session of its own, as claimcheck's (and the SDK's) stdio downstreams do: with the kernel's autogroup
+scheduling each session gets a fair share of a busy machine, so `alone` is not starved beside a proxy's
+downstreams. Paths:
   alone          the downstream server(s) themselves, no proxy
   claimcheck     python -m server serve --config TMP, status API on (port 0), history in a temp stateDir
   claimcheck-no-api  the same with --no-api
@@ -11,12 +14,14 @@ Each run spawns the process(es) and drives stdio by hand, as a client does: `ini
                  bench/.venv-fastmcp exists (bash bench/setup_fastmcp.sh)
 Downstreams: `demo` = python -m server.demo.server (an mcp SDK server; its imports dominate), or `raw` =
 tests/raw_downstream.py (hand-written, starts in tens of milliseconds, so the figures show the proxy's own
-start). Runs of all paths alternate, so machine noise lands on every path alike. `listed` is how many
-downstream tools the first answer held (claimcheck answers without a server slower than startupWaitSecs).
+start). Runs of all paths alternate, so machine noise lands on every path alike. `CPU` is the CPU time the
+spawned process itself had used when the answer came (a proxy's downstreams not counted; for `alone`, all of
+them). `listed` is how many tools the first answer held, claimcheck's 6 own included: claimcheck answers
+after `startupWaitSecs` (default 3 s) without a server that is slower, and announces it by list_changed later.
 
 Run from the repo root with the project's venv:
   python bench/startup.py [--runs N] [--downstream demo|raw] [--servers 1 5] [--before DIR] [--only PATH ...]
-                          [--tree DIR] [--json PATH]
+                          [--startup-wait SECS] [--tree DIR] [--json PATH]
 (--before DIR adds claimcheck from another checkout, e.g. `git archive <commit> | tar -x -C DIR`, as paths
 "claimcheck (before)", run interleaved with the others; --tree runs the main paths from another checkout.)
 """
@@ -97,7 +102,12 @@ def drive(commands: list[list[str]], env: dict[str, str], cwd: Path) -> dict[str
     processes themselves (a proxy's downstreams not counted), and how many tools were listed."""
     started = time.perf_counter()
     peers = [
-        Peer(subprocess.Popen(c, stdin=-1, stdout=-1, stderr=subprocess.DEVNULL, env=env, cwd=cwd)) for c in commands
+        Peer(
+            subprocess.Popen(
+                c, stdin=-1, stdout=-1, stderr=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True
+            )
+        )
+        for c in commands
     ]
     selector = selectors.DefaultSelector()
     try:
@@ -144,7 +154,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def main(
-    runs: int, downstream: str, counts: list[int], tree: Path, before: Path | None, only: list[str] | None
+    runs: int,
+    downstream: str,
+    counts: list[int],
+    tree: Path,
+    before: Path | None,
+    only: list[str] | None,
+    startup_wait: float | None,
 ) -> dict[str, list[dict[str, float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -153,7 +169,9 @@ def main(
         for count in counts:
             servers = {f"s{i}": {"command": DOWNSTREAMS[downstream][0], "args": DOWNSTREAMS[downstream][1:]}
                        for i in range(count)}  # fmt: skip
-            settings = {"stateDir": str(base / "state"), "root": str(base)}
+            settings: dict[str, Any] = {"stateDir": str(base / "state"), "root": str(base)}
+            if startup_wait is not None:
+                settings["startupWaitSecs"] = startup_wait
             config = base / f"config-{count}.json"
             config.write_text(json.dumps({"mcpServers": servers, "settings": settings}), encoding="utf-8")
             serve = [sys.executable, "-m", "server", "serve", "--config", str(config)]
@@ -175,7 +193,8 @@ def main(
                 commands, cwd = paths[label]
                 results[label].append(drive(commands, env, cwd))
     where = f"{tree}" + (f" against {before}" if before else "")
-    machine = f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs"
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    machine = f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, load {load} at the end"
     print(f"{machine}, {runs} runs, {downstream} downstreams, {where}")
     print(f"{'path':<32}{'median':>9}{'min':>8}{'max':>8}{'CPU':>8}  listed  every run (ms)")
     for label, samples in results.items():
@@ -197,11 +216,13 @@ if __name__ == "__main__":
     parser.add_argument("--tree", type=Path, default=REPO, help="run claimcheck from this source tree")
     parser.add_argument("--before", type=Path, help="also run claimcheck from this tree, interleaved (an A/B)")
     parser.add_argument("--only", nargs="+", help="only these paths, e.g. claimcheck fastmcp")
+    parser.add_argument("--startup-wait", type=float, metavar="SECS", help="claimcheck's startupWaitSecs (default 3)")
     parser.add_argument("--json", help="also write the samples here")
     arguments = parser.parse_args()
     before = arguments.before.resolve() if arguments.before else None
+    tree = arguments.tree.resolve()
     samples = main(
-        arguments.runs, arguments.downstream, arguments.servers, arguments.tree.resolve(), before, arguments.only
+        arguments.runs, arguments.downstream, arguments.servers, tree, before, arguments.only, arguments.startup_wait
     )
     if arguments.json:
         Path(arguments.json).write_text(json.dumps(samples, indent=2), encoding="utf-8")
