@@ -50,7 +50,7 @@ DOWNSTREAMS = {
     "raw": [sys.executable, str(REPO / "tests" / "raw_downstream.py")],
 }
 TOOLS_PER_SERVER = {"demo": 5, "raw": 3}
-RUN_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = 180.0  # a loaded machine starting 5 Python servers behind a proxy can take a minute
 INITIALIZE = {
     "protocolVersion": "2025-11-25",
     "capabilities": {},
