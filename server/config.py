@@ -143,6 +143,11 @@ class Settings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     state_dir: str | None = Field(default=None, alias="stateDir")
+    # Handles beyond one session (issue 23): how long an owner's outputs stay after they were last touched,
+    # whether `serve` relays to the user's shared claimcheck, and how long that one waits idle before exiting.
+    keep_outputs_secs: float = Field(default=600, alias="keepOutputsSecs", ge=0)
+    shared: bool = False
+    shared_idle_secs: float = Field(default=900, alias="sharedIdleSecs", ge=0)
 
 
 class Config(_Strict):

@@ -52,8 +52,11 @@ class Proxy:
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         api_token: str | None = None,
+        shared: bool = False,
     ) -> None:
         self.config = config
+        self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
+        self.relay_count: Callable[[], int] | None = None  # the shared claimcheck's relays attached now
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
         self.cli = cli if cli is not None else CliOverrides()
         self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
@@ -85,7 +88,10 @@ class Proxy:
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
-                self._client_sessions = Sessions(store, tg, settings.max_output_bytes)
+                keep = settings.keep_outputs_secs
+                self._client_sessions = Sessions(
+                    store, tg, settings.max_output_bytes, shared=self.shared, keep_outputs_secs=keep
+                )
                 self.sandbox = Sandbox(store.run_root)
                 port = None if self.cli.no_api else api_port(settings)
                 history = None
@@ -141,6 +147,7 @@ class Proxy:
             servers=self.server_states,
             token=self.api_token,
             allow_origins=settings.api.allow_origins,
+            relays=self.relay_count,
         )
         self.api_token = api.token
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))

@@ -71,6 +71,7 @@ class Call:
     seen: bool = False
     retrievals: int = 0
     session_id: str = ""
+    origin: str = ""  # the connection that started it, in a session several share (server.handles.owners)
     batch_id: str = ""
     log: list[tuple[float, str, str]] = field(default_factory=list)
     observer: Callable[[Call, str], None] | None = None

@@ -163,7 +163,9 @@ async def run_file_tool(
 async def _check_handle(handle: str, session: Session, sessions: Sessions) -> None:
     call = session.call(handle)
     if call is None:
-        raise FileToolError(f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.')
+        note = sessions.unknown_note(session)
+        why = f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.'
+        raise FileToolError(why + note)
     if call.status == "running":
         raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
     if call.status != "ready" and not (call.status == "failed" and call.stored):  # a tool's stored error output

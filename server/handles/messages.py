@@ -160,3 +160,22 @@ def questions_footer(waiting: Sequence[Question]) -> str | None:
     items = _some([f'{q.tool} "{q.handle or q.id}" ({q.kind})' for q in waiting])
     count = len(waiting)
     return f"[claimcheck] {count} question(s) wait for an answer: {items}. Call wait_for_tool_output to see them."
+
+
+# Handles beyond one session (issue 23).
+
+
+def owned_handle_note(keep_secs: float, restarted_at: str | None) -> str:
+    """What an unknown-handle error adds in a session whose handles outlive their connections."""
+    note = f" Outputs are kept {keep_secs:g} s after their last use once no session of yours is open."
+    if restarted_at:
+        note += (
+            f" The shared claimcheck was started anew at {restarted_at} because the previous one was stopped "
+            "before its idle time: handles made before then are gone; call the tool again."
+        )
+    return note
+
+
+def other_session_line(description: str) -> str:
+    """A line of list_tool_outputs for an output another session of the same owner made."""
+    return f"- (another session) {description}"

@@ -18,7 +18,7 @@ from server.errors import OwnToolError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
-from server.handles.sessions import Session, Sessions
+from server.handles.sessions import Session, Sessions, current_origin
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
 
@@ -182,7 +182,7 @@ async def run_own_tool(
     if isinstance(args, _Wait):
         return await _wait(args, session, sessions, settings, report)
     if isinstance(args, _Cancel):
-        return _cancel(args, session)
+        return _cancel(args, session, sessions)
     assert isinstance(args, _List)
     return _text(_list(session, args, threshold))
 
@@ -198,6 +198,7 @@ async def _tool_output(
     if call is None:
         handle = clip(args.handle)
         why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
+        why += sessions.unknown_note(session)
         raise OwnToolError(messages.failure("UNKNOWN", handle, args.mode, why))
 
     def fail(why: str, strategy: str = args.mode) -> OwnToolError:
@@ -248,10 +249,13 @@ async def _wait(
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
-            raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.")
+            note = sessions.unknown_note(session)
+            raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.{note}")
         targets = [call for h in args.handles if (call := session.call(h)) is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
+        origin = current_origin()  # in a session several connections share, this one's own calls come first
+        targets = [c for c in targets if c.origin == origin] or targets
     if not targets and not inbox.pending:
         return _text(_after(answered, "No outputs are running in this session, and none is waiting to be read."))
     limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
@@ -305,7 +309,7 @@ def _report_finished(done: list[Call], still: list[Call], settings: Settings, se
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])
 
 
-def _cancel(args: _Cancel, session: Session) -> types.CallToolResult:
+def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.CallToolResult:
     if args.handle == "all":
         running = session.running()
         for call in running:
@@ -313,7 +317,8 @@ def _cancel(args: _Cancel, session: Session) -> types.CallToolResult:
         return _text(f"Cancelled {len(running)} running output(s).")
     found = session.call(args.handle)
     if found is None:
-        raise OwnToolError(f'Unknown handle "{clip(args.handle)}": it is not a handle of this session.')
+        note = sessions.unknown_note(session)
+        raise OwnToolError(f'Unknown handle "{clip(args.handle)}": it is not a handle of this session.{note}')
     call = found
     if call.status != "running":
         return _text(f'Output "{call.handle}" is not running ({call.status}); nothing to cancel.')
@@ -326,8 +331,13 @@ def _list(session: Session, args: _List, threshold: int) -> str:
     each group oldest first; never more than half the token threshold. The order is fixed when the first
     page is asked for, so paging goes through every handle once however statuses change meanwhile."""
     calls = session.handed_out()
+    others: list[Call] = []
+    if session.owner is not None:  # shared by several connections: this one's own, then recent ones of the others
+        origin = current_origin()
+        others = sorted((c for c in calls if c.origin != origin), key=lambda c: c.started, reverse=True)
+        calls = [c for c in calls if c.origin == origin]
     if not calls:
-        return "This session has no tool outputs yet."
+        return "\n".join(["This session has no tool outputs yet.", *_others(others, args, threshold)])
     if args.cursor is None:
         ordered = sorted(calls, key=lambda c: (c.status != "running", c.seen or c.status == "running", c.started))
         session.listing = (uuid.uuid4().hex[:8], [c.handle for c in ordered])
@@ -357,4 +367,17 @@ def _list(session: Session, args: _List, threshold: int) -> str:
     )
     more = total - end
     tail = [f'{more} more: call list_tool_outputs(cursor = "{session.listing[0]}.{end}") for the next page.']
-    return "\n".join([head, *lines, *(tail if more > 0 else [])])
+    if more > 0:
+        return "\n".join([head, *lines, *tail])
+    return "\n".join([head, *lines, *_others(others, args, threshold)])
+
+
+def _others(others: list[Call], args: _List, threshold: int) -> list[str]:
+    """Recent outputs of the owner's other sessions, newest first, marked, at most a page (after the last own page)."""
+    if not others:
+        return []
+    lines = [messages.other_session_line(messages.describe(c)) for c in others[: args.limit]]
+    while len(lines) > 1 and count_tokens("\n".join(lines)) > threshold // 2:
+        lines.pop()
+    shown = f"the {len(lines)} most recent" if len(lines) < len(others) else f"all {len(lines)}"
+    return [f"Outputs of your other sessions ({shown}; each handle works here too):", *lines]

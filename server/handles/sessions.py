@@ -6,22 +6,26 @@ is asking: the `Authorization` header, the client's name, and an optional `Claim
 for telling apart two copies of one client. Over stdio there is one client, in the default session.
 Closing a session cancels its running calls and deletes its directory; handles of other sessions are
 unknown to it.
+
+A session with an owner (`server.handles.owners`: the user of the shared claimcheck, or the principal over
+HTTP) is shared by every connection of that owner and outlives them: its calls run to completion, and each
+finished output is kept `settings.keepOutputsSecs` after it was last touched once no connection is attached.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from extraction import (
     Source,
@@ -39,14 +43,17 @@ from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
+from server.handles.messages import owned_handle_note as messages_owned_note
+from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
 from server.handles.store import OutputStore, SessionStore, StoreError
 
-__all__ = ["Session", "Sessions"]
+__all__ = ["SESSION_HEADER", "Session", "Sessions", "current_origin"]
 
 logger = logging.getLogger(__name__)
 
 _STATE_KEY = "claimcheck.session"
-SESSION_HEADER = "claimcheck-session"
+_ORIGIN_KEY = "claimcheck.origin"
+_ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
 
@@ -54,8 +61,11 @@ Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
 class Session:
     """One client's handles, in call order."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, owner: str | None = None) -> None:
         self.store = store
+        self.owner = owner  # None: the connection owns this session (server.handles.owners)
+        self.attached = 0  # connections of the owner open now
+        self.touched = time.time()  # the last request, or the last connection closing
         self.id = store.name
         self.calls: dict[str, Call] = {}
         self.usage = Usage()
@@ -83,53 +93,106 @@ class Session:
         self._changed = anyio.Event()
 
 
-def _principal(ctx: ServerRequestContext[Any]) -> str | None:
-    """Who sent a sessionless HTTP request; None off HTTP (stdio has one client)."""
-    headers = getattr(ctx.request, "headers", None)
-    if headers is None:
-        return None
-    params = ctx.session.client_params
-    client = params.client_info.name if params is not None else ""
-    parts = (headers.get("authorization", ""), client, headers.get(SESSION_HEADER, ""))
-    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()
+def current_origin() -> str:
+    """The connection (or, sessionless, the owner) the current request came from: calls it starts are its own."""
+    return _ORIGIN.get()
 
 
 class Sessions:
     """Every live session of the process, and the task group their calls run in."""
 
-    def __init__(self, store: OutputStore, task_group: anyio.abc.TaskGroup, max_output_bytes: int) -> None:
+    def __init__(
+        self,
+        store: OutputStore,
+        task_group: anyio.abc.TaskGroup,
+        max_output_bytes: int,
+        *,
+        shared: bool = False,
+        keep_outputs_secs: float = 600,
+    ) -> None:
         self.store = store
         self._tg = task_group
         self._max_output_bytes = max_output_bytes
         self._default: Session | None = None
-        self._by_principal: dict[str, Session] = {}  # 2026-07-28 clients over HTTP
+        self._owned: dict[str, Session] = {}  # by owner key (server.handles.owners)
         self.live: set[Session] = set()
         self.observer: Callable[[Call, str], None] | None = None
+        self.shared = shared  # the shared claimcheck: every connection is the user's
+        self.keep_outputs_secs = keep_outputs_secs
+        self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
+        task_group.start_soon(self._expire_forever)
+
+    def unknown_note(self, session: Session) -> str:
+        """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone."""
+        if session.owner is None:
+            return ""
+        return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
-        """The session of the client that sent this request."""
-        connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
-        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            principal = _principal(ctx)
-            if principal is not None:
-                found = self._by_principal.get(principal)
-                if found is None or found.closed:
-                    found = self._by_principal[principal] = self.open()
-                return found
+        """The session of the client that sent this request (and, for the request's task, its origin)."""
+        connection = connection_of(ctx)
+        owner = owner_key(ctx, shared=self.shared)
+        if owner is not None:
+            session = self._owned.get(owner)
+            if session is None or session.closed:
+                session = self._owned[owner] = self.open(owner)
+            session.touched = time.time()
+            if connection is not None and _STATE_KEY not in connection.state:
+                connection.state[_STATE_KEY] = session
+                session.attached += 1
+                connection.exit_stack.push_async_callback(self._detach, session)
+        elif connection is None:
             if self._default is None or self._default.closed:
                 self._default = self.open()
-            return self._default
-        session = connection.state.get(_STATE_KEY)
-        if session is None:
-            session = connection.state[_STATE_KEY] = self.open()
-            connection.exit_stack.push_async_callback(self.close, session)
+            session = self._default
+        else:
+            session = connection.state.get(_STATE_KEY)
+            if session is None:
+                session = connection.state[_STATE_KEY] = self.open()
+                connection.exit_stack.push_async_callback(self.close, session)
         assert isinstance(session, Session)
+        if connection is not None:
+            origin = connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex)
+        else:
+            origin = LINK.get() or owner or "default"
+        _ORIGIN.set(origin)
         return session
 
-    def open(self) -> Session:
-        session = Session(self.store.open_session())
+    def open(self, owner: str | None = None) -> Session:
+        session = Session(self.store.open_session(), owner)
         self.live.add(session)
         return session
+
+    def attached(self) -> int:
+        """Connections open now on sessions that outlive them (the shared claimcheck's relays)."""
+        return sum(session.attached for session in self._owned.values())
+
+    async def _detach(self, session: Session) -> None:
+        """A connection of an owned session closed: its calls go on, its outputs are kept (`_expire`)."""
+        session.attached -= 1
+        session.touched = time.time()
+
+    async def _expire_forever(self) -> None:
+        every = max(0.5, min(30.0, self.keep_outputs_secs / 4))
+        while True:
+            await anyio.sleep(every)
+            await self.expire(time.time())
+
+    async def expire(self, now: float) -> None:
+        """Forget owned outputs untouched for keepOutputsSecs while no connection of their owner is open,
+        and owned sessions left with nothing; running calls are kept to completion."""
+        keep = self.keep_outputs_secs
+        for owner, session in list(self._owned.items()):
+            if session.attached > 0 or session.closed:
+                continue
+            for handle, call in list(session.calls.items()):
+                last = max(call.log[-1][0] if call.log else call.started, session.touched)
+                if call.finished.is_set() and now - last >= keep:
+                    del session.calls[handle]
+                    session.store.discard(handle)
+            if not session.calls and now - session.touched >= keep:
+                del self._owned[owner]
+                await self.close(session)
 
     async def close(self, session: Session) -> None:
         """Cancel the session's running calls and delete its directory."""
@@ -155,6 +218,7 @@ class Sessions:
         relay = CallRelay(call, upstream)
         running = [other for other in session.calls.values() if other.status == "running"]
         call.session_id = session.id
+        call.origin = current_origin()
         call.batch_id = running[-1].batch_id if running else uuid.uuid4().hex[:12]
         call.observer = self.observer
         session.calls[call.handle] = call

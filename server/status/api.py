@@ -76,8 +76,10 @@ class StatusApi:
         servers: Any = None,
         token: str | None = None,
         allow_origins: Sequence[str] = (),
+        relays: Any = None,
     ) -> None:
         self.hub = hub
+        self.relays = relays  # a callable returning the shared claimcheck's attached relays, or None
         self.history: History = hub.history
         self.version = version
         self.heartbeat_secs = heartbeat_secs
@@ -124,6 +126,8 @@ class StatusApi:
         body = {"status": "ok", "uptime": uptime, "version": self.version, "taskCount": total}
         if self.servers is not None:
             body["servers"] = self.servers()
+        if self.relays is not None:  # the user's shared claimcheck: how many relays are attached
+            body["relays"] = self.relays()
         return JSONResponse(body)
 
     async def stats(self, request: Request) -> Response:

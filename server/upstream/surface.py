@@ -227,5 +227,11 @@ def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session) -> None:
     if ctx.request is not None:
         return
     inbox = session_inbox(session.id)
-    inbox.channel = ClientChannel(ctx.session)  # its connection-scoped channel outlives this request
+    channel = inbox.channel = ClientChannel(ctx.session)  # its connection-scoped channel outlives this request
     connection.state[_CHANNEL_KEY] = inbox  # holds the inbox for as long as the connection lives
+
+    async def release() -> None:  # a session several connections share keeps its inbox after this one
+        if inbox.channel is channel:
+            inbox.channel = None
+
+    connection.exit_stack.push_async_callback(release)

@@ -1,0 +1,61 @@
+"""Who owns a session's handles: the key they are kept under beyond one connection.
+
+An owner key says whose handles a request may see. Three kinds (issue 23; the replicas issue uses the same keys):
+
+- the **user**, in the shared claimcheck (`serve --shared`): every relay of this config is the same user,
+  since only the user can reach its socket;
+- the **principal** over HTTP: the request's `Authorization` header (with the optional `Claimcheck-Session`
+  header, for telling apart two agents that share a token), so a client that reconnects with the same token
+  reads what it made before, and another token cannot;
+- over HTTP without a token, a 2026-07-28 (sessionless) request is keyed by its client's name and that header.
+
+None means the session is the connection itself (stdio, and handshake-era HTTP without a token): its handles
+end with it, as before. Owned handles outlive their connections: running calls are kept to completion and
+outputs for `settings.keepOutputsSecs` after they were last touched (`server.handles.sessions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextvars import ContextVar
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+__all__ = ["LINK", "SESSION_HEADER", "USER", "connection_of", "owner_key"]
+
+SESSION_HEADER = "claimcheck-session"
+USER = "user"
+LINK: ContextVar[str] = ContextVar("claimcheck_link", default="")
+"""The transport link a request came over, where the transport knows it (a relay's connection to the shared
+claimcheck): it tells apart the owner's sessions when the protocol has none (2026-07-28)."""
+
+
+def connection_of(ctx: ServerRequestContext[Any]) -> Any | None:
+    """The handshake-era connection a request came on; None for a 2026-07-28 request (it has none)."""
+    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
+    if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    return connection
+
+
+def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | None:
+    """The owner of the handles this request may use, or None when its connection owns them."""
+    if shared:
+        return USER
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return None  # stdio: one client, whose session is the connection
+    authorization = headers.get("authorization", "")
+    if authorization:
+        return "principal:" + _digest(authorization, headers.get(SESSION_HEADER, ""))
+    if connection_of(ctx) is None:
+        params = ctx.session.client_params
+        client = params.client_info.name if params is not None else ""
+        return "client:" + _digest(client, headers.get(SESSION_HEADER, ""))
+    return None
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()
