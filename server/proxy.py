@@ -27,8 +27,10 @@ from fs_sandbox import Sandbox
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.catalog import Catalog
 from server.downstream.pool import Pool
+from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, DownstreamSpec
 from server.downstream.spool import SpoolPolicy
+from server.handles import questions
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
 from server.version import VERSION
@@ -69,6 +71,8 @@ class Proxy:
         self._warmed: anyio.Event | None = None  # made in `running`, where there is an event loop
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
+        for downstream in self.pool.downstreams:
+            downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
         self.catalog = Catalog(self.pool.downstreams, config.settings.tool_separator, self)
 
     @asynccontextmanager
@@ -171,6 +175,23 @@ class Proxy:
         if self._client_sessions is None:
             raise RuntimeError("the proxy is not running")
         return self._client_sessions
+
+    async def _roots_outside(self, server: str) -> types.ListRootsResult | types.ErrorData:
+        """A server's `roots/list` outside any request: to the latest client that declared roots, through its
+        session's inbox (its standing channel, or its next request that can carry it)."""
+        session = self._client_sessions.roots_session() if self._client_sessions is not None else None
+        if session is None:
+            return no_roots()
+        answer = await questions.ask_or_wait(
+            None, session.id, RootsParams(), tool=f'server "{server}"', handle=None, lists_roots=True
+        )
+        return questions.roots_answer(answer)
+
+    async def roots_changed(self) -> None:
+        """A client's roots changed (or a client that has roots came): every server that is up hears of it."""
+        async with anyio.create_task_group() as tg:
+            for downstream in self.pool.downstreams:
+                tg.start_soon(downstream.roots_changed)
 
     def add_session(self, session: ServerSession) -> None:
         """Remember a handshake-era client so it hears about list changes."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
-from support import PYTHON, announced_url, running_proxy, text_of
+from support import PYTHON, announced_url, running_proxy, text_of, write_config
 from test_handles import handle_in
 from test_mcp_tasks import TaskClient
 
@@ -281,8 +280,7 @@ async def test_a_task_whose_downstream_asks_is_input_required_and_tasks_result_c
 @pytest.mark.subprocess
 async def test_over_real_stdio_a_question_after_the_hand_off_is_sent_to_the_client_directly(tmp_path: Path) -> None:
     config = {"mcpServers": {"ask": {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}}}
-    path = tmp_path / "claimcheck.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
+    path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -305,8 +303,7 @@ async def test_over_http_a_question_rides_the_wait_for_tool_output_request_to_a_
     tmp_path: Path,
 ) -> None:
     config = {"mcpServers": {"ask": {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}}}
-    path = tmp_path / "claimcheck.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
+    path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -1,15 +1,17 @@
 """The requests forwarded to one downstream that are still waiting, and where the server's own requests go.
 
-A downstream's log messages go to every waiting request's relay; its sampling and elicitation
-requests go to the newest one (the protocol does not say which call asked). Each is bounded by that
-request's timeout: a question nobody answers in time gets an error the downstream can report, a
+A downstream's log messages go to every waiting request's relay; its sampling, elicitation and
+roots requests go to the newest one (the protocol does not say which call asked). Each is bounded by
+that request's timeout: a question nobody answers in time gets an error the downstream can report, a
 little before the request itself is cut, so the call ends with the downstream's own account of it.
+A `roots/list` made outside any request (a server asks when it starts, or when told the roots
+changed) goes to `outside_roots`, set by the proxy, bounded by the server's timeout.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,11 +19,12 @@ from typing import Literal
 import anyio
 import mcp_types as types
 
-from server.downstream.relay import Relay
+from server.downstream.relay import Relay, RootsParams, no_roots
 
-__all__ = ["InFlight", "Waiting"]
+__all__ = ["InFlight", "OutsideRoots", "Waiting"]
 
-Kind = Literal["sampling", "elicitation"]
+Kind = Literal["sampling", "elicitation", "roots"]
+OutsideRoots = Callable[[], Awaitable[types.ListRootsResult | types.ErrorData]]
 
 
 @dataclass(eq=False)
@@ -45,6 +48,8 @@ class InFlight:
         self.timeout = timeout
         self._waiting: list[Waiting] = []
         self._order = itertools.count(1)
+        self.outside_roots: OutsideRoots | None = None
+        """Where a `roots/list` made outside any forwarded request goes; without it, it gets `no_roots()`."""
 
     @contextmanager
     def track(self, relay: Relay | None) -> Iterator[Waiting]:
@@ -78,6 +83,27 @@ class InFlight:
         with self._bounded(waiting, "elicitation"):
             return await waiting.relay.elicit(params)
         return self._unanswered(waiting, "elicitation")
+
+    async def list_roots(self) -> types.ListRootsResult | types.ErrorData:
+        """Through the newest request, like the other questions; but roots are the client's, not the call's: when
+        that request ends first, the question goes on as one made outside any request."""
+        waiting = self._newest()
+        if waiting is not None and waiting.relay is not None:
+            with self._bounded(waiting, "roots"):
+                return await waiting.relay.list_roots(RootsParams())
+            if waiting in self._waiting:
+                return self._unanswered(waiting, "roots")
+        if self.outside_roots is None:
+            return no_roots()
+        with anyio.move_on_after(self.timeout):
+            return await self.outside_roots()
+        return types.ErrorData(
+            code=types.REQUEST_TIMEOUT,
+            message=(
+                "nobody answered the roots request: claimcheck held it for the client for the server's "
+                f'timeout ({self.timeout:g} s, server "{self.server}")'
+            ),
+        )
 
     def _newest(self) -> Waiting | None:
         relayed = [waiting for waiting in self._waiting if waiting.relay is not None]

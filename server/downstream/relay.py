@@ -1,6 +1,6 @@
 """What a downstream call needs from the upstream request that caused it.
 
-A downstream's progress, log messages, sampling and elicitation requests arrive on the downstream
+A downstream's progress, log messages, sampling, elicitation and roots requests arrive on the downstream
 connection; the `Relay` of the upstream request carries them to the client that asked. A
 `ClientChannel` puts such a request to a client outside any request of its own, where its
 connection allows that (server.handles.questions).
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from server.errors import NoBackChannel
 
-__all__ = ["LOG_LEVELS", "ClientChannel", "Relay", "RequestRelay"]
+__all__ = ["LOG_LEVELS", "ClientChannel", "Relay", "RequestRelay", "RootsParams", "declares_roots", "no_roots"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,28 @@ LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
 _R = TypeVar("_R", bound=types.Result)
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
 _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+_ROOTS = types.ClientCapabilities(roots=types.RootsCapability())
+
+
+class RootsParams(types.RequestParams):
+    """The params of a downstream's `roots/list` request (a type of their own, to tell the question kinds apart)."""
+
+
+def declares_roots(session: ServerSession) -> bool:
+    """Whether the client of `session` can be asked for its roots: a handshake-era client that declared them
+    (2026-07-28 has no server-to-client requests, and deprecates roots)."""
+    return session.protocol_version not in MODERN_PROTOCOL_VERSIONS and session.check_client_capability(_ROOTS)
+
+
+def no_roots() -> types.ErrorData:
+    """What a downstream's `roots/list` gets when the client cannot give roots (the spec's error for it).
+
+    claimcheck declares the roots capability to every server whatever its clients: a server is connected
+    once, before any client comes and for all of them."""
+    return types.ErrorData(
+        code=types.METHOD_NOT_FOUND,
+        message="Roots not supported: the client behind claimcheck did not declare the roots capability",
+    )
 
 
 class Relay(Protocol):
@@ -56,6 +78,8 @@ class Relay(Protocol):
     async def sample(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData: ...
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData: ...
+
+    async def list_roots(self, params: RootsParams) -> types.ListRootsResult | types.ErrorData: ...
 
 
 class RequestRelay:
@@ -90,6 +114,11 @@ class RequestRelay:
             return types.ErrorData(code=types.INVALID_REQUEST, message="the client behind claimcheck cannot elicit")
         return await self._ask(types.ElicitRequest(params=params), types.ElicitResult)
 
+    async def list_roots(self, params: RootsParams) -> types.ListRootsResult | types.ErrorData:
+        if not declares_roots(self._ctx.session):
+            return no_roots()
+        return await self._ask(types.ListRootsRequest(params=_roots_params(params)), types.ListRootsResult)
+
     async def _ask(self, request: types.ServerRequest, result_type: type[_R]) -> _R | types.ErrorData:
         metadata = ServerMessageMetadata(related_request_id=self._ctx.request_id)
         try:
@@ -118,13 +147,17 @@ class ClientChannel:
     def can_ask(self, kind: str) -> bool:
         if self._session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return False
-        return self._session.check_client_capability(_SAMPLING if kind == "sampling" else _ELICITATION)
+        wanted = {"sampling": _SAMPLING, "elicitation": _ELICITATION, "roots": _ROOTS}[kind]
+        return self._session.check_client_capability(wanted)
 
     async def ask(
-        self, params: types.CreateMessageRequestParams | types.ElicitRequestParams
-    ) -> types.CreateMessageResult | types.ElicitResult | types.ErrorData:
+        self, params: types.CreateMessageRequestParams | types.ElicitRequestParams | RootsParams
+    ) -> types.CreateMessageResult | types.ElicitResult | types.ListRootsResult | types.ErrorData:
         """The client's answer, or its error; `NoBackChannel` when it cannot be asked after all."""
         try:
+            if isinstance(params, RootsParams):
+                roots = types.ListRootsRequest(params=_roots_params(params))
+                return await self._session.send_request(roots, types.ListRootsResult)
             if isinstance(params, types.CreateMessageRequestParams):
                 request = types.CreateMessageRequest(params=params)
                 return await self._session.send_request(request, types.CreateMessageResult)
@@ -135,6 +168,11 @@ class ClientChannel:
             return _invalid_answer(exc)
         except (NoBackChannelError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise NoBackChannel(f"the client cannot be asked: {type(exc).__name__}") from None
+
+
+def _roots_params(params: RootsParams) -> types.RequestParams | None:
+    """The wire params of a `roots/list` request: none, unless they carry a `_meta` (a task's relation)."""
+    return types.RequestParams(_meta=params.meta) if params.meta else None
 
 
 def _invalid_answer(exc: ValidationError) -> types.ErrorData:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import warnings
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
 from server.config import ServerConfig
@@ -238,6 +239,7 @@ class Downstream:
             logging_callback=self.in_flight.log,
             sampling_callback=self._on_sampling,
             elicitation_callback=self._on_elicitation,
+            list_roots_callback=self._on_list_roots,  # declared always: see `relay.no_roots`
             cache=None,
         )
 
@@ -290,6 +292,20 @@ class Downstream:
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         return await self.in_flight.elicit(params)
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self.in_flight.list_roots()
+
+    async def roots_changed(self) -> None:
+        """Tell the server, if it is up, that the client's roots changed (roots: `server.downstream.relay.no_roots`)."""
+        if self._client is None or self._broken.is_set():
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only
+                await self._client.send_roots_list_changed()
+        except Exception as exc:  # boundary: a server that went away hears on its next start
+            logger.debug("could not tell server %r that the roots changed: %s", self.name, exc)
 
     # -- calls ---------------------------------------------------------------------------------
 

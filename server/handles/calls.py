@@ -17,7 +17,7 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 
-from server.downstream.relay import Relay
+from server.downstream.relay import Relay, RootsParams
 from server.handles import questions
 
 __all__ = ["Call", "CallRelay", "Progress", "Status", "render_output"]
@@ -128,13 +128,15 @@ class Call:
 class CallRelay:
     """The relay a background-capable call gives its downstream: it follows the request while one waits.
 
-    A sampling or elicitation request the waiting request cannot carry (there is none any more, or
-    its client cannot be sent requests) waits in the session's inbox (`server.handles.questions`).
+    A sampling, elicitation or roots request the waiting request cannot carry (there is none any more,
+    or its client cannot be sent requests) waits in the session's inbox (`server.handles.questions`);
+    `lists_roots` says whether the session's client declared roots (else roots get the spec's error).
     """
 
-    def __init__(self, call: Call, upstream: Relay | None) -> None:
+    def __init__(self, call: Call, upstream: Relay | None, lists_roots: Callable[[], bool] = lambda: False) -> None:
         self._call = call
         self.upstream = upstream
+        self._lists_roots = lists_roots
 
     def reaches_client(self) -> bool:
         return True  # what the request cannot carry waits for the session's next request
@@ -155,12 +157,16 @@ class CallRelay:
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
         return questions.elicitation_answer(await self._ask(params, "elicitation"))
 
+    async def list_roots(self, params: RootsParams) -> types.ListRootsResult | types.ErrorData:
+        return questions.roots_answer(await self._ask(params, "roots"))
+
     async def _ask(self, params: questions.Params, kind: str) -> questions.Answer:
         call, upstream = self._call, self.upstream
         if upstream is None or not upstream.reaches_client():
             call.note("question", f"a {kind} request waits for an answer")
         session, tool, handle = call.session_id, call.public_name, call.handle
-        answer = await questions.ask_or_wait(upstream, session, params, tool=tool, handle=handle)
+        roots = self._lists_roots()
+        answer = await questions.ask_or_wait(upstream, session, params, tool=tool, handle=handle, lists_roots=roots)
         call.note("answered", f"the {kind} request was answered")
         return answer
 

@@ -134,7 +134,7 @@ def question_message(question: Question) -> str:
             lines.append(f"[{message.role}] {clip(text, QUESTION_PART_CHARS)}")
         lines.append(f"(in at most {params.max_tokens} tokens)")
         how = f'{{"question": "{question.id}", "text": "<your completion>"}}), or with "action": "decline"'
-    else:
+    elif isinstance(params, types.ElicitRequestParams):
         lines.append(f'{about} asks for input and waits (question "{question.id}"):')
         lines.append(clip(params.message, QUESTION_PART_CHARS))
         if isinstance(params, types.ElicitRequestURLParams):
@@ -147,6 +147,8 @@ def question_message(question: Question) -> str:
                 f'{{"question": "{question.id}", "action": "accept", "content": {{<the fields>}}}}), '
                 'or with "action": "decline" or "cancel"'
             )
+    else:  # pragma: no cover - roots questions are for the client only (Inbox.for_model)
+        return f'{about} asks for your client\'s roots (question "{question.id}").'
     if question.carried:
         lines.append("Your client was sent this question too; answer here only if it is not answered there.")
     lines.append(f"Answer with wait_for_tool_output(answer = {how}). Unanswered, it fails at the call's timeout.")

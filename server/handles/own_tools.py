@@ -256,7 +256,7 @@ async def _wait(
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
         origin = current_origin()  # in a session several connections share, this one's own calls come first
         targets = [c for c in targets if c.origin == origin] or targets
-    if not targets and not inbox.pending:
+    if not targets and not inbox.for_model():
         return _text(_after(answered, "No outputs are running in this session, and none is waiting to be read."))
     limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
     started = time.monotonic()
@@ -268,7 +268,7 @@ async def _wait(
             await report(time.monotonic() - started, None, f"waiting for {running} running output(s)")
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
-    asked = list(inbox.pending.values())
+    asked = inbox.for_model()
     for question in asked:
         question.shown = True
     asking = [types.TextContent(type="text", text=messages.question_message(q)) for q in asked]

@@ -1,4 +1,4 @@
-"""Questions a downstream asks (sampling, elicitation) when no client request can carry them.
+"""Questions a downstream asks (sampling, elicitation, roots) when no client request can carry them.
 
 That is a background call's question after its hand-off, or any question when the client cannot be
 sent requests (2026-07-28). It waits in its session's `Inbox` until answered; how long is the
@@ -9,7 +9,8 @@ caller's to bound (the downstream's timeout, `server.downstream.inflight`). It r
 - the client through `tasks/result` of an MCP task (`server.upstream.mcp_tasks`);
 - the model: `wait_for_tool_output` returns it with how to answer (its `answer` argument), and every
   result's footer says that a question waits.
-The first answer wins; a request still out to the client is then withdrawn.
+The first answer wins; a request still out to the client is then withdrawn. A roots question is never
+shown to the model (it cannot know the client's roots): only the client answers it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Literal, Protocol
 import anyio
 import mcp_types as types
 
-from server.downstream.relay import Relay
+from server.downstream.relay import Relay, RootsParams, no_roots
 from server.errors import NoBackChannel, OwnToolError, clip
 
 __all__ = [
@@ -41,13 +42,15 @@ __all__ = [
     "elicitation_answer",
     "find",
     "inbox",
+    "kind_of",
     "model_answer",
+    "roots_answer",
     "sampling_answer",
 ]
 
-Kind = Literal["sampling", "elicitation"]
-Params = types.CreateMessageRequestParams | types.ElicitRequestParams
-Answer = types.CreateMessageResult | types.ElicitResult | types.ErrorData
+Kind = Literal["sampling", "elicitation", "roots"]
+Params = types.CreateMessageRequestParams | types.ElicitRequestParams | RootsParams
+Answer = types.CreateMessageResult | types.ElicitResult | types.ListRootsResult | types.ErrorData
 
 
 class Channel(Protocol):
@@ -103,7 +106,11 @@ class Inbox:
 
     def unshown(self) -> list[Question]:
         """The questions the model has not seen yet and no request to the client carries now."""
-        return [q for q in self.pending.values() if not q.shown and not q.carried]
+        return [q for q in self.for_model() if not q.shown and not q.carried]
+
+    def for_model(self) -> list[Question]:
+        """The questions the model can answer (all but roots)."""
+        return [q for q in self.pending.values() if q.kind != "roots"]
 
     def of_handle(self, handle: str) -> list[Question]:
         return [question for question in self.pending.values() if question.handle == handle]
@@ -176,27 +183,51 @@ def find(session_id: str) -> Inbox | None:
     return _INBOXES.get(session_id)
 
 
+def kind_of(params: Params) -> Kind:
+    if isinstance(params, RootsParams):
+        return "roots"
+    return "sampling" if isinstance(params, types.CreateMessageRequestParams) else "elicitation"
+
+
 async def ask_or_wait(
-    upstream: Relay | None, session_id: str, params: Params, *, tool: str, handle: str | None
+    upstream: Relay | None,
+    session_id: str,
+    params: Params,
+    *,
+    tool: str,
+    handle: str | None,
+    lists_roots: bool = False,
 ) -> Answer:
-    """Through the client request that is waiting, where it can carry the question; else in the inbox."""
+    """Through the client request that is waiting, where it can carry the question; else in the inbox.
+
+    `lists_roots`: whether the session's client declared roots; a roots question of one that did not gets
+    the spec's error at once."""
     if upstream is not None and upstream.reaches_client():
+        if isinstance(params, RootsParams):
+            return await upstream.list_roots(params)
         if isinstance(params, types.CreateMessageRequestParams):
             return await upstream.sample(params)
         return await upstream.elicit(params)
-    kind: Kind = "sampling" if isinstance(params, types.CreateMessageRequestParams) else "elicitation"
-    return await inbox(session_id).ask(kind, params, tool=tool, handle=handle)
+    if isinstance(params, RootsParams) and not lists_roots:
+        return no_roots()
+    return await inbox(session_id).ask(kind_of(params), params, tool=tool, handle=handle)
 
 
 def sampling_answer(answer: Answer) -> types.CreateMessageResult | types.ErrorData:
-    if isinstance(answer, types.ElicitResult):  # pragma: no cover - answers are made for their question's kind
-        return types.ErrorData(code=types.INTERNAL_ERROR, message="a sampling request got an elicitation answer")
+    if isinstance(answer, types.ElicitResult | types.ListRootsResult):  # pragma: no cover - made for their kind
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="a sampling request got another kind of answer")
     return answer
 
 
 def elicitation_answer(answer: Answer) -> types.ElicitResult | types.ErrorData:
-    if isinstance(answer, types.CreateMessageResult):  # pragma: no cover - as above
-        return types.ErrorData(code=types.INTERNAL_ERROR, message="an elicitation request got a sampling answer")
+    if isinstance(answer, types.CreateMessageResult | types.ListRootsResult):  # pragma: no cover - as above
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="an elicitation request got another kind of answer")
+    return answer
+
+
+def roots_answer(answer: Answer) -> types.ListRootsResult | types.ErrorData:
+    if isinstance(answer, types.CreateMessageResult | types.ElicitResult):  # pragma: no cover - as above
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="a roots request got another kind of answer")
     return answer
 
 
@@ -204,10 +235,11 @@ class RequestQuestions:
     """The relay of a forwarded request that is not a tool call (`prompts/get`, `resources/read`): like the
     request's own, except that a question it cannot carry waits in the session's inbox."""
 
-    def __init__(self, upstream: Relay, session_id: str, about: str) -> None:
+    def __init__(self, upstream: Relay, session_id: str, about: str, *, lists_roots: bool = False) -> None:
         self._upstream = upstream
         self._session_id = session_id
         self._about = about
+        self._lists_roots = lists_roots
 
     def reaches_client(self) -> bool:
         return True
@@ -224,15 +256,20 @@ class RequestQuestions:
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
         return elicitation_answer(await self._ask(params))
 
+    async def list_roots(self, params: RootsParams) -> types.ListRootsResult | types.ErrorData:
+        return roots_answer(await self._ask(params))
+
     async def _ask(self, params: Params) -> Answer:
-        return await ask_or_wait(self._upstream, self._session_id, params, tool=self._about, handle=None)
+        return await ask_or_wait(
+            self._upstream, self._session_id, params, tool=self._about, handle=None, lists_roots=self._lists_roots
+        )
 
 
 def deliver(inbox: Inbox, answer: Mapping[str, Any]) -> str:
     """Give the model's answer (`wait_for_tool_output`'s `answer`) to its question; the line that says so."""
     question_id = answer.get("question")
     question = inbox.pending.get(question_id) if isinstance(question_id, str) else None
-    if question is None:
+    if question is None or question.kind == "roots":
         raise OwnToolError(
             f'No question "{clip(question_id)}" waits for an answer in this session (it may have been answered '
             "or timed out). Call wait_for_tool_output without `answer` to see the questions that wait."

@@ -38,7 +38,7 @@ from extraction import (
     source_exceeds,
 )
 from server.config import Policy
-from server.downstream.relay import Relay
+from server.downstream.relay import Relay, declares_roots
 from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
@@ -73,6 +73,9 @@ class Session:
         self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
         self._changed = anyio.Event()
         self.closed = False
+        self.lists_roots = False
+        """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
+        self.last_request = 0.0
 
     def call(self, handle: str) -> Call | None:
         found = self.calls.get(handle)
@@ -129,6 +132,19 @@ class Sessions:
         return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
+        """The session of the client that sent this request (which notes what the client declared)."""
+        session = self._for_request(ctx)
+        session.lists_roots = declares_roots(ctx.session)
+        session.last_request = time.monotonic()
+        return session
+
+    def roots_session(self) -> Session | None:
+        """The session a server's `roots/list` outside any request goes to: the latest to send a request, of
+        those whose client declared roots (over stdio, the one client)."""
+        declared = [session for session in self.live if session.lists_roots and not session.closed]
+        return max(declared, key=lambda session: session.last_request) if declared else None
+
+    def _for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request (and, for the request's task, its origin)."""
         connection = connection_of(ctx)
         owner = owner_key(ctx, shared=self.shared)
@@ -215,7 +231,7 @@ class Sessions:
 
     def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
         """Run `call` in the lifespan task group; its relay follows `upstream` until detached."""
-        relay = CallRelay(call, upstream)
+        relay = CallRelay(call, upstream, lambda: session.lists_roots)
         running = [other for other in session.calls.values() if other.status == "running"]
         call.session_id = session.id
         call.origin = current_origin()

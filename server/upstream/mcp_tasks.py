@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from server.downstream.relay import ClientChannel, RequestRelay
+from server.downstream.relay import ClientChannel, RequestRelay, RootsParams
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
@@ -231,6 +231,8 @@ def request_asker(
     async def ask(params: questions.Params) -> questions.Answer:
         if meta:
             params = params.model_copy(update={"meta": {**(params.meta or {}), **meta}})
+        if isinstance(params, RootsParams):
+            return await relay.list_roots(params)
         if isinstance(params, types.CreateMessageRequestParams):
             return await relay.sample(params)
         return await relay.elicit(params)

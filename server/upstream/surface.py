@@ -141,6 +141,12 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
 
     async def on_initialized(ctx: ServerRequestContext[Proxy], params: Any) -> None:
         proxy.add_session(ctx.session)
+        if proxy.sessions.for_request(ctx).lists_roots:  # servers that asked before it came may ask again now
+            await proxy.roots_changed()
+
+    async def on_roots_changed(ctx: ServerRequestContext[Proxy], params: Any) -> None:
+        proxy.sessions.for_request(ctx)
+        await proxy.roots_changed()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is deprecated at 2026-07-28, not before
@@ -155,6 +161,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
             on_subscriptions_listen=ListenHandler(proxy.bus),
         )
     server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
+    server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, on_roots_changed)
     # The HTTP session manager calls create_initialization_options() without arguments.
     server.create_initialization_options = functools.partial(  # type: ignore[method-assign]  # see above
         server.create_initialization_options,
@@ -190,7 +197,7 @@ def _with_footer(
     running = [call for call in others if call.status == "running"]
     ready = [call for call in others if call.status == "ready" and not call.seen]
     inbox = find_inbox(session.id)
-    waiting = list(inbox.pending.values()) if questions and inbox is not None else []
+    waiting = inbox.for_model() if questions and inbox is not None else []
     lines = [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
     if not lines:
         return result
