@@ -35,6 +35,7 @@ from server.upstream import catalog_surface, mcp_tasks
 from server.upstream.extracting import InputRequired, extract_function
 from server.upstream.forwarding import forward, text_result
 from server.upstream.mcp_tasks import request_asker
+from server.upstream.standing import StandingStreams
 from server.version import VERSION
 
 __all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
@@ -57,8 +58,8 @@ def error_result(text: str) -> types.CallToolResult:
     return text_result(text, is_error=True)
 
 
-def build_server(proxy: Proxy) -> Server[Proxy]:
-    """A server whose handlers forward to `proxy`'s downstreams."""
+def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Server[Proxy]:
+    """A server whose handlers forward to `proxy`'s downstreams; `standing` watches streamable HTTP's GET streams."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Proxy]) -> AsyncIterator[Proxy]:
@@ -76,7 +77,7 @@ def build_server(proxy: Proxy) -> Server[Proxy]:
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         session = proxy.sessions.for_request(ctx)
-        _keep_channel(ctx, session)
+        _keep_channel(ctx, session, standing)
         try:
             if params.name == "wait_for_tool_output":
                 result, about = await _carrying_questions(ctx, session, _answer(ctx, params, session))
@@ -225,17 +226,27 @@ async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session
     return result
 
 
-def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session) -> None:
-    """Give a handshake-era stdio session its standing channel for questions, once. (Over HTTP that would be
-    the GET stream, which claimcheck cannot see is open: questions ride `wait_for_tool_output` there.)"""
+def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session, standing: StandingStreams | None) -> None:
+    """Give a handshake-era session its standing channel for questions, once: over stdio (and SSE) the
+    connection's own, over streamable HTTP its GET stream while that is open (`server.upstream.standing`)."""
     connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (see sessions.py)
     if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or _CHANNEL_KEY in connection.state:
         return
-    if ctx.request is not None:
-        return
+    headers = getattr(ctx.request, "headers", None)
+    mcp_session_id = headers.get("mcp-session-id") if headers is not None else None
+    if mcp_session_id is not None and standing is None:
+        return  # streamable HTTP without a watch on its GET streams: questions ride wait_for_tool_output
     inbox = session_inbox(session.id)
-    channel = inbox.channel = ClientChannel(ctx.session)  # its connection-scoped channel outlives this request
     connection.state[_CHANNEL_KEY] = inbox  # holds the inbox for as long as the connection lives
+    if mcp_session_id is not None and standing is not None:
+        standing.bind(mcp_session_id, inbox, ClientChannel(ctx.session))
+
+        async def unbind() -> None:
+            standing.forget(mcp_session_id)
+
+        connection.exit_stack.push_async_callback(unbind)
+        return
+    channel = inbox.channel = ClientChannel(ctx.session)  # its connection-scoped channel outlives this request
 
     async def release() -> None:  # a session several connections share keeps its inbox after this one
         if inbox.channel is channel:

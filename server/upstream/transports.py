@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.event_store import BoundedEventStore
+from server.upstream.standing import StandingStreams
 from server.upstream.stdio import stdio_streams
 from server.upstream.surface import build_server
 
@@ -77,7 +78,8 @@ async def serve_http(
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
-    server = build_server(proxy)
+    standing = StandingStreams()  # questions go at once to a session whose GET stream is open
+    server = build_server(proxy, standing)
     host = sock.getsockname()[0]
     limit = proxy.config.settings.max_request_bytes
     inner = server.streamable_http_app(
@@ -93,7 +95,11 @@ async def serve_http(
         async with proxy.running(), server.session_manager.run():
             yield
 
-    app = Starlette(routes=list(inner.routes), lifespan=lifespan, middleware=[Middleware(BodyLimit, max_bytes=limit)])
+    routes = [
+        Route(route.path, endpoint=standing.app(route.endpoint), name=route.name) if isinstance(route, Route) else route
+        for route in inner.routes
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BodyLimit, max_bytes=limit)])
     await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token, request_deadline)
 
 
