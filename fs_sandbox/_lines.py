@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+from fs_sandbox._index import LineIndex
 
 PIECE = 1 << 20  # bytes read at a time
 WINDOW = 1 << 20  # bytes of whole lines a search looks at before it moves on
@@ -18,12 +20,19 @@ AHEAD = 64 << 10  # how far past its window a match that starts in it may reach
 BEHIND = 4 << 10  # how much before its window a lookbehind or \b may see
 
 Shown = tuple[int, str, int]  # (1-based line number, text cut to `clip` characters, full length in characters)
+Span = tuple[int, int]  # a match's start and end, in bytes from the start of its line
+Snippet = tuple[int, str, bool, bool]  # (column of the match in characters, text around it, cut before, after)
+CONTEXT_CHARS = 80  # shown before and after a match on a long line
+MATCH_CHARS = 200  # of the match itself at most
+SNIPPET_BYTES = CONTEXT_CHARS * 4
+MATCH_BYTES = MATCH_CHARS * 4
+_CONTINUATION = bytes(range(0x80, 0xC0))
 Ranges = Sequence[tuple[int, int]]  # 1-based, inclusive, sorted and disjoint
 
 
-def pieces(fd: int, size: int) -> Iterator[bytes]:
-    """The first `size` bytes of `fd`, CRLF and lone CR turned into LF, a piece at a time."""
-    offset, held_cr = 0, False
+def pieces(fd: int, size: int, offset: int = 0) -> Iterator[bytes]:
+    """The first `size` bytes of `fd` from `offset`, CRLF and lone CR turned into LF, a piece at a time."""
+    held_cr = False
     while offset < size:
         data = os.pread(fd, min(PIECE, size - offset), offset)
         if not data:
@@ -41,6 +50,11 @@ def pieces(fd: int, size: int) -> Iterator[bytes]:
         yield b"\n"
 
 
+def _chars(data: bytes | bytearray) -> int:
+    """Characters in UTF-8 bytes (a stored output is valid UTF-8): the bytes that are not continuation bytes."""
+    return len(data.translate(None, _CONTINUATION))
+
+
 def count_lines(fd: int, size: int) -> int:
     total, last = 0, b"\n"
     for piece in pieces(fd, size):
@@ -50,24 +64,49 @@ def count_lines(fd: int, size: int) -> int:
 
 
 class _Collector:
-    """Lines as they stream past: their texts while the budget lasts, then only how many."""
+    """Lines as they stream past: their texts while the budget lasts, then only how many.
 
-    def __init__(self, clip: int, max_chars: int | None) -> None:
+    A line with match spans also yields a snippet per span: the text around the match and its column.
+    """
+
+    def __init__(self, clip: int, max_chars: int | None, spans: Mapping[int, Sequence[Span]]) -> None:
         self.clip, self.max_chars = clip, max_chars
         self.shown: list[Shown] = []
+        self.snippets: dict[int, list[Snippet]] = {}
         self.hidden = 0
+        self._spans = spans
         self._used = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._parts: list[str] = []
         self._kept = self._length = 0
+        self._line_bytes = self._line_chars = 0  # of the current line so far (for spans)
+        self._captured: list[tuple[Span, int, bytearray, int]] = []  # span, region start, bytes, column
 
     @property
     def showing(self) -> bool:
         return self.max_chars is None or self._used <= self.max_chars
 
-    def feed(self, data: bytes) -> None:
-        if data and self.showing:
-            self._take(self._decoder.decode(data))
+    def feed(self, data: bytes, number: int) -> None:
+        if not data or not self.showing:
+            return
+        self._take(self._decoder.decode(data))
+        spans = self._spans.get(number)
+        if spans:
+            self._capture(data, spans)
+
+    def _capture(self, data: bytes, spans: Sequence[Span]) -> None:
+        if not self._line_bytes:
+            self._captured = [((a, b), max(0, a - SNIPPET_BYTES), bytearray(), -1) for a, b in spans]
+        low, high = self._line_bytes, self._line_bytes + len(data)
+        for i, ((a, b), region, kept, column) in enumerate(self._captured):
+            end = min(b, a + MATCH_BYTES) + SNIPPET_BYTES
+            if region < high and end > low:
+                kept += data[max(region, low) - low : min(end, high) - low]
+            if column < 0 and low <= a < high:
+                column = self._line_chars + _chars(data[: a - low])
+                self._captured[i] = ((a, b), region, kept, column)
+        self._line_chars += _chars(data)
+        self._line_bytes = high
 
     def end_line(self, number: int) -> None:
         if not self.showing:
@@ -77,8 +116,13 @@ class _Collector:
         self._decoder.reset()
         text = "".join(self._parts)
         self.shown.append((number, text, self._length))
+        if self._length > self.clip and self._captured:
+            self.snippets[number] = [_snippet(*captured, self._length) for captured in self._captured]
+            self._used += sum(len(snippet[1]) + 1 for snippet in self.snippets[number]) - len(text)
         self._used += len(text) + 1
         self._parts, self._kept, self._length = [], 0, 0
+        self._line_bytes = self._line_chars = 0
+        self._captured = []
 
     def _take(self, text: str) -> None:
         self._length += len(text)
@@ -89,22 +133,48 @@ class _Collector:
             self._kept += len(part)
 
 
+def _snippet(span: Span, region: int, kept: bytearray, column: int, length: int) -> Snippet:
+    """The text around one match: up to CONTEXT_CHARS before and after, the match itself cut at MATCH_CHARS.
+
+    The region may begin or end inside a character: those partial bytes are dropped.
+    """
+    start, end = span
+    before = bytes(kept[: start - region]).decode("utf-8", "ignore")[-CONTEXT_CHARS:]
+    match = bytes(kept[start - region : end - region]).decode("utf-8", "ignore")
+    after = bytes(kept[end - region :]).decode("utf-8", "ignore")[:CONTEXT_CHARS]
+    if len(match) > MATCH_CHARS:
+        match, after = match[:MATCH_CHARS], ""
+    column = max(column, 0)
+    return (column, before + match + after, column > len(before), column + len(match) + len(after) < length)
+
+
 def collect(
-    fd: int, size: int, ranges: Ranges, *, clip: int, max_chars: int | None, to_end: bool
-) -> tuple[list[Shown], int, int | None]:
-    """The lines in `ranges`: (shown, how many more exist but were over `max_chars`, total lines).
+    fd: int,
+    size: int,
+    ranges: Ranges,
+    *,
+    clip: int,
+    max_chars: int | None,
+    to_end: bool,
+    spans: Mapping[int, Sequence[Span]] | None = None,
+    begin: tuple[int, int] = (0, 1),
+) -> tuple[list[Shown], int, int | None, dict[int, list[Snippet]]]:
+    """The lines in `ranges`: (shown, how many more exist but were over `max_chars`, total lines, snippets).
 
     Texts are kept until their characters (plus one per line) pass `max_chars`; the line that passes it
-    is still shown. The total is None when reading stopped after the last range (`to_end` false).
+    is still shown. The total is None when reading stopped after the last range (`to_end` false). Reading
+    starts at `begin`: (a byte offset, the number of the line there), from a line index. Lines longer than
+    `clip` with `spans` (byte offsets of matches in the line) get a snippet per span.
     """
-    out = _Collector(clip, max_chars)
-    line, in_line, index = 1, False, 0
-    for piece in pieces(fd, size):
+    out = _Collector(clip, max_chars, spans or {})
+    line, index = begin[1], 0
+    in_line = begin[0] > 0  # an index entry may be inside a line; only lines after it are asked for then
+    for piece in pieces(fd, size, begin[0]):
         position, end = 0, len(piece)
         while position < end:
             if index == len(ranges):
                 if not to_end:
-                    return out.shown, out.hidden, None
+                    return out.shown, out.hidden, None, out.snippets
                 line += piece.count(b"\n", position)
                 in_line = piece[-1] != 0x0A
                 break
@@ -121,32 +191,46 @@ def collect(
                 continue
             stop = piece.find(b"\n", position)
             if stop < 0:
-                out.feed(piece[position:])
+                out.feed(piece[position:], line)
                 in_line = True
                 break
-            out.feed(piece[position:stop])
+            out.feed(piece[position:stop], line)
             out.end_line(line)
             line, in_line, position = line + 1, False, stop + 1
             if line > last:
                 index += 1
     if in_line and index < len(ranges) and ranges[index][0] <= line:
         out.end_line(line)  # the last line, without a newline after it
-    return out.shown, out.hidden, line if in_line else line - 1
+    return out.shown, out.hidden, line if in_line else line - 1, out.snippets
 
 
 def read_lines(
-    fd: int, size: int, start: int, count: int, from_end: bool, *, clip: int, max_chars: int | None
+    fd: int,
+    size: int,
+    start: int,
+    count: int,
+    from_end: bool,
+    *,
+    clip: int,
+    max_chars: int | None,
+    index: LineIndex | None = None,
 ) -> tuple[list[Shown], int, int]:
-    """`count` lines from line `start` (0-based; counted from the end when `from_end`): (shown, total, omitted)."""
-    if from_end:
-        total = count_lines(fd, size)
-        stop = max(0, total - start)
-        first = max(0, stop - count)
+    """`count` lines from line `start` (0-based; counted from the end when `from_end`): (shown, total, omitted).
+
+    With a line index of the file, reading starts at the entry nearest before the first line asked for.
+    """
+    if index is not None and index.size != size:
+        index = None
+    if from_end or index is not None:
+        total = index.lines if index is not None else count_lines(fd, size)
+        stop = max(0, total - start) if from_end else min(total, start + count)
+        first = max(0, stop - count) if from_end else start
         ranges = [(first + 1, stop)] if stop > first else []
-        shown, omitted, _ = collect(fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False)
+        begin = index.seek_line(first + 1) if index is not None and ranges else (0, 1)
+        shown, omitted, _, _ = collect(fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False, begin=begin)
         return shown, total, omitted
     ranges = [(start + 1, start + count)] if count > 0 else []
-    shown, omitted, counted = collect(fd, size, ranges, clip=clip, max_chars=max_chars, to_end=True)
+    shown, omitted, counted, _ = collect(fd, size, ranges, clip=clip, max_chars=max_chars, to_end=True)
     assert counted is not None
     return shown, counted, omitted
 
@@ -167,6 +251,8 @@ class Window:
     stop: int
     first_line: int  # the number of the line data[start] is in
     final: bool
+    base: int = 0  # the offset of data[0] in the normalized text
+    line_start: int = 0  # the offset in the normalized text where line `first_line` starts
 
 
 def windows(fd: int, size: int) -> Iterator[Window]:
@@ -177,21 +263,25 @@ def windows(fd: int, size: int) -> Iterator[Window]:
     capacity = BEHIND + WINDOW + AHEAD + PIECE + 16
     buffers = (bytearray(capacity), bytearray(capacity))
     buffer, length, start, offset, line = buffers[0], 0, 0, 0, 1
+    base = line_start = 0
     while True:
         while offset < size and length - start < WINDOW + AHEAD:
             length, offset = _fill(fd, size, buffer, length, offset)
         if offset >= size and length - start <= WINDOW + AHEAD:
-            yield Window(buffer, start, length, length, line, True)
+            yield Window(buffer, start, length, length, line, True, base, line_start)
             return
         # A window ends after its last newline; a line longer than a window is cut at a character boundary.
         cut = buffer.rfind(b"\n", start, start + WINDOW) + 1 or boundary(buffer, start + WINDOW)
-        yield Window(buffer, start, cut, boundary(buffer, cut + AHEAD), line, False)
+        yield Window(buffer, start, cut, boundary(buffer, cut + AHEAD), line, False, base, line_start)
         line += buffer.count(b"\n", start, cut)
+        last = buffer.rfind(b"\n", start, cut)
+        if last >= 0:
+            line_start = base + last + 1
         keep = min(cut, boundary(buffer, max(0, cut - BEHIND), forward=True))
         other = buffers[1] if buffer is buffers[0] else buffers[0]
         with memoryview(buffer) as view:
             other[: length - keep] = view[keep:length]  # the same length: copied, never resized
-        buffer, length, start = other, length - keep, cut - keep
+        buffer, length, start, base = other, length - keep, cut - keep, base + keep
 
 
 def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tuple[int, int]:

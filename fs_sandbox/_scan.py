@@ -15,113 +15,172 @@ import re
 import socket
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from fs_sandbox._lines import Window, collect, windows
+from fs_sandbox._engine import Finder
+from fs_sandbox._index import LineIndex
+from fs_sandbox._lines import Snippet, Span, Window, boundary, collect, windows
 
-MAX_PATTERN_CHARS = 1000
+Line = tuple[int, str, bool, int, tuple[Snippet, ...], bool]
+# a grep line: (number, text, is a match, full length, snippets around its matches when it is long,
+# whether it has more matches than snippets)
 
-Line = tuple[int, str, bool, int]  # a grep line: (number, text, is a match, full length)
-
+PER_LINE = 8  # matches kept per line, each shown as a snippet when the line is long
 _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
-_FOLD_TO_ASCII = tuple(c.encode() for c in "\u0130\u0131\u017f\u212a")  # İ ı ſ K: all re.IGNORECASE adds to a-z
 
 
-def _folds_to_ascii(data: bytearray, stop: int) -> bool:
-    """Whether data[:stop] holds one of the four letters; their lead bytes are looked for first (memchr is fast)."""
-    return any(data.find(code[:1], 0, stop) >= 0 and data.find(code, 0, stop) >= 0 for code in _FOLD_TO_ASCII)
+@dataclass(slots=True)
+class _Found:
+    """The matches found so far: matching lines in order, the spans of each, where the search goes on."""
+
+    limit: int
+    lines: list[int] = field(default_factory=list)
+    spans: dict[int, list[Span]] = field(default_factory=dict)
+    crowded: set[int] = field(default_factory=set)  # lines with more matches than PER_LINE
+    full: bool = False  # the last matching line has PER_LINE spans: the rest of it is skipped
+    next_at: int = 0  # where the next match may start, in the normalized text
+    more: bool = False
 
 
-def compile_pattern(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ValueError(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
-    flags = re.MULTILINE | (0 if case_sensitive else re.IGNORECASE)
-    return re.compile(pattern, flags)
+def find_matches(fd: int, size: int, pattern: str, case_sensitive: bool, max_matches: int) -> _Found:
+    """The lines where matches start (each line once, at most `max_matches`), with up to PER_LINE match spans
+    each; `more` when more matching lines exist.
 
-
-def find_matches(fd: int, size: int, pattern: str, case_sensitive: bool, max_matches: int) -> tuple[list[int], bool]:
-    """The numbers of the lines where matches start (each line once), at most `max_matches`; whether more exist.
-
-    The search runs over whole windows of text, not line by line, so a literal costs one fast scan and a
-    pattern may span lines (as far as `AHEAD`). A plain ASCII literal is searched in bytes, undecoded.
+    Matches are searched over whole windows of text, not line by line, so a pattern may span lines (as far as
+    `AHEAD`); after a match that spans lines the search goes on at the start of the next line. RE2 searches
+    the bytes (a case-sensitive ASCII literal: `bytes.find`); a pattern only `re` can run is searched in the
+    decoded text.
     """
-    compiled = compile_pattern(pattern, case_sensitive)
-    literal = not _REGEX_SYNTAX.intersection(pattern) and pattern.isascii()
-    needle = (pattern if case_sensitive else pattern.lower()).encode()
-    found: list[int] = []
-    resume = 1  # the first line a new match may be on
+    finder = Finder(pattern, case_sensitive)
+    found = _Found(max_matches)
+    if finder.plan.backtracking:
+        compiled = finder.compiled
+        for window in windows(fd, size):
+            _search_text(window, compiled, found)
+            if found.more:
+                break
+        return found
+    if case_sensitive and not _REGEX_SYNTAX.intersection(pattern) and pattern.isascii():
+        needle = pattern.encode()
+
+        def literal(data: memoryview, at: int, stop: int) -> tuple[int, int]:
+            hit = data.obj.find(needle, at, stop)  # type: ignore[attr-defined]  # the window's bytearray
+            return (hit, hit + len(needle)) if hit >= 0 else (-1, -1)
+
+        find: Callable[[memoryview, int, int], tuple[int, int]] = literal
+    else:
+        find = finder.find
     for window in windows(fd, size):
-        resume, more = _search_window(window, compiled, needle if literal else None, found, max_matches, resume)
-        if more:
-            return found, True
-    return found, False
+        data, stop = window.data, window.stop
+        with memoryview(data) as view, view[:stop] as text:  # the buffer's bytes past `stop` are no context
+
+            def search(at: int, text: memoryview = text, stop: int = stop) -> tuple[int, int]:
+                return find(text, at, stop)
+
+            _search(window, data, window.start, window.end, stop, search, found)
+        if found.more:
+            break
+    return found
 
 
-def _search_window(
-    window: Window, compiled: re.Pattern[str], needle: bytes | None, found: list[int], limit: int, resume: int
-) -> tuple[int, bool]:
+def _search_text(window: Window, compiled: re.Pattern[str], found: _Found) -> None:
+    """The backtracking path: the window decoded, offsets turned back into bytes for the spans."""
     data, start, end, stop = window.data, window.start, window.end, window.stop
-    # re.IGNORECASE is Unicode-aware: "k" also matches the Kelvin sign, so lowered bytes stand in for the text
-    # only where none of the four characters that fold to ASCII letters occur.
-    ignoring_case = bool(compiled.flags & re.IGNORECASE)
-    if needle is not None and not (ignoring_case and _folds_to_ascii(data, stop)):
-        haystack = data[:stop].lower() if ignoring_case else data
-
-        def literal(at: int) -> int:
-            return haystack.find(needle, at, stop)
-
-        return _search(haystack, start, end, stop, window, literal, found, limit, resume)
     with memoryview(data) as view:
         parts = [str(view[a:b], "utf-8", "replace") for a, b in ((0, start), (start, end), (end, stop))]
     text = "".join(parts)
+    cursor = [0, 0]  # a (character, byte) pair known to correspond
 
-    def regex(at: int) -> int:
+    def to_bytes(char: int) -> int:
+        at, byte = cursor
+        byte += len(text[at:char].encode()) if char >= at else -len(text[char:at].encode())
+        cursor[:] = [char, byte]
+        return byte
+
+    def regex(at: int) -> tuple[int, int]:
         match = compiled.search(text, at)
-        return -1 if match is None else match.start()
+        return (-1, -1) if match is None else match.span()
 
     first, last = len(parts[0]), len(parts[0]) + len(parts[1])
-    return _search(text, first, last, len(text), window, regex, found, limit, resume)
+    _search(window, text, first, last, len(text), regex, found, to_bytes)
 
 
-Text = TypeVar("Text", str, bytes, bytearray)
+Text = TypeVar("Text", str, bytearray)
 
 
 def _search(
+    window: Window,
     text: Text,
     start: int,
     body_end: int,
     stop: int,
-    window: Window,
-    finder: Callable[[int], int],
-    found: list[int],
-    limit: int,
-    resume: int,
-) -> tuple[int, bool]:
-    """Add the lines of the matches that start in text[start:body_end]; (the next `resume`, whether more exist).
+    finder: Callable[[int], tuple[int, int]],
+    found: _Found,
+    to_bytes: Callable[[int], int] | None = None,
+) -> None:
+    """Add the matches that start in text[start:body_end]; text[:start] and text[body_end:stop] are context.
 
-    text[:start] and text[body_end:stop] are context only; in the final window `stop` is the end of the file.
+    In the final window `stop` is the end of the file. `to_bytes` turns an offset in `text` into one in
+    `window.data` (when the text was decoded).
     """
     newline = "\n" if isinstance(text, str) else b"\n"
-    position, line = start, window.first_line
-    if line < resume:  # the window goes on with a line that already matched
+    base = window.base
+
+    def absolute(at: int) -> int:
+        return base + (at if to_bytes is None else to_bytes(at))
+
+    line, line_start, counted = window.first_line, window.line_start, start
+    position = start
+    if to_bytes is None:
+        position = max(start, found.next_at - base)
+    if found.full and found.lines and found.lines[-1] == line:  # the window goes on with a full line
         skip = text.find(newline, start, body_end)
         if skip < 0:
-            return resume, False
-        position, line = skip + 1, line + 1
-    counted = position
+            return
+        position = max(position, skip + 1)
     # The empty "line" after a final newline is not a line (Read does not show it); a last line without one is.
     open_end = window.final and stop > 0 and text[stop - 1 : stop] != newline
-    while (at := finder(position)) >= 0 and (at < body_end or (open_end and at == stop)):
-        line += text.count(newline, counted, at)
-        if len(found) == limit:
-            return resume, True
-        found.append(line)
-        end = text.find(newline, at, body_end)
-        if end < 0:
-            return line + 1, False  # the rest of this line is in the next window
-        position = counted = end + 1
-        line += 1
-    return resume, False
+    while True:
+        at, until = finder(position)
+        if at < 0 or not (at < body_end or (open_end and at == stop)):
+            break
+        newlines = text.count(newline, counted, at)
+        if newlines:
+            line += newlines
+            line_start = absolute(text.rfind(newline, counted, at) + 1)
+        counted = at
+        if not found.lines or found.lines[-1] != line:
+            if len(found.lines) == found.limit:
+                found.more = True
+                return
+            found.lines.append(line)
+            found.spans[line] = []
+            found.full = False
+        spans = found.spans[line]
+        spans.append((absolute(at) - line_start, absolute(until) - line_start))
+        line_end = text.find(newline, at, body_end)
+        if len(spans) == PER_LINE:
+            found.full = True
+            if finder(until)[0] >= 0 and (line_end < 0 or finder(until)[0] < line_end):
+                found.crowded.add(line)
+            if line_end < 0:
+                found.next_at = base + (body_end if to_bytes is None else to_bytes(body_end))
+                return
+            position = line_end + 1
+        elif 0 <= line_end < until:  # the match went on past its line: go on from the next line
+            position = line_end + 1
+        else:
+            position = until if until > at else _next_char(text, at)
+    if to_bytes is None:
+        found.next_at = base + position
+
+
+def _next_char(text: str | bytearray, at: int) -> int:
+    """The offset of the character after the one at `at` (an empty match moves the search on by one)."""
+    if isinstance(text, str):
+        return at + 1
+    return boundary(text, at + 1, forward=True)
 
 
 def grep(
@@ -134,13 +193,15 @@ def grep(
     max_matches: int,
     clip: int,
     max_chars: int | None,
+    index: LineIndex | None = None,
 ) -> tuple[list[list[Line]], int, bool, int, int]:
     """Blocks of matching lines with context: (blocks, matches, more exist, lines left out, blocks left out).
 
     Context blocks that overlap or touch are merged. Lines past `max_chars` (see `collect`) are left out
-    of the blocks and counted instead.
+    of the blocks and counted instead. A match line longer than `clip` comes with a snippet per match.
     """
-    matches, more = find_matches(fd, size, pattern, case_sensitive, max_matches)
+    found = find_matches(fd, size, pattern, case_sensitive, max_matches)
+    matches, more = found.lines, found.more
     ranges: list[tuple[int, int]] = []
     for number in matches:
         first, last = max(1, number - before), number + after
@@ -148,7 +209,10 @@ def grep(
             ranges[-1] = (ranges[-1][0], max(ranges[-1][1], last))
         else:
             ranges.append((first, last))
-    shown, _, total = collect(fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False)
+    begin = index.seek_line(ranges[0][0]) if index is not None and index.size == size and ranges else (0, 1)
+    shown, _, total, snippets = collect(
+        fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False, spans=found.spans, begin=begin
+    )
     texts = {number: (text, length) for number, text, length in shown}
     blocks: list[list[Line]] = []
     left_lines = left_blocks = 0
@@ -156,7 +220,9 @@ def grep(
         kept: list[Line] = []
         for number, is_match in block:
             if number in texts and not left_lines:
-                kept.append((number, texts[number][0], is_match, texts[number][1]))
+                text, length = texts[number]
+                around = tuple(snippets.get(number, ())) if is_match else ()
+                kept.append((number, text, is_match, length, around, number in found.crowded))
             else:
                 left_lines += 1
         if kept:
@@ -216,11 +282,11 @@ def serve(channel: socket.socket) -> None:
 
 
 def _answer(fd: int, request: tuple[object, ...]) -> tuple[object, ...]:
-    size, pattern, case_sensitive, before, after, max_matches, clip, max_chars = cast(
-        tuple[int, str, bool, int, int, int, int, "int | None"], request
+    size, pattern, case_sensitive, before, after, max_matches, clip, max_chars, index = cast(
+        tuple[int, str, bool, int, int, int, int, "int | None", "LineIndex | None"], request
     )
     try:
-        return ("ok", grep(fd, size, pattern, case_sensitive, before, after, max_matches, clip, max_chars))
+        return ("ok", grep(fd, size, pattern, case_sensitive, before, after, max_matches, clip, max_chars, index))
     except re.error as exc:
         return ("error", "pattern", f"invalid regular expression: {exc}")
     except ValueError as exc:

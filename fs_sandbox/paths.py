@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from fs_sandbox._index import SUFFIX, LineIndex
 from fs_sandbox.errors import NotAFile, NotFound, PathRefused
 
 __all__ = ["OpenFile", "confine", "open_file", "split_name"]
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_INDEX_BYTES = 64 << 20  # an index entry per MiB: enough for 2 PiB
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
@@ -35,6 +37,7 @@ class OpenFile:
     fd: int
     size: int
     name: str
+    index: LineIndex | None = None  # the line index kept beside the file (`<name>.lines`), when it fits the size
 
     def read(self, offset: int, length: int) -> bytes:
         """Up to `length` bytes from `offset` (blocking; call it in a worker thread)."""
@@ -97,7 +100,9 @@ def open_file(root: Path | str, name: str) -> OpenFile:
                 raise _refused_directory(directory, part, name, exc) from None
             os.close(directory)
             directory = inner
-        return _open_regular(directory, parts[-1], name)
+        opened = _open_regular(directory, parts[-1], name)
+        opened.index = _read_index(directory, parts[-1], opened.size)
+        return opened
     finally:
         os.close(directory)
 
@@ -139,6 +144,18 @@ def _open_regular(directory: int, part: str, name: str) -> OpenFile:
         os.close(fd)
         raise
     return OpenFile(fd, opened.st_size, name)
+
+
+def _read_index(directory: int, part: str, size: int) -> LineIndex | None:
+    """The line index beside the file, opened the same way (a regular file, no link), if there is a valid one."""
+    try:
+        index = _open_regular(directory, part + SUFFIX, part + SUFFIX)
+    except (NotFound, NotAFile):
+        return None
+    with index:
+        if index.size > _MAX_INDEX_BYTES:
+            return None
+        return LineIndex.parse(index.read(0, index.size), size)
 
 
 def _refused_root(root: Path | str, name: str, exc: OSError) -> Exception:

@@ -7,8 +7,10 @@ already opened there.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
+import re
 import socket
 import struct
 import subprocess
@@ -24,14 +26,17 @@ import anyio.abc
 from anyio.abc import UNIXSocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from fs_sandbox import _lines, _scan
+from fs_sandbox import _engine, _lines, _scan
 from fs_sandbox._fair import FairQueue
 from fs_sandbox.errors import NotAFile, PatternError, PatternTimeout, SandboxError
 from fs_sandbox.paths import OpenFile, open_file
 
-__all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox"]
+__all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox", "Snippet"]
 
 _WORKER = Path(_scan.__file__).resolve().with_name("_worker.py")
+_RE2_SPEC = importlib.util.find_spec("re2")
+_RE2_HOME = [str(Path(_RE2_SPEC.origin).parent.parent)] if _RE2_SPEC and _RE2_SPEC.origin else []
+GUARD_BYTES_PER_S = 20e6  # the slowest RE2 goes (its NFA, when a pattern's DFA outgrows its memory)
 MAX_LINE_CHARS = 2000
 
 
@@ -50,11 +55,23 @@ class ReadResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Snippet:
+    """The text around one match on a long line; `column` is the match's offset in the line, in characters."""
+
+    column: int
+    text: str
+    cut_before: bool  # the line goes on before `text`
+    cut_after: bool  # and after it
+
+
+@dataclass(frozen=True, slots=True)
 class GrepLine:
     number: int
     text: str  # cut at `max_line_chars`
     is_match: bool
     length: int  # the whole line's length in characters
+    snippets: tuple[Snippet, ...] = ()  # a match line longer than `max_line_chars`: the text around each match
+    more_in_line: bool = False  # it has more matches than snippets
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +144,14 @@ class Sandbox:
 
             def blocking() -> ReadResult:
                 shown, total, omitted = _lines.read_lines(
-                    opened.fd, opened.size, start, lines, from_end, clip=max_line_chars, max_chars=max_chars
+                    opened.fd,
+                    opened.size,
+                    start,
+                    lines,
+                    from_end,
+                    clip=max_line_chars,
+                    max_chars=max_chars,
+                    index=opened.index,
                 )
                 numbered = tuple((number, text) for number, text, _ in shown)
                 return ReadResult(numbered, total, tuple(length for _, _, length in shown), omitted)
@@ -153,10 +177,25 @@ class Sandbox:
         """
         if before < 0 or after < 0 or max_matches < 1:
             raise SandboxError("before and after must not be negative, and max_matches must be at least 1")
+        try:
+            plan = _engine.check(pattern, case_sensitive)
+        except (re.error, ValueError) as exc:
+            why = f"invalid regular expression: {exc}" if isinstance(exc, re.error) else str(exc)
+            raise PatternError(why) from None
         with self._queue.admitted(owner):
             async with self._opened(file) as opened, self._queue.turn(owner):
-                request = (opened.size, pattern, case_sensitive, before, after, max_matches, max_line_chars, max_chars)
-                reply = await self._ask(opened.fd, request, pattern)
+                request = (
+                    opened.size,
+                    pattern,
+                    case_sensitive,
+                    before,
+                    after,
+                    max_matches,
+                    max_line_chars,
+                    max_chars,
+                    opened.index,
+                )
+                reply = await self._ask(opened.fd, request, pattern, plan, opened.size)
         if reply[0] == "error":
             kind, message = reply[1], str(reply[2])
             raise PatternError(message) if kind == "pattern" else NotAFile(message)
@@ -164,7 +203,13 @@ class Sandbox:
             tuple[list[list[_scan.Line]], int, bool, int, int], reply[1]
         )
         return GrepResult(
-            tuple(tuple(GrepLine(*line) for line in block) for block in blocks),
+            tuple(
+                tuple(
+                    GrepLine(n, text, hit, length, tuple(Snippet(*s) for s in around), more)
+                    for n, text, hit, length, around, more in block
+                )
+                for block in blocks
+            ),
             int(matches),
             bool(more),
             int(left_lines),
@@ -188,17 +233,31 @@ class Sandbox:
         finally:
             opened.close()
 
-    async def _ask(self, fd: int, request: tuple[object, ...], pattern: str) -> tuple[object, ...]:
+    def time_limit(self, plan: _engine.Plan, size: int) -> float:
+        """How long a search may run: RE2 runs in time linear in the size, so its guard grows with the file
+        (`timeout` plus a second per `GUARD_BYTES_PER_S`); a backtracking pattern keeps the fixed `timeout`."""
+        return self.timeout if plan.backtracking else self.timeout + size / GUARD_BYTES_PER_S
+
+    async def _ask(
+        self, fd: int, request: tuple[object, ...], pattern: str, plan: _engine.Plan, size: int
+    ) -> tuple[object, ...]:
         worker = self._idle.pop() if self._idle else await self._spawn()
+        limit = self.time_limit(plan, size)
         try:
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(limit):
                 reply = await worker.ask(fd, request)
         except TimeoutError:
             await worker.kill()
-            raise PatternTimeout(
-                f"the search for {pattern!r} took longer than {self.timeout:g} s and was stopped; "
-                "simplify the pattern (nested repetition such as (a+)+ backtracks without end)"
-            ) from None
+            if plan.backtracking:
+                why = (
+                    f"it uses {plan.construct}, which only the backtracking engine runs, and that engine is "
+                    f"stopped after {limit:g} s; drop that construct (nested repetition such as (a+)+ "
+                    "backtracks without end)"
+                )
+            else:
+                why = f"it took longer than {limit:.3g} s for {size} bytes and was stopped"
+            shown = repr(pattern[:80]) + ("…" if len(pattern) > 80 else "")
+            raise PatternTimeout(f"the search for {shown} was stopped: {why}") from None
         except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
             await worker.kill()
             raise SandboxError(f"the search worker stopped unexpectedly ({type(exc).__name__})") from None
@@ -212,7 +271,7 @@ class Sandbox:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             process = await anyio.open_process(
-                [sys.executable, "-I", "-S", str(_WORKER), str(theirs.fileno())],
+                [sys.executable, "-I", "-S", str(_WORKER), str(theirs.fileno()), *_RE2_HOME],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fs_sandbox import _lines, _scan
@@ -89,6 +89,15 @@ def whole_grep(
     return blocks, len(matches), more
 
 
+def documented_difference(data: bytes, pattern: str, case_sensitive: bool) -> bool:
+    """Where RE2 (Grep's engine) answers otherwise than `re`, as fs_sandbox/_engine.py documents and
+    tests/test_grep_engine.py pins: `\\b \\w \\d \\s` are ASCII, and without case İ and ı are not i."""
+    text = data.decode("utf-8", "replace")
+    ascii_classes = re.search(r"\\[bBwWdDsS]", pattern) is not None and not text.isascii()
+    dotted = not case_sensitive and ("\u0130" in text or "\u0131" in text) and re.search("[iI]", pattern) is not None
+    return ascii_classes or dotted
+
+
 TEXTS = st.lists(
     st.tuples(
         st.text(alphabet="aAbB ikKsxé\u212a\u017f\u0131\u0130\ufffd", max_size=12),
@@ -141,6 +150,7 @@ def test_a_search_in_small_windows_finds_what_a_search_of_the_whole_text_finds(
     after: int,
     max_matches: int,
 ) -> None:
+    assume(not documented_difference(data, pattern, case_sensitive))
     fd = opened(scratch, data)
     try:
         blocks, matches, more, left, left_blocks = _scan.grep(
@@ -186,7 +196,8 @@ def test_a_line_longer_than_the_clip_is_cut_and_its_whole_length_counted(tiny_pi
         os.close(fd)
 
     assert shown == [(1, "é" * 7, 50), (2, "short", 5)] and total == 2
-    assert blocks == [[(1, "é" * 7, True, 50), (2, "short", False, 5)]]
+    snippet = (49, "é" * 50, False, False)  # the line is longer than the clip: the match at column 49, in context
+    assert blocks == [[(1, "é" * 7, True, 50, (snippet,), False), (2, "short", False, 5, (), False)]]
 
 
 def test_past_the_character_budget_lines_are_counted_not_sent(tiny_pieces: None, scratch: str) -> None:

@@ -1,0 +1,90 @@
+"""The regex engine behind Grep: RE2 (linear time, no catastrophic backtracking), `re` only where RE2 cannot.
+
+A pattern is Python syntax: it must compile with `re` first, so errors read as they always did. Then RE2
+(google-re2) compiles it; a pattern RE2 refuses uses a construct only a backtracking engine has
+(backreferences, lookaround, atomic groups, possessive repeats, `\\Z`, `(?x)`): it runs on `re` in the
+worker, under the old fixed time limit (`Plan.backtracking`). Documented differences of RE2 from `re`,
+pinned by tests/test_grep_engine.py: `\\d \\w \\s \\b` and their negations are ASCII only (`re` is
+Unicode for text); `[[:alpha:]]` is a POSIX class in RE2 (a set of characters in `re`).
+
+Both engines search bytes (UTF-8) or text with MULTILINE on, so `^` and `$` work per line. Stdlib and re2
+only: the grep worker imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+MAX_PATTERN_CHARS = 1000
+RE2_MAX_MEM = 64 << 20  # DFA memory per pattern: generous, so RE2 stays on its fast path
+
+try:  # fs_sandbox depends on google-re2; without it every search is `re` under the fixed guard
+    import re2 as _re2_module
+    from re2 import _re2
+
+    _UNANCHORED: Any = _re2_module._Anchor.UNANCHORED
+except ImportError:  # pragma: no cover - only when the dependency is missing
+    _re2 = None
+
+_UNSUPPORTED = (  # RE2's parse errors, named for the model
+    ("invalid escape sequence: \\1", "a backreference (\\1 … \\9)"),
+    ("invalid escape sequence: \\Z", "\\Z (use $ or \\z)"),
+    ("invalid perl operator: (?=", "a lookahead (?=…)"),
+    ("invalid perl operator: (?!", "a negative lookahead (?!…)"),
+    ("invalid perl operator: (?<=", "a lookbehind (?<=…)"),
+    ("invalid perl operator: (?<!", "a negative lookbehind (?<!…)"),
+    ("invalid perl operator: (?>", "an atomic group (?>…)"),
+    ("invalid perl operator: (?P=", "a named backreference (?P=…)"),
+    ("invalid perl operator: (?(", "a conditional group (?(…)…)"),
+    ("bad repetition operator", "a possessive repeat (*+, ++, ?+)"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How a pattern will be searched: by RE2, or by `re` because it uses `construct`."""
+
+    backtracking: bool
+    construct: str | None = None
+
+
+def check(pattern: str, case_sensitive: bool) -> Plan:
+    """The plan for `pattern`; `ValueError` (or `re.error`) when it is not a valid Python pattern."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
+    re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+    if _re2 is None:  # pragma: no cover
+        return Plan(True, "any construct (google-re2 is not installed)")
+    compiled = _re2_compile(pattern, case_sensitive)
+    if compiled.ok():
+        return Plan(False)
+    error = compiled.error().decode("utf-8", "replace")
+    construct = next((name for text, name in _UNSUPPORTED if error.startswith(text)), f"a construct ({error})")
+    return Plan(True, construct)
+
+
+def _re2_compile(pattern: str, case_sensitive: bool) -> Any:
+    options = _re2_module.Options()
+    options.case_sensitive = case_sensitive
+    options.never_capture = True
+    options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
+    return _re2.RE2(("(?m)" + pattern).encode("utf-8", "surrogatepass"), options)
+
+
+class Finder:
+    """Searches bytes for a pattern: `find(data, at, stop)` is the (start, end) of the first match in
+    data[at:stop] (the bytes around it are context for `^`, `$` and `\\b`), or (-1, -1)."""
+
+    def __init__(self, pattern: str, case_sensitive: bool) -> None:
+        self.plan = check(pattern, case_sensitive)
+        self._regexp = None if self.plan.backtracking else _re2_compile(pattern, case_sensitive)
+        flags = re.MULTILINE | (0 if case_sensitive else re.IGNORECASE)
+        self.compiled = re.compile(pattern, flags)  # for the backtracking plan, on decoded text
+
+    def find(self, data: bytes | bytearray | memoryview, at: int, stop: int) -> tuple[int, int]:
+        assert self._regexp is not None
+        span: tuple[int, int] = self._regexp.Match(_UNANCHORED, data, at, stop)[0]
+        return span

@@ -1,0 +1,138 @@
+"""A sparse line index of a stored file, built while it is written and kept beside it (`<name>.lines`).
+
+Every `SPACING` bytes (moved to a character boundary) it notes the byte offset, the number of the line that
+offset is in, how many characters come before it, and whether a line starts there. Read at any line and
+slice at any character then start from the nearest entry instead of the start of the file: at most
+`SPACING` bytes and the one line are scanned, whatever the file's size. Lines end at LF, CRLF or a lone CR
+(as `fs_sandbox._lines` reads them); characters are those of the UTF-8 text as stored (CR kept).
+
+Stdlib only: the grep worker imports it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass
+
+__all__ = ["SUFFIX", "IndexBuilder", "LineIndex"]
+
+SPACING = 1 << 20
+SUFFIX = ".lines"
+_MAGIC = b"claimcheck-lines-1\n"
+_HEAD = struct.Struct("<QQQQ")  # size, lines, chars, entries
+_ENTRY = struct.Struct("<QQQQ")  # offset, line, chars before, 1 when a line starts there
+_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+def _chars(data: bytes | memoryview) -> int:
+    """Characters in valid UTF-8: the bytes that are not continuation bytes."""
+    return len(bytes(data).translate(None, _CONTINUATION))
+
+
+@dataclass(frozen=True, slots=True)
+class LineIndex:
+    """The entries of one file of `size` bytes, and its totals."""
+
+    size: int
+    lines: int
+    chars: int
+    offsets: tuple[int, ...]
+    line_numbers: tuple[int, ...]
+    char_counts: tuple[int, ...]
+    starts: tuple[bool, ...]
+
+    def seek_line(self, line: int) -> tuple[int, int]:
+        """(byte offset, the number of the line there) to read forward from to reach 1-based `line`.
+
+        The offset is before that line starts: at an entry in an earlier line, or where that line starts.
+        """
+        at = bisect.bisect_left(self.line_numbers, line) - 1  # entries strictly before the line
+        following = at + 1
+        if following < len(self.offsets) and self.line_numbers[following] == line and self.starts[following]:
+            at = following
+        return (self.offsets[at], self.line_numbers[at]) if at >= 0 else (0, 1)
+
+    def seek_char(self, char: int) -> tuple[int, int]:
+        """(byte offset, characters before it) of the last entry at or before character `char`."""
+        at = bisect.bisect_right(self.char_counts, char) - 1
+        return (self.offsets[at], self.char_counts[at]) if at >= 0 else (0, 0)
+
+    def seek_byte(self, offset: int) -> tuple[int, int]:
+        """(byte offset, characters before it) of the last entry at or before byte `offset`."""
+        at = bisect.bisect_right(self.offsets, offset) - 1
+        return (self.offsets[at], self.char_counts[at]) if at >= 0 else (0, 0)
+
+    @classmethod
+    def parse(cls, data: bytes, size: int) -> LineIndex | None:
+        """The index in `data`, or None when it is not one or is for another size of file."""
+        if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size:
+            return None
+        total, lines, chars, count = _HEAD.unpack_from(data, len(_MAGIC))
+        body = len(_MAGIC) + _HEAD.size
+        if total != size or len(data) != body + count * _ENTRY.size:
+            return None
+        entries = [_ENTRY.unpack_from(data, body + i * _ENTRY.size) for i in range(count)]
+        return cls(
+            size,
+            lines,
+            chars,
+            tuple(e[0] for e in entries),
+            tuple(e[1] for e in entries),
+            tuple(e[2] for e in entries),
+            tuple(bool(e[3]) for e in entries),
+        )
+
+
+class IndexBuilder:
+    """Fed the bytes of a file in order, as they are written; `finish` gives the index file's bytes."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._ends = 0  # line ends so far (LF, CRLF and lone CR count one each)
+        self._chars = 0
+        self._last = b""
+        self._next = SPACING
+        self._entries: list[tuple[int, int, int, int]] = []
+
+    def feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while len(view):
+            room = self._next - self.size
+            if room >= len(view):
+                self._take(view)
+                return
+            self._take(view[:room])
+            view = view[room:]
+            # An entry here, moved past continuation bytes and never between the CR and LF of a CRLF.
+            skip = 0
+            while skip < min(3, len(view)) and view[skip] & 0xC0 == 0x80:
+                skip += 1
+            if skip == 0 and self._last == b"\r" and view[0] == 0x0A:
+                skip = 1
+            self._take(view[:skip])
+            view = view[skip:]
+            if len(view):
+                start = self._last in (b"\n", b"\r")
+                self._entries.append((self.size, self._ends + 1, self._chars, int(start)))
+            self._next = self.size + SPACING
+
+    def _take(self, piece: memoryview) -> None:
+        if not len(piece):
+            return
+        data = bytes(piece)
+        ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+        if self._last == b"\r" and data[:1] == b"\n":
+            ends -= 1  # the LF of a CRLF split across pieces
+        self._ends += ends
+        self._chars += _chars(data)
+        self._last = data[-1:]
+        self.size += len(data)
+
+    @property
+    def lines(self) -> int:
+        return self._ends + (1 if self.size and self._last not in (b"\n", b"\r") else 0)
+
+    def finish(self) -> bytes:
+        head = _HEAD.pack(self.size, self.lines, self._chars, len(self._entries))
+        return _MAGIC + head + b"".join(_ENTRY.pack(*entry) for entry in self._entries)
