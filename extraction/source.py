@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from fs_sandbox import LineIndex
+
 __all__ = [
     "Descriptor",
     "Source",
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 PIECE_BYTES = 1 << 20
+_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
 class Source(Protocol):
@@ -114,20 +117,78 @@ def text_windows(source: Source, overlap: int) -> Iterator[tuple[int, str]]:
 
 
 def find_all(source: Source, needle: str) -> Iterator[int]:
-    """The character offset of every occurrence of `needle`, overlapping ones included, in order."""
+    """The character offset of every occurrence of `needle`, overlapping ones included, in order.
+
+    The UTF-8 bytes are searched (a memchr-speed scan, as Grep does for a literal); characters are counted
+    only up to each hit, from the nearest line-index entry before it when the source has an index.
+    """
     if not needle:
         raise ValueError("the text to find is empty")
-    last = -1
-    for offset, window in text_windows(source, len(needle) - 1):
-        at = max(0, last + 1 - offset)
-        while (hit := window.find(needle, at)) >= 0:
-            last = offset + hit
-            yield last
+    wanted = needle.encode("utf-8", "replace")
+    index = _index_of(source)
+    cursor = chars = 0  # a byte offset and the characters before it
+    offset, carry = 0, b""
+    while offset < source.size:
+        data = source.read(offset, min(PIECE_BYTES, source.size - offset))
+        if not data:
+            break
+        window, base = carry + data, offset - len(carry)
+        at = 0
+        while (hit := window.find(wanted, at)) >= 0:
+            position = base + hit
+            if index is not None:
+                entry, before = index.seek_byte(position)
+                if entry > cursor:
+                    cursor, chars = entry, before
+            chars += _count_chars(source, cursor, position)
+            cursor = position
+            yield chars
             at = hit + 1
+        offset += len(data)
+        keep = len(wanted) - 1
+        carry = window[max(0, len(window) - keep) :] if keep else b""  # too short to hold a hit already found
+
+
+def _count_chars(source: Source, start: int, stop: int) -> int:
+    """Characters in bytes `start`..`stop` of valid UTF-8 (stored outputs are): the non-continuation bytes."""
+    count = 0
+    while start < stop:
+        data = source.read(start, min(PIECE_BYTES, stop - start))
+        if not data:
+            break
+        count += len(data.translate(None, _CONTINUATION))
+        start += len(data)
+    return count
+
+
+def _index_of(source: Source) -> LineIndex | None:
+    index = getattr(source, "index", None)
+    return index if isinstance(index, LineIndex) and index.size == source.size else None
 
 
 def read_chars(source: Source, start: int, stop: int, cap: int) -> tuple[str | None, int]:
-    """(characters `start`..`stop`, or None when there are more than `cap` of them; the total characters)."""
+    """(characters `start`..`stop`, or None when there are more than `cap` of them; the total characters).
+
+    With a line index, reading starts at the entry nearest before `start` and ends at `stop`.
+    """
+    index = _index_of(source)
+    if index is None:
+        return _read_chars_scanning(source, start, stop, cap)
+    if stop - start > cap:
+        return None, index.chars
+    offset, total = index.seek_char(start)
+    kept: list[str] = []
+    for piece in text_pieces(source, offset):
+        low, high = max(start, total), min(stop, total + len(piece))
+        if low < high:
+            kept.append(piece[low - total : high - total])
+        total += len(piece)
+        if total >= stop:
+            break
+    return "".join(kept), index.chars
+
+
+def _read_chars_scanning(source: Source, start: int, stop: int, cap: int) -> tuple[str | None, int]:
     kept: list[str] = []
     kept_chars = total = 0
     over = False

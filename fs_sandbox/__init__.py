@@ -4,12 +4,14 @@
 any link, its size taken from the descriptor. Read and Grep stream from what it opened.
 """
 
+from fs_sandbox._index import SUFFIX as INDEX_SUFFIX
 from fs_sandbox._index import IndexBuilder, LineIndex
 from fs_sandbox.errors import Busy, NotAFile, NotFound, PathRefused, PatternError, PatternTimeout, SandboxError
 from fs_sandbox.paths import OpenFile, confine, open_file
 from fs_sandbox.sandbox import GrepLine, GrepResult, ReadResult, Sandbox, Snippet
 
 __all__ = [
+    "INDEX_SUFFIX",
     "Busy",
     "GrepLine",
     "GrepResult",

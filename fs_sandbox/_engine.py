@@ -14,6 +14,7 @@ only: the grep worker imports it.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ def check(pattern: str, case_sensitive: bool) -> Plan:
     """The plan for `pattern`; `ValueError` (or `re.error`) when it is not a valid Python pattern."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
-    re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+    _python(pattern, case_sensitive)
     if _re2 is None:  # pragma: no cover
         return Plan(True, "any construct (google-re2 is not installed)")
     compiled = _re2_compile(pattern, case_sensitive)
@@ -63,6 +64,12 @@ def check(pattern: str, case_sensitive: bool) -> Plan:
     error = compiled.error().decode("utf-8", "replace")
     construct = next((name for text, name in _UNSUPPORTED if error.startswith(text)), f"a construct ({error})")
     return Plan(True, construct)
+
+
+def _python(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
+    with warnings.catch_warnings():  # "possible nested set" and the like: the pattern is still valid
+        warnings.simplefilter("ignore")
+        return re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
 
 
 def _re2_compile(pattern: str, case_sensitive: bool) -> Any:
@@ -81,8 +88,7 @@ class Finder:
     def __init__(self, pattern: str, case_sensitive: bool) -> None:
         self.plan = check(pattern, case_sensitive)
         self._regexp = None if self.plan.backtracking else _re2_compile(pattern, case_sensitive)
-        flags = re.MULTILINE | (0 if case_sensitive else re.IGNORECASE)
-        self.compiled = re.compile(pattern, flags)  # for the backtracking plan, on decoded text
+        self.compiled = _python(pattern, case_sensitive)  # for the backtracking plan, on decoded text
 
     def find(self, data: bytes | bytearray | memoryview, at: int, stop: int) -> tuple[int, int]:
         assert self._regexp is not None

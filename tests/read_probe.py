@@ -21,6 +21,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from fs_sandbox import INDEX_SUFFIX, IndexBuilder
+
 LINE_CHARS = 64
 NEEDLE_QUOTE = "marks line"
 
@@ -55,11 +57,15 @@ def chars(start: int, stop: int, total: int) -> str:
 def write(path: Path, total: int) -> None:
     rests = [_rest(i) for i in range(_PERIOD)]
     needles = set(needle_lines(total))
+    index = IndexBuilder()  # the line index, built while the file is written as claimcheck's writers do
     with open(path, "wb") as out:
         for start in range(0, total, 65536):
             block = range(start, min(total, start + 65536))
             text = "".join(line(i, total) if i in needles else f"{i:09d}{rests[i % _PERIOD]}" for i in block)
-            out.write(text.encode())
+            data = text.encode()
+            index.feed(data)
+            out.write(data)
+    path.with_name(path.name + INDEX_SUFFIX).write_bytes(index.finish())
 
 
 def _status(field: str, pid: int | str = "self") -> int:
@@ -133,6 +139,9 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
         def stored(source: Path, lines: int) -> Call:
             handle = f"{session.id}/{uuid.uuid4().hex}"
             os.link(source, session.store.path / handle.partition("/")[2])
+            index = source.with_name(source.name + INDEX_SUFFIX)
+            if index.exists():
+                os.link(index, session.store.path / (handle.partition("/")[2] + INDEX_SUFFIX))
             call = Call(handle, "probe__big", "probe", "big", {"n": lines}, status="ready", stored=True)
             call.bytes, call.lines, call.sha256, call.handed_out = source.stat().st_size, lines, uuid.uuid4().hex, True
             call.set_tokens(lines * 20, False)

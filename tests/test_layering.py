@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 THIRD_PARTY_ALLOWED = {
-    "fs_sandbox": {"anyio"},
+    "fs_sandbox": {"anyio", "re2"},  # google-re2: the reasoned exception of issue 24 (Grep in linear time)
     "extraction": {
         "anyio",
         "pydantic",

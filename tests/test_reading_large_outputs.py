@@ -4,7 +4,9 @@ One subprocess (tests/read_probe.py) runs claimcheck's own readers on it: tool_o
 anchor), raw, truncate, full-chunked extraction (evidence checked against the file), token counting,
 Read and Grep. Each reader's peak RSS above where it started, and the grep workers' peak RSS, must stay
 under 64 MiB: far below the output's size, so nothing read it whole. The text is generated line by line
-(`read_probe.line`), so every expected answer is computed here without reading the file either.
+(`read_probe.line`), so every expected answer is computed here without reading the file either. The file
+has its line index beside it, built while it was written (as claimcheck's writers do), so Read and slice
+start near what they want.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             "workers_peak_kib": max(run["workers_peak_kib"] for run in runs),
         }
     big.unlink()
+    big.with_name("big.lines").unlink()
     yield found
 
 

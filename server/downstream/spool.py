@@ -24,6 +24,7 @@ import aiofiles.threadpool.binary
 import anyio
 import mcp_types as types
 
+from fs_sandbox import INDEX_SUFFIX, IndexBuilder
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 
@@ -91,7 +92,8 @@ def materialize(result: types.CallToolResult) -> types.CallToolResult:
             text = spooled.path.read_bytes().decode("utf-8", "replace")
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
     finally:
-        for path in (spooled.raw, spooled.path):
+        index = None if spooled.path is None else spooled.path.with_name(spooled.path.name + INDEX_SUFFIX)
+        for path in (spooled.raw, spooled.path, index):
             if path is not None:
                 path.unlink(missing_ok=True)
 
@@ -109,6 +111,7 @@ class _File:
         self._pending_bytes = 0
         self._handle: aiofiles.threadpool.binary.AsyncBufferedIOBase | None = None
         self._digest = hashlib.sha256()
+        self._index = IndexBuilder()
         self._newlines = 0
         self._last = b""
 
@@ -162,16 +165,26 @@ class _File:
         self._written(data)
 
     def _written(self, data: bytes) -> None:
+        self._index.feed(data)
         self._digest.update(data)
         self._newlines += data.count(b"\n")
         self._last = data[-1:]
         self.written += len(data)
 
-    def remove(self) -> None:
+    def write_index(self) -> None:
+        """Keep the line index of what was written beside the file (`<name>.lines`; a few bytes per MiB)."""
         try:
-            self.path.unlink(missing_ok=True)
+            with open(self.path.with_name(self.path.name + INDEX_SUFFIX), "wb", opener=_private_opener) as out:
+                out.write(self._index.finish())
         except OSError:
-            pass
+            pass  # readers scan from the start instead
+
+    def remove(self) -> None:
+        for path in (self.path, self.path.with_name(self.path.name + INDEX_SUFFIX)):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     @property
     def lines(self) -> int:
@@ -295,6 +308,8 @@ class MessageSpool:
         )
         if file.failure:
             file.remove()
+        else:
+            file.write_index()
         token = uuid.uuid4().hex
         _spooled[token] = spooled
         result = {

@@ -73,8 +73,10 @@ def file_tool_definitions() -> list[types.Tool]:
         types.Tool(
             name="Grep",
             description=(
-                "Search a stored tool output with a regular expression (Python syntax); matching lines are "
-                "marked with →, with context lines around them. `file` is a handle of this session."
+                "Search a stored tool output with a regular expression (Python syntax, run by RE2: \\d \\w \\s \\b "
+                "are ASCII; backreferences and lookaround fall back to a slower engine with a time limit); "
+                "matching lines are marked with →, with context lines around them; on a long line each match "
+                "is shown in a window with its column. `file` is a handle of this session."
             ),
             input_schema={
                 "type": "object",
@@ -186,9 +188,16 @@ def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
     for index, block in enumerate(found.blocks):
         if index:
             lines.append("───")
-        lines.extend(
-            f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text, line.length)}" for line in block
-        )
+        for line in block:
+            if not line.snippets:
+                lines.append(f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text, line.length)}")
+                continue
+            # A long line: each match in a window of its own, with the column (characters into the line).
+            for snippet in line.snippets:
+                text = ("…" if snippet.cut_before else "") + snippet.text + ("…" if snippet.cut_after else "")
+                lines.append(f"{line.number:>6} → col {snippet.column}: {text}")
+            if line.more_in_line:
+                lines.append(f"{line.number:>6}   [more matches on this line of {line.length} characters not shown]")
     return _capped(header, lines, budget, left_out=found.omitted_lines + found.omitted_blocks)
 
 

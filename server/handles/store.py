@@ -20,7 +20,7 @@ from pathlib import Path
 import aiofiles
 import anyio
 
-from fs_sandbox import NotFound, OpenFile, SandboxError, open_file
+from fs_sandbox import INDEX_SUFFIX, IndexBuilder, NotFound, OpenFile, SandboxError, open_file
 from server.errors import ClaimcheckError
 from server.handles.run_root import make_run_root, remove_stale_roots
 
@@ -118,6 +118,7 @@ class SessionStore:
         """Store `text` as UTF-8 (lone surrogates become "?") in a new 0600 file, measuring it on the way."""
         path = self._path_of(handle)
         digest = hashlib.sha256()
+        index = IndexBuilder()
         size = newlines = 0
         last = b""
         try:
@@ -130,9 +131,13 @@ class SessionStore:
                     size += len(data)
                     newlines += data.count(b"\n")
                     last = data[-1:]
+                    index.feed(data)
                     await out.write(data)
+            async with aiofiles.open(_index_of(path), "wb", opener=_private_opener) as out:
+                await out.write(index.finish())
         except OSError as exc:
             _unlink_quietly(path)
+            _unlink_quietly(_index_of(path))
             raise StoreError(
                 f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
             ) from exc
@@ -143,8 +148,11 @@ class SessionStore:
         """Make the file at `path` (written elsewhere in the run root) the stored output of `handle`."""
         target = self._path_of(handle)
         try:
+            if os.path.lexists(_index_of(path)):  # the line index the writer kept beside it
+                os.rename(_index_of(path), _index_of(target))
             os.rename(path, target)
         except OSError as exc:
+            _unlink_quietly(_index_of(path))
             _unlink_quietly(path)
             raise StoreError(
                 f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
@@ -186,6 +194,7 @@ class SessionStore:
         """Delete the output of `handle`, if one was stored."""
         if self.owns(handle):
             _unlink_quietly(self._path_of(handle))
+            _unlink_quietly(_index_of(self._path_of(handle)))
 
     def remove(self) -> None:
         """Remove this session's directory and every output in it; safe to call more than once."""
@@ -198,6 +207,11 @@ class SessionStore:
         if not self.owns(handle):
             raise StoreError(f'unknown handle "{handle}"')
         return handle.partition("/")[2]
+
+
+def _index_of(path: Path) -> Path:
+    """Where the line index of the file at `path` is kept (read by fs_sandbox's `open_file`)."""
+    return path.with_name(path.name + INDEX_SUFFIX)
 
 
 def _private_opener(path: str, flags: int) -> int:

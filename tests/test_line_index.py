@@ -1,0 +1,134 @@
+"""The line index kept beside a stored output: built while it is written, the same answers as a scan from the start.
+
+Entries come every few bytes here (SPACING patched), so every boundary case (an entry inside a character,
+between the CR and LF of a CRLF, inside a long line) happens many times over in small texts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from extraction import find_all, read_chars
+from fs_sandbox import INDEX_SUFFIX, LineIndex, _index, _lines, open_file
+from server.handles.store import OutputStore
+
+EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+TEXTS = st.lists(
+    st.tuples(st.text(alphabet="ab é😀\u212a", max_size=9), st.sampled_from(["\n", "\r\n", "\r", ""])),
+    max_size=12,
+).map(lambda parts: "".join(line + end for line, end in parts).encode("utf-8"))
+CUTS = st.lists(st.integers(1, 7), max_size=20)
+
+
+@pytest.fixture
+def tiny_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_index, "SPACING", 3)
+    monkeypatch.setattr(_lines, "PIECE", 4)
+
+
+@pytest.fixture(scope="module")
+def folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as name:
+        yield Path(name)
+
+
+def built(data: bytes, cuts: list[int]) -> bytes:
+    """The index of `data` fed in pieces of the sizes `cuts` (then the rest), as a writer feeds it."""
+    builder = _index.IndexBuilder()
+    at = 0
+    for size in cuts:
+        builder.feed(data[at : at + size])
+        at += size
+    builder.feed(data[at:])
+    return builder.finish()
+
+
+def stored(folder: Path, data: bytes, cuts: list[int]) -> Path:
+    (folder / "f").write_bytes(data)
+    (folder / ("f" + INDEX_SUFFIX)).write_bytes(built(data, cuts))
+    return folder / "f"
+
+
+@EXAMPLES
+@given(data=TEXTS, cuts=CUTS)
+def test_every_entry_says_where_it_is_and_the_totals_are_the_texts(
+    tiny_spacing: None, folder: Path, data: bytes, cuts: list[int]
+) -> None:
+    index = LineIndex.parse(built(data, cuts), len(data))
+    assert index is not None
+    text = data.decode("utf-8")
+    normal = text.replace("\r\n", "\n").replace("\r", "\n")
+    assert (index.size, index.chars) == (len(data), len(text))
+    assert index.lines == normal.count("\n") + (1 if normal and not normal.endswith("\n") else 0)
+    for offset, line, chars, start in zip(
+        index.offsets, index.line_numbers, index.char_counts, index.starts, strict=True
+    ):
+        before = data[:offset].decode("utf-8")  # an entry is never inside a character
+        assert not (before.endswith("\r") and data[offset : offset + 1] == b"\n")  # nor inside a CRLF
+        assert chars == len(before)
+        lines_before = before.replace("\r\n", "\n").replace("\r", "\n").count("\n")
+        assert line == lines_before + 1
+        assert start == (offset == 0 or before[-1] in "\r\n")
+    assert LineIndex.parse(built(data, cuts), len(data) + 1) is None  # an index of another size is not used
+
+
+@EXAMPLES
+@given(data=TEXTS, cuts=CUTS, start=st.integers(0, 14), count=st.integers(0, 5), from_end=st.booleans())
+def test_read_from_the_index_is_read_from_the_start(
+    tiny_spacing: None, folder: Path, data: bytes, cuts: list[int], start: int, count: int, from_end: bool
+) -> None:
+    with open_file(stored(folder, data, cuts).parent, "f") as opened:
+        assert opened.index is not None
+        indexed = _lines.read_lines(
+            opened.fd, opened.size, start, count, from_end, clip=50, max_chars=None, index=opened.index
+        )
+        scanned = _lines.read_lines(opened.fd, opened.size, start, count, from_end, clip=50, max_chars=None)
+    assert indexed == scanned
+
+
+@EXAMPLES
+@given(
+    data=TEXTS,
+    cuts=CUTS,
+    start=st.integers(0, 40),
+    length=st.integers(0, 12),
+    needle=st.sampled_from(["a", "é😀", " \n", "\r\n"]),
+)
+def test_slices_and_anchors_from_the_index_are_the_texts(
+    tiny_spacing: None, folder: Path, data: bytes, cuts: list[int], start: int, length: int, needle: str
+) -> None:
+    text = data.decode("utf-8")
+    with open_file(stored(folder, data, cuts).parent, "f") as opened:
+        assert read_chars(opened, start, start + length, 1000) == (text[start : start + length], len(text))
+        found = list(find_all(opened, needle))
+    expected, at = [], text.find(needle)
+    while at >= 0:
+        expected.append(at)
+        at = text.find(needle, at + 1)
+    assert found == expected
+
+
+@pytest.mark.anyio
+async def test_the_store_keeps_an_index_beside_each_output_and_drops_it_with_the_output(tmp_path: Path) -> None:
+    store = OutputStore.create(tmp_path)
+    try:
+        session = store.open_session()
+        handle = session.new_handle()
+        text = "".join(f"line {i} é\r\n" if i % 3 else f"line {i}\n" for i in range(300_000))
+        await session.write(handle, text)
+        with session.open_output(handle) as opened:
+            assert opened.index is not None and opened.index.lines == 300_000
+            assert opened.index.chars == len(text) and len(opened.index.offsets) == opened.size >> 20
+            last = _lines.read_lines(opened.fd, opened.size, 0, 1, True, clip=50, max_chars=None, index=opened.index)
+        assert last[0] == [(300_000, "line 299999 é", 13)]
+        session.discard(handle)
+        assert os.listdir(session.path) == []
+    finally:
+        store.close()
