@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from mcp_types import Implementation
 from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
+from server.downstream.pool import specs_from_config
 from server.downstream.spool import claim
 from server.proxy import Proxy
 
@@ -66,14 +68,17 @@ async def test_claimcheck_over_stdio_forwards_a_stdio_downstream(tmp_path: Path,
 
 
 async def test_a_downstream_that_crashes_mid_call_gives_a_clear_error_and_the_next_call_works(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
-    with anyio.fail_after(60):
+    # asyncTimeoutSecs: the call after the crash waits for the restart, however slowly a loaded machine starts it
+    settings = {"asyncTimeoutSecs": 120}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    with anyio.fail_after(240):
         async with Client(stdio_claimcheck(config), mode="legacy") as client:
             crashed = await client.call_tool("demo__crash", {})
             after = await client.call_tool("demo__echo", {"text": "alive"})
     assert crashed.is_error
     assert text_of(crashed) == (
-        'Server "demo" failed on tool "crash": the server closed the connection (it may have crashed)'
+        'Server "demo" failed on tool "crash": the server closed the connection '
+        f"(`{PYTHON} -m server.demo.server` exited with status 3; it wrote nothing on stderr)"
     )
     assert not after.is_error
     assert text_of(after) == "alive"
@@ -244,8 +249,9 @@ def test_an_auth_token_variable_that_is_not_set_stops_claimcheck(tmp_path: Path)
 
 
 async def test_a_server_that_keeps_crashing_is_not_restarted_at_once_and_the_error_says_so(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
-    with anyio.fail_after(90):
+    settings = {"asyncTimeoutSecs": 120}  # each crash call waits for the restart before it, however slow
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    with anyio.fail_after(240):
         async with Client(stdio_claimcheck(config), mode="legacy") as client:
             crashes = [await client.call_tool("demo__crash", {}) for _ in range(3)]
             refused = await client.call_tool("demo__echo", {"text": "too soon"})
@@ -373,16 +379,19 @@ async def test_garbage_written_to_stdout_in_the_middle_of_a_session_is_skipped_a
 
 
 async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_reason() -> None:
-    sleepy = "import time; time.sleep(30)"
+    # Readiness, not the clock, decides: the sleepy server never answers, so it meets its 1 s timeout however
+    # loaded the machine is, and the demo server has 120 s to start.
+    sleepy = "import time; time.sleep(3600)"
     config = parse_config({"mcpServers": {"sleepy": _python_entry(sleepy), "demo": demo_server_entry()}})
-    proxy = Proxy(config, connect_timeout=5)  # long enough for the demo server to start on a loaded machine
-    with anyio.fail_after(60):
+    specs = [replace(s, connect_timeout=1.0) if s.name == "sleepy" else s for s in specs_from_config(config)]
+    proxy = Proxy(config, specs=specs, connect_timeout=120)
+    with anyio.fail_after(240):
         async with proxy.running():
             await proxy.pool.settled()
             sleepy_server, demo = proxy.pool.downstreams
             tools = [tool.name for tool in proxy.pool.tools()]
     assert sleepy_server.state == "failed"
-    assert sleepy_server.last_error == "no answer to initialize and tools/list within 5 s"
+    assert sleepy_server.last_error == "no answer to initialize and tools/list within 1 s"
     assert demo.state == "ready" and "demo__echo" in tools
     assert not any(name.startswith("sleepy__") for name in tools)
 

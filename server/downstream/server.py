@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
+GONE_REPORT_S = 10.0
+"""How long a call that lost its server waits to say why (the supervisor stops the process: at most ~4 s)."""
 DOWNSTREAM_MESSAGE_LIMIT = 2000
 """The most characters of a downstream's JSON-RPC error message passed on (it may quote a huge argument)."""
 
@@ -65,11 +67,13 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True, slots=True)
 class DownstreamSpec:
-    """A configured server; `target`, when given, replaces what the config says to connect to (tests)."""
+    """A configured server; `target`, when given, replaces what the config says to connect to, and
+    `connect_timeout` the pool's (tests)."""
 
     name: str
     config: ServerConfig
     target: Callable[[], Target] | None = None
+    connect_timeout: float | None = None
 
 
 class CatalogObserver(Protocol):
@@ -107,7 +111,7 @@ class Downstream:
         self.spool: SpoolPolicy | None = None  # set by the proxy: where this server's long messages go
         self._spec = spec
         self._on_tools_changed = on_tools_changed
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = connect_timeout if spec.connect_timeout is None else spec.connect_timeout
         self._client: Client | None = None
         self._wanted = anyio.Event()
         self._wanted.set()
@@ -149,7 +153,9 @@ class Downstream:
                 if scope.cancelled_caught and not was_up:
                     self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
-                self.last_error = describe(exc)
+                self.last_error = self._where(describe(exc))
+            if self.process is not None and (self.process.ended_itself or not was_up):
+                self.last_error = self.process.why_down(self.last_error or "it stopped")
             self._client = None
             if was_up:
                 self.state, self._wanted = "down", anyio.Event()
@@ -172,6 +178,13 @@ class Downstream:
         self._changed()
         await anyio.sleep(delay)
         self.backoff.retry_at = None
+
+    def _where(self, reason: str) -> str:
+        """`reason` with the URL it concerns, for a server reached over HTTP."""
+        url = self.config.url
+        if url is None or self._spec.target is not None or url in reason:
+            return reason
+        return f"{url}: {reason}"
 
     def status(self) -> dict[str, Any]:
         """What the status API and `claimcheck tools` say about this server."""
@@ -360,15 +373,24 @@ class Downstream:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self.last_error = "the connection closed during a call"
                 self._broken.set()
-                raise DownstreamError(
-                    self.name, tool, "the server closed the connection (it may have crashed)"
-                ) from None
+                why = await self._why_gone()
+                raise DownstreamError(self.name, tool, f"the server closed the connection ({why})") from None
             message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
             raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = describe(exc)
+            self.last_error = self._where(describe(exc))
             self._broken.set()
             raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
+
+    async def _why_gone(self) -> str:
+        """Why the server went away, once its supervisor knows (its process' exit status and last stderr
+        lines); at most `GONE_REPORT_S` later, else a guess."""
+        with anyio.move_on_after(GONE_REPORT_S):
+            while self.state == "ready":
+                await self._state_changed.wait()
+        if self.state == "ready" or not self.last_error:
+            return "it may have crashed"
+        return self.last_error
 
     def _meta_for(self, tool: str) -> types.RequestParamsMeta | None:
         """A claimcheck behind this one is asked to pass its tools' calls through: handles are made here."""
@@ -411,7 +433,7 @@ class Downstream:
             self._broken.set()
             raise failed("the server closed the connection (it may have crashed)") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = describe(exc)
+            self.last_error = self._where(describe(exc))
             self._broken.set()
             raise failed(f"the connection failed: {self.last_error}") from None
         except ValidationError as exc:

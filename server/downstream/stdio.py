@@ -4,14 +4,20 @@ mcp 2.3.0's `stdio_client` re-splits its whole buffer on every 64 KiB chunk (qua
 one message) and holds every message whole; this one frames with `Framer`, and a message longer than the
 spool threshold goes to disk through `MessageSpool` as it arrives (the session gets a small stand-in).
 `closed` is set when the child goes away, which is how the downstream supervisor notices a crash without
-waiting for a call; `mid_message` says that the child is in the middle of a long message.
+waiting for a call; `mid_message` says that the child is in the middle of a long message. The child's
+stderr is passed on to claimcheck's and its last lines are kept (`StderrTail`), so that a server that
+exits can be said to have exited with what status and what last words (`StdioProcess.why_down`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
+import subprocess
+import sys
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,9 +29,10 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from server.downstream.spool import MessageSpool, SpoolPolicy
+from server.errors import clip
 from server.framing import Framer, LineSplitter, LongLine, encode, parse_line
 
-__all__ = ["StdioProcess", "stdio_transport"]
+__all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +40,38 @@ _READ_BYTES = 1 << 20
 _EXIT_GRACE_S = (1.0, 0.5)
 """Waits after closing stdin, then after SIGTERM, before SIGKILL. Together under the 2 s that MCP
 clients give claimcheck itself after closing its stdin, so no downstream outlives a killed claimcheck."""
+_STDERR_DRAIN_S = 0.5
+"""How long, after the child exited, its stderr may take to end (a grandchild may hold it open)."""
+TAIL_LINES = 5
+"""The last lines of a child's stderr kept to say why it went away."""
+TAIL_LINE_CHARS = 300
+TAIL_PARTIAL_BYTES = 4096
+"""The most of an unfinished stderr line kept while waiting for its end."""
+
+
+class StderrTail:
+    """The last `TAIL_LINES` lines of a stream, each cut at `TAIL_LINE_CHARS`: bounded however much comes."""
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque(maxlen=TAIL_LINES)
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for line in [line for line in complete if line.strip()][-TAIL_LINES:]:
+            self._keep(line)
+        self._partial = self._partial[-TAIL_PARTIAL_BYTES:]
+
+    def _keep(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").strip()
+        if line:
+            self._lines.append(line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + "…")
+
+    def lines(self) -> list[str]:
+        """The kept lines, with an unfinished last line as one."""
+        if not self._partial.strip():
+            return list(self._lines)
+        return [*self._lines, self._partial.decode("utf-8", "replace").strip()[:TAIL_LINE_CHARS]][-TAIL_LINES:]
 
 
 @dataclass
@@ -48,6 +87,33 @@ class StdioProcess:
     spool: SpoolPolicy | None = None
     """Where long messages go; None keeps every message whole in memory (a plain pass-through)."""
     mid_message: bool = False
+    stderr: StderrTail = field(default_factory=StderrTail)
+    returncode: int | None = None
+    hung_up: bool = False
+    """The child's stdout ended, or its stdin broke (it went away, mostly)."""
+    ended_itself: bool = False
+    """The child closed its stdout (exited, mostly) before claimcheck began to stop it."""
+
+    @property
+    def command_line(self) -> str:
+        return clip(shlex.join([self.command, *self.args]), 200)
+
+    def why_down(self, fallback: str) -> str:
+        """Why this process is gone: its command, exit status and last stderr lines, when it ended by itself;
+        else `fallback` (claimcheck stopped it) with its last stderr lines."""
+        if self.ended_itself and self.returncode is not None:
+            if self.returncode < 0:
+                reason = f"`{self.command_line}` was killed by signal {-self.returncode}"
+            else:
+                reason = f"`{self.command_line}` exited with status {self.returncode}"
+        elif self.ended_itself:
+            reason = f"`{self.command_line}` closed its stdout"
+        else:
+            reason = fallback
+        tail = self.stderr.lines()
+        if not tail:
+            return reason + ("; it wrote nothing on stderr" if self.ended_itself else "")
+        return f"{reason}; its stderr ends: " + " | ".join(tail)
 
     @asynccontextmanager
     async def connect(
@@ -70,10 +136,11 @@ async def stdio_transport(
         [spec.command, *spec.args],
         env=get_default_environment() | spec.env,
         cwd=spec.cwd,
-        stderr=None,  # the child's stderr goes where ours goes
+        stderr=subprocess.PIPE,  # passed on to ours, its last lines kept
         start_new_session=True,
     )
     spec.pid = process.pid
+    stderr_done = anyio.Event()
     to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_child, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -87,6 +154,7 @@ async def stdio_transport(
                     async for chunk in process.stdout:
                         for line in splitter.feed(chunk):
                             await to_session.send(parse_line(line, "downstream"))
+                    spec.hung_up = True
                     return
                 framer = Framer(spec.spool.threshold)
                 while True:
@@ -96,7 +164,9 @@ async def stdio_transport(
                             await to_session.send(parse_line(frame, "downstream"))
                             continue
                         spooler = await _long_line(spec, spooler, frame, to_session)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        except anyio.EndOfStream:
+            spec.hung_up = True
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
             spec.closed.set()
@@ -111,19 +181,43 @@ async def stdio_transport(
                 async for message in from_session:
                     await process.stdin.send(encode(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            spec.hung_up = True
             await to_session.aclose()
             spec.closed.set()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        try:
+            async for chunk in process.stderr:
+                spec.stderr.feed(chunk)
+                await anyio.to_thread.run_sync(_pass_on, chunk)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            stderr_done.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdout)
         tg.start_soon(write_stdin)
+        tg.start_soon(read_stderr)
         try:
             yield from_child, to_child
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
+                spec.ended_itself = spec.hung_up
+                await _stop(process, stderr_done)
+                spec.returncode = process.returncode
                 spec.closed.set()
             tg.cancel_scope.cancel()
+
+
+def _pass_on(chunk: bytes) -> None:
+    """A child's stderr goes where claimcheck's goes (in a thread: nobody may be reading ours)."""
+    try:
+        sys.stderr.flush()
+        os.write(2, chunk)
+    except (OSError, ValueError):
+        pass
 
 
 async def _long_line(
@@ -150,8 +244,9 @@ async def _long_line(
     return None
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin, give the child a grace period, then SIGTERM and SIGKILL its process group."""
+async def _stop(process: anyio.abc.Process, stderr_done: anyio.Event) -> None:
+    """Close stdin, give the child a grace period, then SIGTERM and SIGKILL its process group; then let its
+    stderr be read to the end (briefly)."""
     if process.stdin is not None:
         try:
             await process.stdin.aclose()
@@ -166,6 +261,8 @@ async def _stop(process: anyio.abc.Process) -> None:
         with anyio.move_on_after(grace):
             await process.wait()
             break
+    with anyio.move_on_after(_STDERR_DRAIN_S):
+        await stderr_done.wait()
     try:  # grandchildren a wrapper such as npx left behind
         os.killpg(process.pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):

@@ -1,0 +1,142 @@
+"""A down server speaks: a call to one of its tools names the server and why it is down (the command, its exit
+status and the last lines of its stderr, or the URL and the connection error), and a server that crashed keeps
+its tools listed while claimcheck tries to bring it back."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from support import PYTHON, demo_server_entry, text_of
+
+from server.config import parse_config
+from server.downstream.stdio import StderrTail
+from server.proxy import Proxy
+from server.upstream.surface import build_server
+
+pytestmark = [pytest.mark.anyio]
+
+FAILING = """
+import sys
+print("starting the failing server", file=sys.stderr)
+print("error: FAKE_API_KEY is not set", file=sys.stderr)
+sys.exit(1)
+"""
+
+CRASHES_THEN_FAILS = """
+import os, sys
+from pathlib import Path
+from mcp.server.mcpserver import MCPServer
+
+flag = Path(sys.argv[1])
+if flag.exists():
+    print("fatal: the database moved away", file=sys.stderr)
+    sys.exit(1)
+server = MCPServer("crashes-then-fails")
+
+def hello() -> str:
+    return "hello"
+
+def crash() -> str:
+    flag.write_text("crashed")
+    print("dying now", file=sys.stderr, flush=True)
+    os._exit(3)
+
+server.add_tool(hello, name="hello", description="says hello")
+server.add_tool(crash, name="crash", description="exits with status 3")
+server.run("stdio")
+"""
+
+
+def _script(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _proxy(servers: dict[str, Any]) -> Proxy:
+    config = parse_config({"mcpServers": servers, "settings": {"startupWaitSecs": 120}})
+    return Proxy(config, connect_timeout=120)
+
+
+async def test_a_call_to_a_server_whose_command_exits_1_names_the_exit_status_and_its_stderr(tmp_path: Path) -> None:
+    failing = _script(tmp_path, "failing.py", FAILING)
+    proxy = _proxy({"broken": {"command": PYTHON, "args": [failing]}, "demo": demo_server_entry()})
+    with anyio.fail_after(120):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            await proxy.pool.settled()
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            answer = await client.call_tool("broken__anything", {})
+            state = proxy.server_states()[0]
+    text = text_of(answer)
+    assert answer.is_error
+    assert 'server "broken" is down: it could not start' in text
+    assert f"`{PYTHON} {failing}` exited with status 1" in text
+    assert "error: FAKE_API_KEY is not set" in text and "starting the failing server" in text
+    assert "Connection closed" not in text
+    assert "claimcheck tries again in" in text
+    assert "demo__echo" in names and not any(name.startswith("broken__") for name in names)
+    assert state["state"] == "failed"
+    assert (
+        "exited with status 1; its stderr ends: starting the failing server | error: FAKE_API_KEY is not set"
+        in (state["lastError"])
+    )
+
+
+async def test_a_crashed_server_keeps_its_tools_listed_and_a_restart_that_fails_says_why(tmp_path: Path) -> None:
+    script = _script(tmp_path, "flaky.py", CRASHES_THEN_FAILS)
+    flag = tmp_path / "crashed.flag"
+    proxy = _proxy({"flaky": {"command": PYTHON, "args": [script, str(flag)]}})
+    with anyio.fail_after(120):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            before = sorted(tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("flaky"))
+            crashed = await client.call_tool("flaky__crash", {})
+            after_crash = proxy.server_states()[0]
+            listed = sorted(tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("flaky"))
+            again = await client.call_tool("flaky__hello", {})
+            still = sorted(tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("flaky"))
+    assert before == ["flaky__crash", "flaky__hello"]
+    assert crashed.is_error and 'Server "flaky" failed on tool "crash": the server closed the connection' in (
+        text_of(crashed)
+    )
+    assert "exited with status 3; its stderr ends: dying now" in text_of(crashed)
+    assert "exited with status 3; its stderr ends: dying now" in after_crash["lastError"]
+    assert listed == before and still == before  # down, not gone
+    text = text_of(again)
+    assert again.is_error
+    assert 'Server "flaky" failed on tool "hello": the server could not restart' in text
+    assert "exited with status 1; its stderr ends: fatal: the database moved away" in text
+
+
+async def test_an_http_server_on_a_closed_port_is_named_by_its_url() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    proxy = _proxy({"web": {"url": url}})
+    with anyio.fail_after(120):
+        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            await proxy.pool.settled()
+            answer = await client.call_tool("web__search", {})
+            state = proxy.server_states()[0]
+    assert answer.is_error
+    assert 'server "web" is down: it could not start' in text_of(answer)
+    assert url in text_of(answer) and "Connection closed" not in text_of(answer)
+    assert state["lastError"].startswith(f"{url}: ")
+
+
+def test_the_stderr_tail_keeps_the_last_lines_whole_and_bounded() -> None:
+    tail = StderrTail()
+    tail.feed(b"one\ntwo\n" + b"x" * 100_000 + b"\nthr")
+    tail.feed(b"ee\n\n\nfour\nfive\nsix\nseven")
+    lines = tail.lines()
+    assert lines == ["three", "four", "five", "six", "seven"]
+    tail.feed(b"y" * 1_000_000)
+    assert len(tail.lines()) == 5 and all(len(line) <= 301 for line in tail.lines())
