@@ -13,10 +13,11 @@ import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
+from server.downstream.chain import OWN, mark_of
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import ConfigError
 from server.proxy import Proxy
-from server.upstream.surface import VERSION
+from server.upstream.surface import VERSION, client_tools
 from server.upstream.transports import serve
 
 __all__ = ["main"]
@@ -44,6 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.command == "tools":
+        if not any(not server.disabled for server in config.mcp_servers.values()):
+            where = args.config or default_config_path()
+            print(
+                f"claimcheck: {where} configures no servers to start (mcpServers is empty or every one is "
+                'disabled); add one, e.g. "mcpServers": {"fs": {"command": "npx", "args": '
+                '["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}',
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
         return anyio.run(_print_tools, config, args.timeout)
     if args.command == "ps":
         from server.status.ps import print_ps
@@ -72,12 +82,15 @@ def _parser() -> argparse.ArgumentParser:
         "stored whole and served in pieces.",
     )
     parser.add_argument("--version", action="version", version=f"claimcheck {VERSION}")
-    parser.add_argument("--log-level", default="warning", help="stderr log level (or env CLAIMCHECK_LOG)")
+    _global_flags(parser, "warning", None)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    config_help = "config file (default: $CLAIMCHECK_CONFIG, else ~/.config/claimcheck/config.json)"
-    run = commands.add_parser("serve", help="serve the configured servers' tools to one MCP client")
-    run.add_argument("--config", help=config_help)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help)
+        _global_flags(sub, argparse.SUPPRESS, argparse.SUPPRESS)  # given after the sub-command, they count too
+        return sub
+
+    run = command("serve", "serve the configured servers' tools to one MCP client")
     run.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     run.add_argument("--host", default="127.0.0.1", help="HTTP/SSE bind address (default 127.0.0.1)")
     run.add_argument("--port", type=int, default=8765, help="HTTP/SSE port (default 8765; 0 picks a free one)")
@@ -92,8 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         "is required as `Authorization: Bearer $VAR` on every MCP request",
     )
 
-    tools = commands.add_parser("tools", help="connect to every server and print the tools a client will see")
-    tools.add_argument("--config", help=config_help)
+    tools = command("tools", "connect to every server and print the tools a client will see")
     tools.add_argument(
         "--timeout",
         type=float,
@@ -102,10 +114,19 @@ def _parser() -> argparse.ArgumentParser:
         help=f"how long to wait for every server to start (default {CONNECT_TIMEOUT_S:g})",
     )
 
-    commands.add_parser("demo", help="run claimcheck on a bundled demo server and show what a client sees")
-    ps = commands.add_parser("ps", help="list the running claimcheck instances and their live calls")
-    ps.add_argument("--config", help="read settings.stateDir from this config")
+    command("demo", "run claimcheck on a bundled demo server and show what a client sees")
+    command("ps", "list the running claimcheck instances and their live calls (settings.stateDir of --config)")
     return parser
+
+
+def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:
+    """The flags every sub-command takes, before or after its name (after wins)."""
+    parser.add_argument("--log-level", default=log_level, help="stderr log level (or env CLAIMCHECK_LOG)")
+    parser.add_argument(
+        "--config",
+        default=config,
+        help="config file (default: $CLAIMCHECK_CONFIG, else ~/.config/claimcheck/config.json)",
+    )
 
 
 def _config_if_any() -> Config:
@@ -131,9 +152,10 @@ async def _print_tools(config: Config, wait_secs: float) -> int:
         for name in disabled:
             print(f"{name}: disabled")
         print()
-        for tool in proxy.pool.tools():
+        for tool in client_tools(proxy):
             summary = (tool.description or "").strip().splitlines()
-            print(f"{tool.name}\t{summary[0] if summary else ''}")
+            own = "[claimcheck's own] " if mark_of(tool, OWN) else ""
+            print(f"{tool.name}\t{own}{summary[0] if summary else ''}")
     if failures:
         print(f"claimcheck: {len(failures)} server(s) not ready: {'; '.join(failures)}", file=sys.stderr)
         return EXIT_SERVER_FAILED

@@ -69,6 +69,21 @@ async def test_answers_stay_under_the_threshold_and_say_what_was_left_out() -> N
         assert "more line(s) left out to stay under" in answer
 
 
+async def test_the_read_header_names_the_lines_actually_returned_when_the_budget_cut_them() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy, client_of(proxy) as client:
+        with anyio.fail_after(10):
+            handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
+            read = text_of(await client.call_tool("Read", {"file": handle, "lines": 400}))
+    header, *body, tail = read.splitlines()
+    shown = [int(line.split()[0]) for line in body]
+    assert 0 < len(shown) < 400 and shown == list(range(1, len(shown) + 1))
+    assert header == f"{handle}: lines 1-{len(shown)} of 400:"
+    left = 400 - len(shown)
+    assert tail.startswith(f"[... {left} more line(s) left out to stay under ")
+    assert f"(lines {len(shown) + 1}-400); Read on from line {len(shown) + 1}" in tail
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "why"),
     [

@@ -298,6 +298,10 @@ async def test_when_two_servers_list_the_same_uri_the_first_in_config_order_wins
     warnings = [r.getMessage() for r in caplog.records if r.name == "server.downstream.catalog"]
     assert "resource 'docs://readme' of server 'two' hides behind the one of server 'one'" in " ".join(warnings)
     assert any("prompt 'greet' of server 'two'" in w for w in warnings)
+    resource = next(w for w in warnings if "resource 'docs://readme'" in w)
+    assert "list 'two' before 'one'" in resource and "give" not in resource  # a prefix never changes a URI
+    prompt = next(w for w in warnings if "prompt 'greet'" in w)
+    assert "give 'two' or 'one' a \"prefix\" of its own" in prompt
 
 
 @MODES

@@ -275,6 +275,7 @@ async def test_cancel_stops_the_downstream_call_and_the_handle_says_cancelled() 
             waited = await client.call_tool("wait_for_tool_output", {"handles": [handle]})
             after = await client.call_tool("tool_output", {"handle": handle, "mode": "raw"})
     assert cancelled.content[0].text == f'Cancelled down__gated (handle: "{handle}").'  # type: ignore[union-attr]
+    assert "running" not in text_of(cancelled), text_of(cancelled)  # the status footer no longer counts it
     assert f'"{handle}" down__gated: cancelled' in text_of(waited)
     assert after.is_error and "The call cancelled" in text_of(after)
 

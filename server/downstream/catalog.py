@@ -168,13 +168,26 @@ class Catalog:
         if (kind, key, downstream.name) not in self._warned:
             self._warned.add((kind, key, downstream.name))
             logger.warning(
-                "%s %r of server %r hides behind the one of server %r; give one of them a prefix",
+                "%s %r of server %r hides behind the one of server %r; %s",
                 kind,
                 key,
                 downstream.name,
                 holder.downstream.name,
+                _CLASH_ADVICE[kind].format(server=downstream.name, holder=holder.downstream.name),
             )
         return False
+
+
+_CLASH_ADVICE = {
+    # URIs are never prefixed: only the order of mcpServers decides which server serves one.
+    "resource": "URIs are not prefixed, so the first server in mcpServers serves it; to read it from {server!r}, "
+    "list {server!r} before {holder!r} (or disable one of them)",
+    "template": "URI templates are not prefixed, so the first server in mcpServers serves it; to read from "
+    "{server!r}, list {server!r} before {holder!r} (or disable one of them)",
+    "prompt": 'prompt names carry the server\'s prefix: give {server!r} or {holder!r} a "prefix" of its own in '
+    "mcpServers (they share one now)",
+}
+"""What to do about a clash of each kind: advice that works (a prefix changes names, never URIs)."""
 
 
 # -- URI templates (RFC 6570) ----------------------------------------------------------------

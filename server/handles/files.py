@@ -6,7 +6,7 @@ no links) and streamed by the sandbox; greps queue per session, served in turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -141,9 +141,7 @@ async def run_file_tool(
                     f"{args.file} has {result.total_lines} lines; none from line {args.start} ({args.head_or_tail})."
                 )
                 return _text(header)
-            last = result.lines[-1][0] + result.omitted
-            header = f"{args.file}: lines {result.lines[0][0]}-{last} of {result.total_lines}"
-            return _text(_capped(header, numbered, budget, left_out=result.omitted))
+            return _text(_read_text(args.file, result.lines, numbered, result.total_lines, result.omitted, budget))
         found = await sandbox.grep(
             opened,
             args.regex,
@@ -199,6 +197,35 @@ def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
             if line.more_in_line:
                 lines.append(f"{line.number:>6}   [more matches on this line of {line.length} characters not shown]")
     return _capped(header, lines, budget, left_out=found.omitted_lines + found.omitted_blocks)
+
+
+def _read_text(
+    file: str, lines: Sequence[tuple[int, str]], numbered: list[str], total: int, omitted: int, budget: int
+) -> str:
+    """The lines of a Read that fit in `budget` tokens, under a header naming the lines actually shown."""
+    first = lines[0][0]
+    header = f"{file}: lines {first}-{lines[-1][0] + omitted} of {total}"  # the longest it can be
+    kept = _fitting(numbered, budget - count_tokens(header))
+    shown = f"{file}: lines {first}-{lines[kept - 1][0]} of {total}" if kept else f"{file}: none of {total} lines"
+    left = len(numbered) - kept + omitted
+    if not left:
+        return "\n".join([shown + ":", *numbered[:kept]])
+    start = lines[kept][0] if kept < len(lines) else lines[-1][0] + 1
+    tail = (
+        f"[... {left} more line(s) left out to stay under {budget} tokens (lines {start}-{start + left - 1}); "
+        f"Read on from line {start} or ask for fewer lines ...]"
+    )
+    return "\n".join([shown + ":", *numbered[:kept], tail])
+
+
+def _fitting(lines: Sequence[str], budget: int) -> int:
+    """How many of `lines`, from the first, fit in `budget` tokens (one more token each for its newline)."""
+    used = 0
+    for index, line in enumerate(lines):
+        used += count_tokens(line) + 1
+        if used > budget:
+            return index
+    return len(lines)
 
 
 def _capped(header: str, lines: Iterable[str], budget: int, *, left_out: int = 0) -> str:

@@ -24,6 +24,8 @@ __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_defin
 
 PROGRESS_EVERY_S = 5.0
 LIST_PAGE = 20
+CANCEL_WAIT_S = 5.0
+"""How long a cancel waits for the call to stop before it answers."""
 LIST_PAGE_MAX = 100
 UNKNOWN_SHOWN = 5
 Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
@@ -182,7 +184,7 @@ async def run_own_tool(
     if isinstance(args, _Wait):
         return await _wait(args, session, sessions, settings, report)
     if isinstance(args, _Cancel):
-        return _cancel(args, session, sessions)
+        return await _cancel(args, session, sessions)
     assert isinstance(args, _List)
     return _text(_list(session, args, threshold))
 
@@ -309,11 +311,12 @@ def _report_finished(done: list[Call], still: list[Call], settings: Settings, se
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])
 
 
-def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.CallToolResult:
+async def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.CallToolResult:
     if args.handle == "all":
         running = session.running()
         for call in running:
             call.scope.cancel()
+        await _until_stopped(running)
         return _text(f"Cancelled {len(running)} running output(s).")
     found = session.call(args.handle)
     if found is None:
@@ -323,7 +326,16 @@ def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.CallTo
     if call.status != "running":
         return _text(f'Output "{call.handle}" is not running ({call.status}); nothing to cancel.')
     call.scope.cancel()
+    await _until_stopped([call])
     return _text(f'Cancelled {call.public_name} (handle: "{call.handle}").')
+
+
+async def _until_stopped(calls: list[Call]) -> None:
+    """Wait (briefly) until cancelled calls have finished, so that the reply's footer no longer counts them
+    as running."""
+    with anyio.move_on_after(CANCEL_WAIT_S):
+        for call in calls:
+            await call.finished.wait()
 
 
 def _list(session: Session, args: _List, threshold: int) -> str:

@@ -38,7 +38,7 @@ from server.upstream.mcp_tasks import request_asker
 from server.upstream.standing import StandingStreams
 from server.version import VERSION
 
-__all__ = ["VERSION", "build_server", "error_result", "initialization_options"]
+__all__ = ["VERSION", "build_server", "client_tools", "error_result", "initialization_options"]
 
 _CHANNEL_KEY = "claimcheck.questions-channel"
 _T = TypeVar("_T")
@@ -69,9 +69,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.listable()
-        own = [mark(t, OWN, True) for t in (*own_tool_definitions(proxy.config.settings), *file_tool_definitions())]
-        reserved = OWN_TOOLS | FILE_TOOLS
-        return types.ListToolsResult(tools=[*own, *(t for t in proxy.pool.tools() if t.name not in reserved)])
+        return types.ListToolsResult(tools=client_tools(proxy))
 
     async def call_tool(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
@@ -172,6 +170,13 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
     mcp_tasks.install(server, proxy)
     catalog_surface.install(server, proxy)
     return server
+
+
+def client_tools(proxy: Proxy) -> list[types.Tool]:
+    """What `tools/list` answers now: claimcheck's own tools (marked as its own), then the servers' tools."""
+    own = [mark(t, OWN, True) for t in (*own_tool_definitions(proxy.config.settings), *file_tool_definitions())]
+    reserved = OWN_TOOLS | FILE_TOOLS
+    return [*own, *(t for t in proxy.pool.tools() if t.name not in reserved)]
 
 
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:
