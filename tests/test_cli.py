@@ -3,13 +3,19 @@ showing what a client sees (claimcheck's own tools included) or saying clearly t
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
-from support import OWN_TOOLS, PYTHON, demo_server_entry, write_config
+from mcp import Client, StdioServerParameters
+from support import OWN_TOOLS, PYTHON, demo_server_entry, text_of, write_config
 
 from server.cli import _parser
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def claimcheck(*args: str) -> list[str]:
@@ -62,3 +68,19 @@ def test_tools_with_no_server_to_start_exits_2_saying_so(tmp_path: Path, servers
     assert done.stdout == ""
     assert done.stderr.startswith(f"claimcheck: {config} configures no servers to start")
     assert '"mcpServers": {"fs": {"command": "npx"' in done.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.anyio
+async def test_serve_takes_its_config_from_claimcheck_config_as_the_inspector_form_in_the_readme_needs(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    env = {**os.environ, "CLAIMCHECK_CONFIG": str(config), "CLAIMCHECK_API_ENABLED": "false"}
+    params = StdioServerParameters(command=PYTHON, args=["-m", "server", "serve"], env=env, cwd=REPO_ROOT)
+    with anyio.fail_after(180):
+        async with Client(params, mode="legacy") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            echoed = await client.call_tool("demo__echo", {"text": "from the environment's config"})
+    assert "demo__echo" in names and OWN_TOOLS <= names
+    assert text_of(echoed) == "from the environment's config"

@@ -65,7 +65,9 @@ def _free_port() -> int:
 
 
 def _proxy(servers: dict[str, Any]) -> Proxy:
-    config = parse_config({"mcpServers": servers, "settings": {"startupWaitSecs": 120}})
+    # Generous waits: a call waits for a restart, and a loaded machine starts servers slowly.
+    settings = {"startupWaitSecs": 120, "asyncTimeoutSecs": 120}
+    config = parse_config({"mcpServers": servers, "settings": settings})
     return Proxy(config, connect_timeout=120)
 
 
