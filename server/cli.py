@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         async_timeout_secs=args.async_timeout,
         async_token_threshold=args.token_threshold,
         no_api=args.no_api,
+        state_url=args.state_url,
     )
     token: str | None = None
     if args.auth_token_env:
@@ -98,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
     run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
     run.add_argument("--no-api", action="store_true", help="do not start the local status API")
+    run.add_argument(
+        "--state-url",
+        metavar="URL",
+        help="redis://… shared by several replicas behind a load balancer (settings.state.url; needs the "
+        "[redis] extra and settings.root on a directory every replica shares)",
+    )
     run.add_argument(
         "--auth-token-env",
         metavar="VAR",

@@ -27,6 +27,7 @@ __all__ = [
     "Policy",
     "ServerConfig",
     "Settings",
+    "StateSettings",
     "ToolFilter",
     "api_port",
     "default_config_path",
@@ -125,6 +126,16 @@ class HistorySettings(_Strict):
     max_rows: int = Field(default=100_000, alias="maxRows", gt=0)
 
 
+class StateSettings(_Strict):
+    """Where handles live: this process (no `url`), or a Redis that several replicas share (issue 19)."""
+
+    url: str | None = Field(default=None, pattern=r"^rediss?://")
+    lease_secs: float = Field(default=15, alias="leaseSecs", gt=0)
+    poll_secs: float = Field(default=1.5, alias="pollSecs", gt=0)
+    retain_secs: float = Field(default=86_400, alias="retainSecs", gt=0)
+    key_prefix: str = Field(default="cc:", alias="keyPrefix")
+
+
 class Settings(_Strict):
     """Process-wide settings; per-server fields override the async ones."""
 
@@ -148,6 +159,7 @@ class Settings(_Strict):
     keep_outputs_secs: float = Field(default=600, alias="keepOutputsSecs", ge=0)
     shared: bool = False
     shared_idle_secs: float = Field(default=900, alias="sharedIdleSecs", ge=0)
+    state: StateSettings = Field(default_factory=StateSettings)
 
 
 class Config(_Strict):
@@ -179,6 +191,7 @@ class CliOverrides:
     async_timeout_secs: float | None = None
     async_token_threshold: int | None = None
     no_api: bool = False
+    state_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

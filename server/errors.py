@@ -9,7 +9,8 @@ ClaimcheckError
 │   └── DownstreamTimeout       the call exceeded the server's `timeout`
 ├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools, .waiting)
 ├── NoBackChannel        the client cannot be sent a request of claimcheck's (server.downstream.relay)
-└── StoreError           an output could not be written or read (server.handles.store)
+├── StoreError           an output could not be written or read (server.handles.store)
+└── StateUnavailable     the shared state of replicas (Redis) cannot be reached (server.handles.state)
 ```
 
 Each becomes an isError result in exactly one place (`server.upstream.surface`); configuration errors

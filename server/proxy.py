@@ -84,7 +84,9 @@ class Proxy:
         background once that listing can be answered, off its path; `warmed()` says when it is done.
         """
         settings = self.config.settings
-        store = OutputStore.create(Path(settings.root) if settings.root else None)
+        state_url = self.cli.state_url or settings.state.url
+        root = Path(settings.root) if settings.root else None
+        store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
         for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
             if resolve_policy(settings, downstream.config, self.cli).async_enabled:
                 downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes)
@@ -96,6 +98,12 @@ class Proxy:
                 self._client_sessions = Sessions(
                     store, tg, settings.max_output_bytes, shared=self.shared, keep_outputs_secs=keep
                 )
+                backend = None
+                if state_url:  # replicas: handles in Redis (redis is imported only here)
+                    from server.handles.redis_state import RedisBackend
+
+                    backend = self._client_sessions.backend = RedisBackend(state_url, settings.state, self.sessions)
+                    await tg.start(backend.run)
                 self.sandbox = Sandbox(store.run_root)
                 port = None if self.cli.no_api else api_port(settings)
                 history = None
@@ -108,6 +116,8 @@ class Proxy:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
                         await self.sandbox.aclose()
+                        if backend is not None:
+                            await backend.aclose()
                     tg.cancel_scope.cancel()
         finally:
             store.close()

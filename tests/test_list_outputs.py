@@ -14,7 +14,7 @@ import tiktoken
 from server.config import Settings
 from server.handles.calls import Call
 from server.handles.own_tools import OwnToolError, run_own_tool
-from server.handles.sessions import Session
+from server.handles.sessions import Session, Sessions
 from server.handles.store import OutputStore
 
 pytestmark = pytest.mark.anyio
@@ -53,11 +53,13 @@ async def listed(session: Session, arguments: dict[str, Any] | None = None) -> s
     async def no_report(*_: Any) -> None:
         return None
 
+    async with anyio.create_task_group() as tg:  # the registry the listing asks for other replicas' handles
+        sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20)  # it starts no call
     result = await run_own_tool(
         "list_tool_outputs",
         arguments,
         session=session,
-        sessions=None,  # type: ignore[arg-type]  # listing needs no other session
+        sessions=sessions,
         settings=Settings(),
         threshold=10_000,
         report=no_report,

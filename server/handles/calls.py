@@ -12,13 +12,16 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
 
 from server.downstream.relay import Relay, RootsParams
 from server.handles import questions
+
+if TYPE_CHECKING:
+    from server.handles.store import SessionStore
 
 __all__ = ["Call", "CallRelay", "Progress", "Status", "render_output"]
 
@@ -75,6 +78,7 @@ class Call:
     batch_id: str = ""
     log: list[tuple[float, str, str]] = field(default_factory=list)
     observer: Callable[[Call, str], None] | None = None
+    home: SessionStore | None = None  # set on a mirror of another replica's call: where its output is
 
     @property
     def arguments_json(self) -> str:

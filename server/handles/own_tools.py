@@ -186,7 +186,7 @@ async def run_own_tool(
     if isinstance(args, _Cancel):
         return await _cancel(args, session, sessions)
     assert isinstance(args, _List)
-    return _text(_list(session, args, threshold))
+    return _text(_list(session, [*session.handed_out(), *await sessions.remote_calls(session)], args, threshold))
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -196,7 +196,7 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
 async def _tool_output(
     args: _ToolOutput, session: Session, sessions: Sessions, threshold: int, extract: ExtractFn
 ) -> types.CallToolResult:
-    call = session.call(args.handle)
+    call = (await sessions.lookup(session, [args.handle]))[0]
     if call is None:
         handle = clip(args.handle)
         why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
@@ -247,27 +247,34 @@ async def _wait(
     inbox = questions.inbox(session.id)  # held while this wait runs
     answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
     if args.handles is not None:
-        unknown = [h for h in args.handles if session.call(h) is None]
+        found = await sessions.lookup(session, args.handles)
+        unknown = [h for h, call in zip(args.handles, found, strict=True) if call is None]
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
             note = sessions.unknown_note(session)
             raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.{note}")
-        targets = [call for h in args.handles if (call := session.call(h)) is not None]
+        targets = [call for call in found if call is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
         origin = current_origin()  # in a session several connections share, this one's own calls come first
         targets = [c for c in targets if c.origin == origin] or targets
+        targets += [c for c in await sessions.remote_calls(session) if c.status == "running"]
     if not targets and not inbox.for_model():
         return _text(_after(answered, "No outputs are running in this session, and none is waiting to be read."))
     limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
     started = time.monotonic()
+    reported = started - PROGRESS_EVERY_S  # the first round reports at once
+    remote = any(call.home is not None for call in targets)  # other replicas' calls: read again, and poll
     with anyio.move_on_after(limit):
         while not any(call.finished.is_set() for call in targets) and not inbox.unshown():
-            with anyio.move_on_after(PROGRESS_EVERY_S):
-                await questions.either(session.changed(), inbox.changed())
-            running = sum(1 for call in targets if not call.finished.is_set())
-            await report(time.monotonic() - started, None, f"waiting for {running} running output(s)")
+            with anyio.move_on_after(sessions.backend.poll_secs if remote else PROGRESS_EVERY_S):
+                await questions.either(session.changed(), inbox.changed(), sessions.backend.changed())
+            await sessions.refresh(session, targets)
+            if not remote or time.monotonic() - reported >= PROGRESS_EVERY_S:
+                reported = time.monotonic()
+                running = sum(1 for call in targets if not call.finished.is_set())
+                await report(reported - started, None, f"waiting for {running} running output(s)")
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
     asked = inbox.for_model()
@@ -312,19 +319,26 @@ def _report_finished(done: list[Call], still: list[Call], settings: Settings, se
 
 
 async def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.CallToolResult:
+    """Cancel here a call of this replica; ask the owner of another replica's call (it ends as cancelled)."""
     if args.handle == "all":
         running = session.running()
         for call in running:
             call.scope.cancel()
+        remote = [c for c in await sessions.remote_calls(session) if c.status == "running"]
+        asked = [c for c in remote if await sessions.backend.request_cancel(c.handle)]
         await _until_stopped(running)
-        return _text(f"Cancelled {len(running)} running output(s).")
-    found = session.call(args.handle)
+        return _text(f"Cancelled {len(running) + len(asked)} running output(s).")
+    found = (await sessions.lookup(session, [args.handle]))[0]
     if found is None:
         note = sessions.unknown_note(session)
         raise OwnToolError(f'Unknown handle "{clip(args.handle)}": it is not a handle of this session.{note}')
     call = found
     if call.status != "running":
         return _text(f'Output "{call.handle}" is not running ({call.status}); nothing to cancel.')
+    if call.home is not None:  # another replica runs it: its owner cancels it
+        if not await sessions.backend.request_cancel(call.handle):
+            return _text(f'Output "{call.handle}" is not running any more; nothing to cancel.')
+        return _text(f'Cancelled {call.public_name} (handle: "{call.handle}").')
     call.scope.cancel()
     await _until_stopped([call])
     return _text(f'Cancelled {call.public_name} (handle: "{call.handle}").')
@@ -338,11 +352,10 @@ async def _until_stopped(calls: list[Call]) -> None:
             await call.finished.wait()
 
 
-def _list(session: Session, args: _List, threshold: int) -> str:
+def _list(session: Session, calls: list[Call], args: _List, threshold: int) -> str:
     """One page of the session's handles: running first, then finished ones not yet looked at, then the rest,
     each group oldest first; never more than half the token threshold. The order is fixed when the first
     page is asked for, so paging goes through every handle once however statuses change meanwhile."""
-    calls = session.handed_out()
     others: list[Call] = []
     if session.owner is not None:  # shared by several connections: this one's own, then recent ones of the others
         origin = current_origin()
@@ -362,7 +375,8 @@ def _list(session: Session, args: _List, threshold: int) -> str:
             )
         start = int(offset)
     handles = session.listing[1]
-    page = [c for c in (session.calls.get(h) for h in handles[start : start + args.limit]) if c is not None]
+    known = {c.handle: c for c in calls}
+    page = [c for c in (known.get(h) for h in handles[start : start + args.limit]) if c is not None]
     lines = [f"- {messages.describe(c)}" for c in page]
     while len(lines) > 1 and count_tokens("\n".join(lines)) > threshold // 2:
         lines.pop()

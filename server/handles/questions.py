@@ -282,16 +282,16 @@ def deliver(inbox: Inbox, answer: Mapping[str, Any]) -> str:
     return f'Answered question "{question.id}" of {question.tool}.'
 
 
-async def either(first: anyio.Event, second: anyio.Event) -> None:
-    """Return when either event is set."""
+async def either(*events: anyio.Event) -> None:
+    """Return when any of the events is set."""
     async with anyio.create_task_group() as tg:
 
         async def wait(event: anyio.Event) -> None:
             await event.wait()
             tg.cancel_scope.cancel()
 
-        tg.start_soon(wait, first)
-        tg.start_soon(wait, second)
+        for event in events:
+            tg.start_soon(wait, event)
 
 
 def model_answer(question: Question, answer: Mapping[str, Any]) -> Answer:

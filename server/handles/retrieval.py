@@ -52,7 +52,7 @@ class SliceRequest:
 async def source_of(call: Call, session: Session, sessions: Sessions) -> Opener:
     """How to open the output of a finished `call` for reading; `RetrievalError` when there is none."""
     if call.stored:
-        store = session.store
+        store = call.home if call.home is not None else session.store
         return lambda: _stored(store, call.handle)
     if call.result is not None:
         await sessions.ensure_stored(session, call)

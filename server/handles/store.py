@@ -61,6 +61,7 @@ class OutputStore:
     """The run root <root>/claimcheck-run-<hex>/ (see `server.handles.run_root`) and its per-session directories."""
 
     run_root: Path
+    replicated: bool = False  # one directory of every replica (server.handles.redis_state): never removed by one
 
     @classmethod
     def create(cls, root: Path | None = None) -> OutputStore:
@@ -74,19 +75,33 @@ class OutputStore:
             raise StoreError(f"could not create the output store under {base}: {_reason(exc)}") from exc
         return cls(run_root)
 
-    def open_session(self) -> SessionStore:
-        """Make a new, empty session directory."""
-        name = f"session-{uuid.uuid4().hex}"
+    @classmethod
+    def shared_by_replicas(cls, root: Path | None = None) -> OutputStore:
+        """`<root>/claimcheck-shared/`, the run root every replica uses (the same path on each): it has no
+        marker, so no replica's sweep of stale run roots ever removes it, and none removes it at exit."""
+        base = Path(tempfile.gettempdir()) if root is None else root
+        run_root = base / "claimcheck-shared"
+        try:
+            run_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"could not create the shared output store {run_root}: {_reason(exc)}") from exc
+        return cls(run_root, replicated=True)
+
+    def open_session(self, key: str | None = None) -> SessionStore:
+        """Make a new, empty session directory; with `key` (32 hex, which every replica computes for one
+        principal), the directory of that key, made if missing."""
+        name = f"session-{key if key is not None else uuid.uuid4().hex}"
         path = self.run_root / name
         try:
-            path.mkdir(mode=0o700)
+            path.mkdir(mode=0o700, exist_ok=key is not None)
         except OSError as exc:
             raise StoreError(f"could not create session directory {name}: {_reason(exc)}") from exc
-        return SessionStore(name, path)
+        return SessionStore(name, path, keep=self.replicated)
 
     def close(self) -> None:
-        """Remove the whole run root; safe to call more than once."""
-        _remove_tree(self.run_root)
+        """Remove the whole run root (not a shared one); safe to call more than once."""
+        if not self.replicated:
+            _remove_tree(self.run_root)
 
     def resolve(self, handle: str) -> Path | None:
         """The stored file of a well-formed handle, or None if the handle is malformed or has no file."""
@@ -105,6 +120,7 @@ class SessionStore:
 
     name: str
     path: Path
+    keep: bool = False  # in a shared store: other replicas read these outputs after this one stops
 
     def new_handle(self) -> str:
         """A fresh, unguessable handle of this session; no file exists for it yet."""
@@ -115,8 +131,12 @@ class SessionStore:
         return match is not None and match.group(1) == self.name
 
     async def write(self, handle: str, text: str) -> StoredFile:
-        """Store `text` as UTF-8 (lone surrogates become "?") in a new 0600 file, measuring it on the way."""
-        path = self._path_of(handle)
+        """Store `text` as UTF-8 (lone surrogates become "?") in a new 0600 file, measuring it on the way.
+
+        Written under a temporary name and renamed when complete, so a reader (of any replica) never sees
+        a partial output under the handle."""
+        final = self._path_of(handle)
+        path = final.with_name(f".{final.name}.part")
         digest = hashlib.sha256()
         index = IndexBuilder()
         size = newlines = 0
@@ -141,8 +161,15 @@ class SessionStore:
             raise StoreError(
                 f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
             ) from exc
+        try:
+            os.rename(path, final)
+        except OSError as exc:
+            _unlink_quietly(path)
+            raise StoreError(
+                f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
+            ) from exc
         lines = newlines + (1 if size and last != b"\n" else 0)
-        return StoredFile(handle=handle, path=path, bytes=size, lines=lines, sha256=digest.hexdigest())
+        return StoredFile(handle=handle, path=final, bytes=size, lines=lines, sha256=digest.hexdigest())
 
     def adopt(self, handle: str, path: Path) -> Path:
         """Make the file at `path` (written elsewhere in the run root) the stored output of `handle`."""
@@ -197,8 +224,10 @@ class SessionStore:
             _unlink_quietly(_index_of(self._path_of(handle)))
 
     def remove(self) -> None:
-        """Remove this session's directory and every output in it; safe to call more than once."""
-        _remove_tree(self.path)
+        """Remove this session's directory and every output in it (not in a shared store); safe to call more
+        than once."""
+        if not self.keep:
+            _remove_tree(self.path)
 
     def _path_of(self, handle: str) -> Path:
         return self.path / self._file_of(handle)

@@ -57,16 +57,14 @@ async def forward(
     finally:
         call_relay.upstream = None
     if not call.finished.is_set():
-        call.handed_out = True
-        call.note("handed-out", "still running after the time rule")
+        await proxy.sessions.hand_out(call, "still running after the time rule")
         return text_result(messages.running_message(call)), call
     if call.over_threshold and call.fallback is not None:
         session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
         return text_result(call.fallback, is_error=call.status == "failed"), None
     if call.over_threshold:
-        call.handed_out = True
         call.seen = True  # the model is being told about it right now
-        call.note("handed-out", "over the token threshold")
+        await proxy.sessions.hand_out(call, "over the token threshold")
         return text_result(messages.too_large_message(call), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     if call.result is not None:

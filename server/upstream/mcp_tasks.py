@@ -134,8 +134,7 @@ class _Tasks:
         assert params.task is not None
         requested = params.task.ttl
         call.ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
-        call.handed_out = True
-        call.note("handed-out", "started as a task")
+        await self.proxy.sessions.hand_out(call, "started as a task")
         self.proxy.sessions.spawn(lambda: _announce(ctx.session, call))
         created = types.CreateTaskResult(task=task_of(call))
         return created.model_dump(by_alias=True, mode="json", exclude_none=True)

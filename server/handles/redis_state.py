@@ -1,0 +1,331 @@
+"""Handles shared by several replicas through Redis (issue 19); `redis` is imported only when this is used.
+
+Keys (under `state.keyPrefix`, "cc:" by default):
+- `h:<handle>` hash: status, owner replica, tool, times, sizes, error, `cancel` flag. Written before the
+  handle is returned; a final status is set by compare-and-set (Lua) and never undone. Kept while running,
+  then for `retainSecs`.
+- `s:<session>` sorted set of the session's handles by start time (`list_tool_outputs`).
+- `o:<replica>` set of the replica's running handles, `replica:<replica>` its liveness key (`SET … PX`,
+  renewed three times a lease), `reaper` the lease of the one replica that fails a dead replica's handles.
+- channels `done` (a handle finished: waiters read again) and `cancel:<replica>` (cancel this handle).
+Pub/sub is at-most-once, so waiters also poll (`pollSecs`), and an owner writes again, on each heartbeat,
+what Redis has lost (a failed write, a restarted Redis without persistence).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from server.config import StateSettings
+from server.handles.state import HandleState, StateUnavailable
+
+if TYPE_CHECKING:
+    from server.handles.sessions import Sessions
+
+__all__ = ["RedisBackend"]
+
+logger = logging.getLogger(__name__)
+
+_ERROR_CHARS = 2000
+
+# KEYS: hash, owner set, session zset. ARGV: status, retain ms, handle, started, done channel, fields…
+_PUT = """
+local cur = redis.call('HGET', KEYS[1], 'status')
+if cur and cur ~= 'running' and cur ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+if ARGV[1] == 'running' then
+  redis.call('SADD', KEYS[2], ARGV[3])
+  redis.call('PERSIST', KEYS[1])
+  return 1
+end
+redis.call('SREM', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if cur ~= ARGV[1] then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
+return 1
+"""
+# KEYS: hash. ARGV: cancel channel prefix, handle.
+_CANCEL = """
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if st[1] ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'cancel', '1')
+redis.call('PUBLISH', ARGV[1] .. st[2], ARGV[2])
+return 1
+"""
+# KEYS: hash, owner set. ARGV: owner, finished, error, retain ms, done channel, handle.
+_REAP = """
+redis.call('SREM', KEYS[2], ARGV[6])
+local st = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if st[1] ~= 'running' or st[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'failed', 'finished', ARGV[2], 'error', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return 1
+"""
+
+
+class RedisBackend:
+    """Handles in Redis: any replica answers for any handle; the owner alone runs the call."""
+
+    replicated = True
+
+    def __init__(self, url: str, settings: StateSettings, sessions: Sessions) -> None:
+        import redis.asyncio as aioredis  # the optional extra, only when a state URL is set
+        from redis.exceptions import RedisError
+
+        self.replica = os.urandom(8).hex()
+        self.poll_secs = settings.poll_secs
+        self.url = url
+        self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
+        self._lease_ms = max(1, int(settings.lease_secs * 1000))
+        self._retain_ms = max(1, int(settings.retain_secs * 1000))
+        self._p = settings.key_prefix
+        timeout = max(1.0, settings.lease_secs / 3)
+        self._redis: Any = aioredis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+        self._put_script = self._redis.register_script(_PUT)
+        self._cancel_script = self._redis.register_script(_CANCEL)
+        self._reap_script = self._redis.register_script(_REAP)
+        self._sessions = sessions
+        self._mine: dict[str, HandleState] = {}  # this replica's handles, written again when Redis lost them
+        self._unsent: set[str] = set()
+        self._changed = anyio.Event()
+        self.commands = 0  # sent to Redis (bench/replicas.py counts them per call)
+
+    # --- the StateBackend protocol ---
+
+    async def put(self, state: HandleState) -> None:
+        self._mine[state.handle] = state
+        try:
+            await self._write(state)
+        except self._errors as exc:
+            self._unsent.add(state.handle)
+            logger.warning("could not record handle %s in Redis (retried on the heartbeat): %s", state.handle, exc)
+        else:
+            self._unsent.discard(state.handle)
+
+    async def get(self, handles: Sequence[str]) -> list[HandleState | None]:
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for handle in handles:
+                    pipe.hgetall(self._p + "h:" + handle)
+                rows = await pipe.execute()
+            self.commands += len(handles)
+        except self._errors as exc:
+            raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
+        return [_state(row) if row else None for row in rows]
+
+    async def of_session(self, session: str) -> list[HandleState]:
+        try:
+            handles = await self._redis.zrange(self._p + "s:" + session, 0, -1)
+            self.commands += 1
+        except self._errors as exc:
+            raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
+        return [state for state in await self.get(handles) if state is not None]
+
+    async def request_cancel(self, handle: str) -> bool:
+        try:
+            asked = await self._cancel_script(keys=[self._p + "h:" + handle], args=[self._p + "cancel:", handle])
+            self.commands += 1
+        except self._errors as exc:
+            raise StateUnavailable(f"the shared state cannot be reached to cancel it: {exc}") from None
+        return bool(asked)
+
+    def changed(self) -> anyio.Event:
+        return self._changed
+
+    # --- running: liveness, listening, reaping ---
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Announce this replica, then keep it alive, listen and reap until cancelled."""
+        try:
+            await self._renew()
+        except self._errors as exc:
+            raise StateUnavailable(f"cannot reach the shared state at {self.url}: {exc}") from None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listen)
+            task_status.started()
+            while True:
+                await anyio.sleep(self._lease_ms / 3000)
+                try:
+                    await self._heartbeat()
+                except self._errors as exc:
+                    logger.warning("heartbeat to Redis failed (retried): %s", exc)
+
+    async def aclose(self) -> None:
+        """Leave the cluster: this replica's liveness key goes at once."""
+        with anyio.move_on_after(2):
+            try:
+                await self._redis.delete(self._p + "replica:" + self.replica)
+            except self._errors:
+                pass
+        await self._redis.aclose()
+
+    async def _write(self, state: HandleState) -> None:
+        keys = [self._p + "h:" + state.handle, self._p + "o:" + state.owner, self._p + "s:" + state.session]
+        head = [state.status, self._retain_ms, state.handle, state.started, self._p + "done"]
+        await self._put_script(keys=keys, args=[*head, *_fields(state)])
+        self.commands += 1
+
+    async def _renew(self) -> None:
+        await self._redis.set(self._p + "replica:" + self.replica, str(os.getpid()), px=self._lease_ms)
+        self.commands += 1
+
+    async def _heartbeat(self) -> None:
+        await self._renew()
+        await self._restore()
+        await self._check_cancels()
+        await self._reap()
+
+    async def _restore(self) -> None:
+        """Write again what did not reach Redis, or what Redis no longer has; forget old finished handles."""
+        horizon = time.time() - self._retain_ms / 1000
+        for handle, state in list(self._mine.items()):
+            if state.done and (state.finished or state.started) < horizon:
+                del self._mine[handle]
+        handles = list(self._mine)
+        if not handles:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for handle in handles:
+                pipe.exists(self._p + "h:" + handle)
+            present = await pipe.execute()
+        self.commands += len(handles)
+        for handle, there in zip(handles, present, strict=True):
+            if not there or handle in self._unsent:
+                await self._write(self._mine[handle])
+                self._unsent.discard(handle)
+
+    async def _check_cancels(self) -> None:
+        """Cancel requests whose message was lost: the flag in the hash is what counts."""
+        running = [h for h, state in self._mine.items() if not state.done]
+        if not running:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for handle in running:
+                pipe.hget(self._p + "h:" + handle, "cancel")
+            flags = await pipe.execute()
+        self.commands += len(running)
+        for handle, flag in zip(running, flags, strict=True):
+            if flag == "1":
+                self._cancel_local(handle)
+
+    async def _reap(self) -> None:
+        """When this replica holds the reaper lease: fail the running handles of replicas that stopped renewing."""
+        key = self._p + "reaper"
+        holder = await self._redis.set(key, self.replica, nx=True, px=self._lease_ms, get=True)
+        self.commands += 1
+        if holder not in (None, self.replica):
+            return
+        await self._redis.pexpire(key, self._lease_ms)
+        prefix = self._p + "o:"
+        async for owners in self._redis.scan_iter(match=prefix + "*", count=100):
+            owner = owners[len(prefix) :]
+            if owner == self.replica or await self._redis.exists(self._p + "replica:" + owner):
+                continue
+            error = f"the replica running this call ({owner}) stopped: its lease ran out before the call finished"
+            for handle in await self._redis.smembers(owners):
+                keys = [self._p + "h:" + handle, owners]
+                args = [owner, time.time(), error, self._retain_ms, self._p + "done", handle]
+                if await self._reap_script(keys=keys, args=args):
+                    logger.warning("handle %s failed: %s", handle, error)
+
+    async def _listen(self) -> None:
+        """One subscription per replica: finished handles wake this replica's waiters; cancels reach their call."""
+        cancels = self._p + "cancel:" + self.replica
+        delay = 0.1
+        while True:
+            pubsub = self._redis.pubsub()
+            try:
+                await pubsub.subscribe(self._p + "done", cancels)
+                self._pulse()  # what was published while not subscribed is read again by the waiters
+                delay = 0.1
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is None:
+                        continue
+                    if message["channel"] == cancels:
+                        self._cancel_local(message["data"])
+                    else:
+                        self._pulse()
+            except self._errors as exc:
+                logger.debug("Redis subscription lost (reconnecting): %s", exc)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    try:
+                        await pubsub.aclose()
+                    except self._errors:
+                        pass
+            self._pulse()
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _cancel_local(self, handle: str) -> None:
+        for session in list(self._sessions.live):
+            call = session.calls.get(handle)
+            if call is not None and call.status == "running":
+                call.note("cancel-requested", "by another replica")
+                call.scope.cancel()
+
+    def _pulse(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+def _fields(state: HandleState) -> list[Any]:
+    error = state.error[:_ERROR_CHARS] if state.error is not None else None
+    values: dict[str, Any] = {
+        "handle": state.handle,
+        "session": state.session,
+        "owner": state.owner,
+        "tool": state.tool,
+        "server": state.server,
+        "status": state.status,
+        "started": repr(state.started),
+        "finished": "" if state.finished is None else repr(state.finished),
+        "bytes": state.bytes,
+        "lines": state.lines,
+        "tokens": state.tokens,
+        "tokens_exact": int(state.tokens_exact),
+        "stored": int(state.stored),
+        "inline": int(state.inline),
+        "error": "" if error is None else error,
+        "has_error": int(error is not None),
+        "progress": state.progress or "",
+        "origin": state.origin,
+    }
+    return [item for pair in values.items() for item in pair]
+
+
+def _state(row: dict[str, str]) -> HandleState | None:
+    try:
+        return HandleState(
+            handle=row["handle"],
+            session=row["session"],
+            owner=row["owner"],
+            tool=row["tool"],
+            server=row["server"],
+            status=row["status"],  # type: ignore[arg-type]  # written from a Status, or "failed" by the reaper
+            started=float(row["started"]),
+            finished=float(row["finished"]) if row.get("finished") else None,
+            bytes=int(row["bytes"]),
+            lines=int(row["lines"]),
+            tokens=int(row["tokens"]),
+            tokens_exact=row["tokens_exact"] == "1",
+            stored=row["stored"] == "1",
+            inline=row["inline"] == "1",
+            error=row["error"] if row.get("has_error") == "1" or row.get("error") else None,
+            progress=row.get("progress") or None,
+            origin=row.get("origin", ""),
+        )
+    except (KeyError, ValueError):
+        return None  # a hash written by another version, or half-restored: treated as not known yet

@@ -1,0 +1,171 @@
+"""Where handles live: the `StateBackend` seam, and the in-process `LocalBackend` that is the default.
+
+The replica that starts a call runs it to the end and holds its rich `Call`; the backend holds what every
+replica must be able to answer about a handle (`HandleState`): its status, sizes, owner and error. With
+`LocalBackend` that is this process's own registry (`Sessions`), so nothing changes for stdio or a single
+HTTP process; `server.handles.redis_state.RedisBackend` shares it between replicas.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+
+from server.errors import ClaimcheckError
+from server.handles.calls import Call, Status
+
+if TYPE_CHECKING:
+    from server.handles.sessions import Sessions
+    from server.handles.store import SessionStore
+
+__all__ = ["TERMINAL", "HandleState", "LocalBackend", "StateBackend", "StateUnavailable", "mirror", "snapshot"]
+
+TERMINAL = frozenset({"ready", "failed", "cancelled"})
+
+
+class StateUnavailable(ClaimcheckError):
+    """The shared state (Redis) could not be reached; what needs it fails with this, and nothing waits forever."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandleState:
+    """What any replica may know about one handed-out handle."""
+
+    handle: str
+    session: str
+    owner: str  # the replica that runs the call
+    tool: str  # its public name
+    server: str
+    status: Status
+    started: float
+    finished: float | None = None
+    bytes: int = 0
+    lines: int = 0
+    tokens: int = 0
+    tokens_exact: bool = True
+    stored: bool = False
+    inline: bool = False  # small enough that a wait returns it whole
+    error: str | None = None
+    progress: str | None = None
+    origin: str = ""  # the connection, or for sessionless requests the owner, that started it
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+
+class StateBackend(Protocol):
+    """Where handles live: in this process, or in Redis for replicas."""
+
+    replica: str
+    replicated: bool  # whether other replicas share these handles
+    poll_secs: float  # how often a waiter reads again without being told (pub/sub is at-most-once)
+
+    async def put(self, state: HandleState) -> None:
+        """Record a handle's state before its handle (or task) is returned; a final status is never undone."""
+        ...
+
+    async def get(self, handles: Sequence[str]) -> list[HandleState | None]:
+        """The states of `handles` (None: not known), read together; `StateUnavailable` when it cannot be read."""
+        ...
+
+    async def of_session(self, session: str) -> list[HandleState]:
+        """Every known handle of a session, oldest first."""
+        ...
+
+    async def request_cancel(self, handle: str) -> bool:
+        """Ask the owner to cancel a running call; False when it is not running."""
+        ...
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next change this replica hears of (a hint: waiters read again and poll)."""
+        ...
+
+
+class LocalBackend:
+    """Today's in-process registry behind the seam: every handle lives in this process's `Sessions`."""
+
+    replicated = False
+    poll_secs = 5.0
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.replica = "local"
+        self._sessions = sessions
+        self._changed = anyio.Event()
+
+    async def put(self, state: HandleState) -> None:
+        if state.done:
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def get(self, handles: Sequence[str]) -> list[HandleState | None]:
+        calls = {h: c for s in self._sessions.live for h, c in s.calls.items() if c.handed_out}
+        return [snapshot(calls[h], self.replica) if h in calls else None for h in handles]
+
+    async def of_session(self, session: str) -> list[HandleState]:
+        found = [s for s in self._sessions.live if s.id == session]
+        return [snapshot(c, self.replica) for s in found for c in s.handed_out()]
+
+    async def request_cancel(self, handle: str) -> bool:
+        for session in self._sessions.live:
+            call = session.calls.get(handle)
+            if call is not None and call.status == "running":
+                call.scope.cancel()
+                return True
+        return False
+
+    def changed(self) -> anyio.Event:
+        return self._changed
+
+
+def snapshot(call: Call, owner: str) -> HandleState:
+    """The shareable state of a call of this replica."""
+    small = call.result is not None and not call.over_threshold
+    return HandleState(
+        handle=call.handle,
+        session=call.session_id,
+        owner=owner,
+        tool=call.public_name,
+        server=call.server,
+        status=call.status,
+        started=call.started,
+        finished=call.finished_at,
+        bytes=call.bytes,
+        lines=call.lines,
+        tokens=call.tokens,
+        tokens_exact=call.tokens_exact,
+        stored=call.stored,
+        inline=small,
+        error=call.error,
+        progress=call.progress.describe() if call.progress else None,
+        origin=call.origin,
+    )
+
+
+def mirror(state: HandleState, store: SessionStore, cancel: Callable[[], None] | None = None) -> Call:
+    """A read-only `Call` standing for a handle another replica runs, its output read from the shared `store`."""
+    call = Call(handle=state.handle, public_name=state.tool, server=state.server, tool=state.tool, arguments={})
+    update(call, state)
+    call.home = store
+    call.handed_out = True
+    call.session_id = state.session
+    call.origin = state.origin
+    return call
+
+
+def update(call: Call, state: HandleState) -> None:
+    """Bring a mirror up to `state`; its finished event is set once the state is final."""
+    call.started = state.started
+    call.started_mono = time.monotonic() - (time.time() - state.started)
+    call.status = state.status
+    call.bytes, call.lines, call.stored, call.error = state.bytes, state.lines, state.stored, state.error
+    call.tokens, call.tokens_exact, call.tokens_counted = state.tokens, state.tokens_exact, True
+    call.over_threshold = not state.inline
+    if state.done and not call.finished.is_set():
+        end = state.finished if state.finished is not None else time.time()
+        call.finished_mono = call.started_mono + max(0.0, end - state.started)
+        call.finished.set()

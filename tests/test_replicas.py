@@ -1,0 +1,378 @@
+"""Several claimcheck replicas sharing handles through a real redis-server, alone and behind a real haproxy
+(issue 19): a handle made on one replica is waited on, read and cancelled from the others; a replica killed
+with SIGKILL fails its handles within about a lease and wakes their waiters; a Redis restarted mid-wait
+leaves no waiter hanging and loses no completion; without a state URL, redis is never imported.
+
+redis-server and haproxy are Debian's, installed by .ci/install-replicas when missing. Leases are short here
+(1 s) so the file runs in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import PYTHON, demo_server_entry, text_of, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+ROOT = Path(__file__).resolve().parent.parent
+HANDLE = re.compile(r'handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
+STATE = {"leaseSecs": 1, "pollSecs": 0.3}
+SETTINGS = {"asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000, "state": STATE}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed() -> None:
+    """redis-server, haproxy and redis-py, installed when missing (idempotent)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(["bash", str(ROOT / ".ci" / "install-replicas")], check=True, env=env, stdin=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _announced(stream: anyio.abc.ByteReceiveStream, pattern: str) -> str:
+    seen = b""
+    async for chunk in stream:
+        seen += chunk
+        if (match := re.search(pattern.encode(), seen)) is not None:
+            return match.group(1).decode()
+    raise AssertionError(f"exited before it was ready: {seen.decode(errors='replace')}")
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream) -> None:
+    try:
+        async for _ in stream:
+            pass
+    except anyio.BrokenResourceError:
+        pass
+
+
+async def _stop(processes: list[anyio.abc.Process]) -> None:
+    with anyio.CancelScope(shield=True):
+        for process in processes:
+            if process.returncode is None:
+                process.terminate()
+        for process in processes:
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def _accepting(port: int, greeting: bytes = b"", answer: bytes = b"") -> None:
+    """Return once 127.0.0.1:`port` accepts a connection (and answers `greeting` with `answer`)."""
+    while True:
+        try:
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+        except OSError:
+            await anyio.sleep(0.05)  # polling for readiness: nothing else announces it
+            continue
+        async with stream:
+            if not greeting:
+                return
+            try:
+                await stream.send(greeting)
+                if (await stream.receive()).startswith(answer):
+                    return
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                pass
+        await anyio.sleep(0.05)
+
+
+@asynccontextmanager
+async def redis_server(port: int, directory: Path) -> AsyncIterator[anyio.abc.Process]:
+    """A redis-server on 127.0.0.1:`port` that keeps nothing on disk (a restart loses every key)."""
+    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    command += ["--dir", str(directory), "--logfile", str(directory / f"redis-{port}.log")]
+    process = await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=None, stderr=None)
+    try:
+        with anyio.fail_after(60):
+            await _accepting(port, b"PING\r\n", b"+PONG")
+        yield process
+    finally:
+        await _stop([process])
+
+
+@dataclass
+class Replica:
+    process: anyio.abc.Process
+    url: str
+
+
+@asynccontextmanager
+async def replicas(tmp_path: Path, redis_url: str, count: int = 3) -> AsyncIterator[list[Replica]]:
+    """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together."""
+    shared = tmp_path / "shared"
+    shared.mkdir(exist_ok=True)
+    config = write_config(
+        tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {**SETTINGS, "root": str(shared)}}
+    )
+    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
+    command += ["--port", "0", "--state-url", redis_url]
+    processes = [
+        await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=-1)
+        for _ in range(count)
+    ]
+    try:
+        urls = [""] * count
+
+        async def announce(index: int) -> None:
+            stderr = processes[index].stderr
+            assert stderr is not None
+            urls[index] = await _announced(stderr, r"(http://127\.0\.0\.1:\d+/mcp)")
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for index in range(count):
+                    tg.start_soon(announce, index)
+        async with anyio.create_task_group() as tg:
+            for process in processes:
+                assert process.stderr is not None
+                tg.start_soon(_drain, process.stderr)
+            yield [Replica(process, url) for process, url in zip(processes, urls, strict=True)]
+            tg.cancel_scope.cancel()
+    finally:
+        await _stop(processes)
+
+
+@asynccontextmanager
+async def client(url: str, mode: str = "2026-07-28") -> AsyncIterator[Client]:
+    async with Client(streamable_http_client(url), mode=mode) as connected:
+        await connected.list_tools()  # the demo server is up behind this replica
+        yield connected
+
+
+async def call_text(connected: Client, name: str, arguments: dict[str, Any]) -> str:
+    return text_of(await connected.call_tool(name, arguments))
+
+
+async def background(connected: Client, tool: str, arguments: dict[str, Any]) -> str:
+    text = await call_text(connected, f"demo__{tool}", {**arguments, "background": True})
+    found = HANDLE.search(text)
+    assert found is not None, text
+    return found.group(1)
+
+
+@pytest.fixture
+def redis_port() -> Iterator[int]:
+    yield free_port()
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Cluster:
+    replicas: list[Replica]
+    balancer: str  # haproxy's /mcp in front of them
+
+
+@pytest.fixture(scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    """One Redis, three replicas and haproxy, for the tests that leave them running."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    port = free_port()
+    async with (
+        redis_server(port, tmp_path),
+        replicas(tmp_path, f"redis://127.0.0.1:{port}/0") as backends,
+        haproxy(tmp_path, backends) as url,
+    ):
+        yield Cluster(backends, url)
+
+
+async def test_a_handle_made_on_one_replica_is_waited_on_read_listed_and_cancelled_from_the_others(
+    cluster: Cluster,
+) -> None:
+    a, b, c = cluster.replicas
+    async with client(a.url) as on_a, client(b.url) as on_b, client(c.url) as on_c:
+        with anyio.fail_after(120):
+            quick = await background(on_a, "slow", {"seconds": 1})
+            waited = await call_text(on_b, "wait_for_tool_output", {"handles": [quick], "timeout_secs": 30})
+            assert "1 finished" in waited and "ready" in waited
+            assert "slept 1 s" in waited  # a small output comes back inline, read from the shared file
+
+            big = await call_text(on_a, "demo__big", {"kb": 200})
+            found = re.search(r'tool_output\(handle = "([^"]+)"', big)
+            assert found is not None and "too large" in big, big
+            piece = await call_text(
+                on_c,
+                "tool_output",
+                {"handle": found.group(1), "mode": "slice", "slice": {"start": 0, "length": 40}},
+            )
+            assert "00000000 INFO demo log line" in piece
+
+            long = await background(on_a, "slow", {"seconds": 120})
+            cancelled = await call_text(on_b, "cancel_tool_output", {"handle": long})
+            assert cancelled.startswith("Cancelled demo__slow")
+            after = await call_text(on_c, "wait_for_tool_output", {"handles": [long], "timeout_secs": 30})
+            assert "cancelled" in after and "1 finished" in after
+
+            listed = await call_text(on_c, "list_tool_outputs", {})
+            assert all(h in listed for h in (quick, found.group(1), long)), listed
+            raw = await call_text(on_b, "tool_output", {"handle": quick, "mode": "raw"})
+            assert "slept 1 s" in raw
+
+
+async def test_another_principals_handle_is_unknown_on_every_replica(cluster: Cluster) -> None:
+    a, b, _ = cluster.replicas
+    async with client(a.url) as on_a:
+        with anyio.fail_after(60):
+            handle = await background(on_a, "slow", {"seconds": 0.1})
+    async with (
+        httpx2.AsyncClient(headers={"Claimcheck-Session": "someone-else"}) as http,
+        Client(streamable_http_client(b.url, http_client=http), mode="2026-07-28") as on_b,
+    ):
+        with anyio.fail_after(60):
+            result = await on_b.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+    assert result.is_error and "Unknown handle" in text_of(result)
+
+
+async def test_a_killed_owner_fails_its_handles_and_wakes_their_waiters(tmp_path: Path, redis_port: int) -> None:
+    async with redis_server(redis_port, tmp_path), replicas(tmp_path, f"redis://127.0.0.1:{redis_port}/0", 2) as (a, b):
+        async with client(b.url) as on_b:
+            async with client(a.url) as on_a:
+                handle = await background(on_a, "slow", {"seconds": 120})
+            waited: list[str] = []
+
+            async def wait() -> None:
+                waited.append(await call_text(on_b, "wait_for_tool_output", {"handles": [handle], "timeout_secs": 50}))
+
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait)
+                    a.process.send_signal(signal.SIGKILL)
+            assert "failed" in waited[0] and "stopped" in waited[0], waited[0]
+
+
+async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_completion(
+    tmp_path: Path, redis_port: int
+) -> None:
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(redis_server(redis_port, tmp_path))
+        a, b = await stack.enter_async_context(replicas(tmp_path, url, 2))
+        on_a = await stack.enter_async_context(client(a.url))
+        on_b = await stack.enter_async_context(client(b.url))
+        finishing = await background(on_a, "slow", {"seconds": 2})
+        endless = await background(on_a, "slow", {"seconds": 120})
+        results: dict[str, str] = {}
+
+        waiting = {finishing: anyio.Event(), endless: anyio.Event()}
+
+        async def wait(handle: str, secs: float) -> None:
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                waiting[handle].set()  # the wait is in its loop, past reading the handle
+
+            args = {"handles": [handle], "timeout_secs": secs}
+            result = await on_b.call_tool("wait_for_tool_output", args, progress_callback=on_progress)
+            results[handle] = text_of(result)
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait, finishing, 40)
+                tg.start_soon(wait, endless, 8)
+                for event in waiting.values():
+                    await event.wait()
+                first.kill()
+                await first.wait()
+                await anyio.sleep(3)  # Redis stays down across the completion of `finishing` (the fault, not a sync)
+                await stack.enter_async_context(redis_server(redis_port, tmp_path))
+        assert "1 finished" in results[finishing] and "slept 2 s" in results[finishing], results[finishing]
+        assert "None of the 1 output(s) finished within 8 s" in results[endless], results[endless]
+
+
+HAPROXY = """
+global
+    maxconn 512
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend replicas
+backend replicas
+    balance roundrobin
+    stick-table type string len 64 size 100k expire 30m
+    stick on req.hdr(mcp-session-id)
+    stick store-response res.hdr(mcp-session-id)
+{servers}
+"""
+
+
+@asynccontextmanager
+async def haproxy(tmp_path: Path, backends: list[Replica]) -> AsyncIterator[str]:
+    port = free_port()
+    servers = "\n".join(
+        f"    server r{i} {r.url.removeprefix('http://').removesuffix('/mcp')}" for i, r in enumerate(backends)
+    )
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(HAPROXY.format(port=port, servers=servers), encoding="utf-8")
+    process = await anyio.open_process(["haproxy", "-db", "-f", str(config)], stdin=subprocess.DEVNULL)
+    try:
+        with anyio.fail_after(60):
+            await _accepting(port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        await _stop([process])
+
+
+async def test_behind_haproxy_handshake_clients_stick_and_sessionless_clients_share_handles(
+    cluster: Cluster,
+) -> None:
+    url = cluster.balancer
+    with anyio.fail_after(120):
+        async with client(url, mode="legacy") as legacy:  # its Mcp-Session-Id must reach the replica that made it
+            handle = await background(legacy, "slow", {"seconds": 0.5})
+            for _ in range(4):
+                await legacy.list_tools()
+            waited = await call_text(legacy, "wait_for_tool_output", {"handles": [handle], "timeout_secs": 30})
+            assert "slept 0.5 s" in waited
+        async with client(url) as modern:  # round-robin: each request may land on another replica
+            handles = [await background(modern, "slow", {"seconds": 0.5}) for _ in range(3)]
+            for handle in handles:
+                waited = await call_text(modern, "wait_for_tool_output", {"handles": [handle], "timeout_secs": 30})
+                assert "slept 0.5 s" in waited, waited
+
+
+def test_without_a_state_url_redis_is_never_imported(tmp_path: Path) -> None:
+    script = """
+import sys, anyio
+from server.config import parse_config
+from server.proxy import Proxy
+
+async def main():
+    proxy = Proxy(parse_config({"mcpServers": {}, "settings": {"root": sys.argv[1], "api": {"enabled": False}}}))
+    async with proxy.running():
+        assert type(proxy.sessions.backend).__name__ == "LocalBackend"
+anyio.run(main)
+print(sorted(m for m in sys.modules if m == "redis" or m.startswith("redis.")))
+"""
+    done = subprocess.run([PYTHON, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
