@@ -15,8 +15,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,18 +101,30 @@ async def _accepting(port: int, greeting: bytes = b"", answer: bytes = b"") -> N
         await anyio.sleep(0.05)
 
 
-@asynccontextmanager
-async def redis_server(port: int, directory: Path) -> AsyncIterator[anyio.abc.Process]:
-    """A redis-server on 127.0.0.1:`port` that keeps nothing on disk (a restart loses every key)."""
-    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    command += ["--dir", str(directory), "--logfile", str(directory / f"redis-{port}.log")]
-    process = await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=None, stderr=None)
-    try:
+class RedisServer:
+    """A redis-server on 127.0.0.1 that keeps nothing on disk, so a restart loses every key."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._directory = directory
+        self._process: anyio.abc.Process | None = None
+
+    async def start(self) -> None:
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
+        command += ["no", "--dir", str(self._directory), "--logfile", str(self._directory / "redis.log")]
+        self._process = await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=None, stderr=None)
         with anyio.fail_after(60):
-            await _accepting(port, b"PING\r\n", b"+PONG")
-        yield process
-    finally:
-        await _stop([process])
+            await _accepting(self.port, b"PING\r\n", b"+PONG")
+
+    async def kill(self) -> None:
+        assert self._process is not None
+        self._process.kill()
+        await self._process.wait()
+
+    async def stop(self) -> None:
+        if self._process is not None:
+            await _stop([self._process])
 
 
 @dataclass
@@ -175,11 +187,6 @@ async def background(connected: Client, tool: str, arguments: dict[str, Any]) ->
     return found.group(1)
 
 
-@pytest.fixture
-def redis_port() -> Iterator[int]:
-    yield free_port()
-
-
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
@@ -187,21 +194,23 @@ def anyio_backend() -> str:
 
 @dataclass
 class Cluster:
+    redis: RedisServer
     replicas: list[Replica]
     balancer: str  # haproxy's /mcp in front of them
+    directory: Path  # the config and the shared root
 
 
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
-    """One Redis, three replicas and haproxy, for the tests that leave them running."""
-    tmp_path = tmp_path_factory.mktemp("cluster")
-    port = free_port()
-    async with (
-        redis_server(port, tmp_path),
-        replicas(tmp_path, f"redis://127.0.0.1:{port}/0") as backends,
-        haproxy(tmp_path, backends) as url,
-    ):
-        yield Cluster(backends, url)
+    """One Redis, three replicas and haproxy, shared by the tests of this file (none stops them for good)."""
+    directory = tmp_path_factory.mktemp("cluster")
+    redis = RedisServer(directory)
+    await redis.start()
+    try:
+        async with replicas(directory, redis.url) as backends, haproxy(directory, backends) as url:
+            yield Cluster(redis, backends, url, directory)
+    finally:
+        await redis.stop()
 
 
 async def test_a_handle_made_on_one_replica_is_waited_on_read_listed_and_cancelled_from_the_others(
@@ -251,36 +260,29 @@ async def test_another_principals_handle_is_unknown_on_every_replica(cluster: Cl
     assert result.is_error and "Unknown handle" in text_of(result)
 
 
-async def test_a_killed_owner_fails_its_handles_and_wakes_their_waiters(tmp_path: Path, redis_port: int) -> None:
-    async with redis_server(redis_port, tmp_path), replicas(tmp_path, f"redis://127.0.0.1:{redis_port}/0", 2) as (a, b):
-        async with client(b.url) as on_b:
-            async with client(a.url) as on_a:
-                handle = await background(on_a, "slow", {"seconds": 120})
-            waited: list[str] = []
+async def test_a_killed_owner_fails_its_handles_and_wakes_their_waiters(cluster: Cluster) -> None:
+    _, b, _ = cluster.replicas
+    async with replicas(cluster.directory, cluster.redis.url, 1) as (victim,), client(b.url) as on_b:
+        async with client(victim.url) as on_victim:
+            handle = await background(on_victim, "slow", {"seconds": 120})
+        waited: list[str] = []
 
-            async def wait() -> None:
-                waited.append(await call_text(on_b, "wait_for_tool_output", {"handles": [handle], "timeout_secs": 50}))
+        async def wait() -> None:
+            waited.append(await call_text(on_b, "wait_for_tool_output", {"handles": [handle], "timeout_secs": 50}))
 
-            with anyio.fail_after(60):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(wait)
-                    a.process.send_signal(signal.SIGKILL)
-            assert "failed" in waited[0] and "stopped" in waited[0], waited[0]
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                victim.process.send_signal(signal.SIGKILL)
+        assert "failed" in waited[0] and "stopped" in waited[0], waited[0]
 
 
-async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_completion(
-    tmp_path: Path, redis_port: int
-) -> None:
-    url = f"redis://127.0.0.1:{redis_port}/0"
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(redis_server(redis_port, tmp_path))
-        a, b = await stack.enter_async_context(replicas(tmp_path, url, 2))
-        on_a = await stack.enter_async_context(client(a.url))
-        on_b = await stack.enter_async_context(client(b.url))
+async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_completion(cluster: Cluster) -> None:
+    a, b, _ = cluster.replicas
+    async with client(a.url) as on_a, client(b.url) as on_b:
         finishing = await background(on_a, "slow", {"seconds": 2})
         endless = await background(on_a, "slow", {"seconds": 120})
         results: dict[str, str] = {}
-
         waiting = {finishing: anyio.Event(), endless: anyio.Event()}
 
         async def wait(handle: str, secs: float) -> None:
@@ -297,12 +299,12 @@ async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_co
                 tg.start_soon(wait, endless, 8)
                 for event in waiting.values():
                     await event.wait()
-                first.kill()
-                await first.wait()
+                await cluster.redis.kill()
                 await anyio.sleep(3)  # Redis stays down across the completion of `finishing` (the fault, not a sync)
-                await stack.enter_async_context(redis_server(redis_port, tmp_path))
+                await cluster.redis.start()
         assert "1 finished" in results[finishing] and "slept 2 s" in results[finishing], results[finishing]
         assert "None of the 1 output(s) finished within 8 s" in results[endless], results[endless]
+        await call_text(on_b, "cancel_tool_output", {"handle": endless})
 
 
 HAPROXY = """
