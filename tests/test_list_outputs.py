@@ -54,7 +54,8 @@ async def listed(session: Session, arguments: dict[str, Any] | None = None) -> s
         return None
 
     async with anyio.create_task_group() as tg:  # the registry the listing asks for other replicas' handles
-        sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20)  # it starts no call
+        sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20)
+        tg.cancel_scope.cancel()  # it starts no call here
     result = await run_own_tool(
         "list_tool_outputs",
         arguments,
