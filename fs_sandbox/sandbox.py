@@ -93,6 +93,7 @@ class _Worker:
         self.process = process
         self.channel = channel
         self.replies = BufferedByteReceiveStream(channel)
+        self.killed = False
 
     async def ask(self, fd: int, request: tuple[object, ...]) -> tuple[object, ...]:
         data = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
@@ -103,6 +104,9 @@ class _Worker:
         return reply
 
     async def kill(self) -> None:
+        if self.killed:
+            return
+        self.killed = True
         if self.process.returncode is None:
             self.process.kill()
         with anyio.CancelScope(shield=True):
@@ -120,8 +124,11 @@ class Sandbox:
     def __init__(self, root: Path, *, timeout: float = 2.0, workers: int | None = None, per_owner: int = 20) -> None:
         self.root = root
         self.timeout = timeout
-        self._queue = FairQueue(workers or max(2, os.cpu_count() or 2), per_owner)
+        self._slots = workers or max(2, os.cpu_count() or 2)
+        self._queue = FairQueue(self._slots, per_owner)
         self._idle: list[_Worker] = []
+        self._live = 0  # worker processes, idle or busy
+        self._closed = False
 
     def in_flight(self, owner: str = "") -> int:
         """How many greps of `owner` are queued or running."""
@@ -218,8 +225,9 @@ class Sandbox:
 
     async def aclose(self) -> None:
         """Stop the idle workers."""
+        self._closed = True
         while self._idle:
-            await self._idle.pop().kill()
+            await self._kill(self._idle.pop())
 
     @asynccontextmanager
     async def _opened(self, file: str | OpenFile) -> AsyncIterator[OpenFile]:
@@ -245,9 +253,9 @@ class Sandbox:
         limit = self.time_limit(plan, size)
         try:
             with anyio.fail_after(limit):
-                reply = await worker.ask(fd, request)
+                reply = await self._asking(worker, fd, request, limit / 2)
         except TimeoutError:
-            await worker.kill()
+            await self._kill(worker)
             if plan.backtracking:
                 why = (
                     f"it uses {plan.construct}, which only the backtracking engine runs, and that engine is "
@@ -259,15 +267,64 @@ class Sandbox:
             shown = repr(pattern[:80]) + ("…" if len(pattern) > 80 else "")
             raise PatternTimeout(f"the search for {shown} was stopped: {why}") from None
         except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, OSError) as exc:
-            await worker.kill()
+            await self._kill(worker)
             raise SandboxError(f"the search worker stopped unexpectedly ({type(exc).__name__})") from None
         except BaseException:
-            await worker.kill()
+            await self._kill(worker)
             raise
         self._idle.append(worker)
         return reply
 
+    async def _asking(
+        self, worker: _Worker, fd: int, request: tuple[object, ...], spare_after: float
+    ) -> tuple[object, ...]:
+        """`worker.ask`, starting a spare worker meanwhile if it takes longer than `spare_after` (half its limit)."""
+        reply: tuple[object, ...] = ()
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                nonlocal reply, error
+                try:
+                    reply = await worker.ask(fd, request)
+                except Exception as exc:  # raised below as itself, not inside the task group's exception group
+                    error = exc
+                finally:
+                    tg.cancel_scope.cancel()  # the spare is not needed
+
+            tg.start_soon(ask)
+            tg.start_soon(self._spare_after, spare_after)
+        if error is not None:
+            raise error
+        return reply
+
+    async def _spare_after(self, delay: float) -> None:
+        """A search still running after `delay` may well be killed at its timeout: start one spare worker now, so
+        that the search whose turn comes then (another session's, often) does not wait for a process to start."""
+        await anyio.sleep(delay)
+        if self._idle or self._live > self._slots or self._closed:
+            return
+        with anyio.CancelScope(shield=True):  # a process half started would be lost
+            spare = await self._spawn()
+        if self._closed:
+            await self._kill(spare)
+        else:
+            self._idle.append(spare)
+
+    async def _kill(self, worker: _Worker) -> None:
+        if not worker.killed:
+            self._live -= 1
+        await worker.kill()
+
     async def _spawn(self) -> _Worker:
+        self._live += 1  # counted from the start: two spares are never started at once
+        try:
+            return await self._start_worker()
+        except BaseException:
+            self._live -= 1
+            raise
+
+    async def _start_worker(self) -> _Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             process = await anyio.open_process(

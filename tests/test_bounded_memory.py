@@ -20,6 +20,9 @@ import pytest
 from raw_downstream import big_text_pieces, big_text_sha256
 from support import PYTHON, announced_url, write_config
 
+from server.handles import messages
+from server.handles.calls import Call
+
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 RAW = str(Path(__file__).with_name("raw_downstream.py"))
@@ -203,6 +206,11 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
     )
     assert "No handle was kept." in answer and "line 000000000" in answer
     assert "tool_output" not in answer and "Read" not in answer and "Grep" not in answer
+    reason = answer.split("could not store them (", 1)[1].split(").\n", 1)[0]
+    shown = answer.split("\n\n", 1)[1].rsplit("\n[claimcheck] cut here: ", 1)[0]
+    call = Call(handle="", public_name="raw__big", server="raw", tool="big", arguments={}, produced=20 * MIB)
+    assert answer == messages.not_stored_message(call, reason, shown)  # word for word, around its two parts
+    assert reason.startswith("File too large") and 0 < len(shown) < 4 * MIB
     assert listed == "This session has no tool outputs yet."
     assert (echo, echo_error) == ("fine", False)
     assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file() and path.stat().st_size > 4 * MIB]

@@ -170,3 +170,17 @@ async def test_through_claimcheck_a_flooding_session_does_not_hold_up_another(fi
     refused = [answer for answer in answers if "too many searches in flight" in answer]
     assert len(refused) == 4
     assert refused[0].startswith("Grep failed: too many searches in flight for this session (20 queued or running")
+
+
+async def test_a_search_killed_at_its_timeout_leaves_a_spare_worker_for_the_next_turn(files: Path) -> None:
+    sandbox = Sandbox(files, timeout=1.0, workers=1, per_owner=5)
+    try:
+        with anyio.fail_after(30):
+            with pytest.raises(PatternTimeout):
+                await sandbox.grep("evil", CATASTROPHIC, owner="A")
+            spares = len(sandbox._idle)  # the next turn (B's) starts no process of its own
+            found = await sandbox.grep("fine", "fine", owner="B")
+    finally:
+        await sandbox.aclose()
+    assert spares == 1
+    assert found.matches == 1
