@@ -1,10 +1,10 @@
-"""Fair Grep (issue 17): session B's one grep alone, and while session A floods 20 slow greps.
+r"""Fair Grep (issue 17): session B's one grep alone, and while session A floods 20 slow greps.
 
 Run from the repo root in the project's venv:  python bench/grep_fairness.py [--rounds 7] [--json PATH]
 
 Through claimcheck: a proxy in this process (the real Grep tool, real worker processes, the default grep
 timeout of 2 s and one worker per core, at least 2) with two MCP sessions (SDK clients). A stores an
-output on which `(a+)+$` backtracks past any timeout, B a 400-line output. Each round measures B's grep
+output on which `(a+)+\Z` backtracks past any timeout, B a 400-line output. Each round measures B's grep
 alone (a worker up), then B's grep once all 20 of A's greps are queued or running; A's greps are then
 cancelled and the round waits until none is in flight. Rounds are interleaved so load changes hit both
 alike. Under the flood B's grep waits for a worker to come free (at most one timeout) and, as the one
@@ -37,7 +37,7 @@ from server.proxy import Proxy  # noqa: E402
 from server.upstream.surface import build_server  # noqa: E402
 
 FLOOD = 20
-CATASTROPHIC = "(a+)+$"
+CATASTROPHIC = "(a+)+\\Z"  # \Z needs the backtracking engine; on "aaa…ab" it backtracks past any timeout
 EVIL_TEXT = "a" * 50_000 + "b"
 
 
