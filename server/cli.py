@@ -8,6 +8,8 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 
 import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -72,6 +74,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not token:
             print(f"claimcheck: --auth-token-env names {args.auth_token_env}, which is not set", file=sys.stderr)
             return EXIT_CONFIG
+    if args.shared_socket:
+        from server.upstream.shared_serve import serve_shared
+
+        proxy = Proxy(config, cli=cli, api_token=token, shared=True)
+        anyio.run(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
+        return 0
+    if args.shared or (config.settings.shared and args.transport == "stdio"):
+        if args.transport != "stdio":
+            print("claimcheck: --shared serves over stdio only (it relays to the shared claimcheck)", file=sys.stderr)
+            return EXIT_CONFIG
+        from server.upstream.shared_relay import relay_main
+
+        return relay_main(list(sys.argv[1:] if argv is None else argv))
     anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, token)
     return 0
 
@@ -111,6 +126,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the token in $VAR opens the status API (instead of one made per run) and, over HTTP/SSE, "
         "is required as `Authorization: Bearer $VAR` on every MCP request",
     )
+    run.add_argument(
+        "--shared",
+        action="store_true",
+        help="relay stdio to this user's shared claimcheck for this config (started if none runs): handles "
+        "outlive the session, servers start once (also settings.shared)",
+    )
+    run.add_argument("--shared-socket", help=argparse.SUPPRESS)  # the shared claimcheck itself, started by a relay
+    run.add_argument("--shared-restarted", action="store_true", help=argparse.SUPPRESS)
 
     tools = command("tools", "connect to every server and print the tools a client will see")
     tools.add_argument(

@@ -34,10 +34,21 @@ async def print_ps(state: Path) -> int:
             except (httpx2.HTTPError, ValueError, KeyError) as exc:
                 print(f"pid {info['pid']}  {shown}  (not answering: {exc})")
                 continue
-            print(f"pid {info['pid']}  {shown}  since {info.get('startedAt', '?')}  {len(tasks)} running")
+            shared = await _relays(http, url, headers)
+            print(f"pid {info['pid']}  {shown}  since {info.get('startedAt', '?')}  {len(tasks)} running{shared}")
             for task in tasks:
                 print(f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}")
     return 0
+
+
+async def _relays(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> str:
+    """ ", shared: N relays" for the user's shared claimcheck (issue 23), else nothing."""
+    try:
+        reply = await http.get(f"{url}v1/health", headers=headers)
+        relays = reply.json().get("relays")
+    except (httpx2.HTTPError, ValueError, AttributeError):
+        return ""
+    return f"  shared: {relays} relay(s) attached" if isinstance(relays, int) else ""
 
 
 def _age(started: str) -> str:

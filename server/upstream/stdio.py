@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 
 from server.framing import Framer, encode, parse_line
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "stdio_streams", "too_large_request"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "fd_streams", "stdio_streams", "too_large_request"]
 
 _READ_SIZE = 1 << 16
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
@@ -53,48 +53,55 @@ async def stdio_streams(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> A
             yield streams
         return
     with _claimed(0, os.devnull, os.O_RDONLY) as wire_in, _claimed(1, None, os.O_WRONLY) as wire_out:
-        to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        async with fd_streams(wire_in, wire_out, max_request_bytes) as streams:
+            yield streams
 
-        writing = anyio.Lock()
 
-        async def read_stdin() -> None:
-            framer = Framer(max_request_bytes)
-            head = b""
-            async with to_session:
-                while chunk := await _read(wire_in):
-                    for frame in framer.feed(chunk):
-                        if isinstance(frame, bytes):
-                            await to_session.send(parse_line(frame, "client"))
-                        elif frame.kind == "first":
-                            head = frame.data[:4096]
-                        elif frame.kind == "end":
-                            await write(too_large_request(head, max_request_bytes))
+@asynccontextmanager
+async def fd_streams(wire_in: int, wire_out: int, max_request_bytes: int) -> AsyncIterator[Streams]:
+    """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice)."""
+    to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
-        async def write(data: bytes) -> bool:
-            """Write one whole line; False once the client has gone away."""
-            async with writing:
-                try:
-                    await _write_all(wire_out, data)
-                except OSError as exc:
-                    if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
-                        raise
-                    return False
-            return True
+    writing = anyio.Lock()
 
-        async def write_stdout() -> None:
-            async with from_session:
-                async for message in from_session:
-                    if not await write(encode(message)):
-                        return  # the client went away; reading stdin will end too
+    async def read_stdin() -> None:
+        framer = Framer(max_request_bytes)
+        head = b""
+        async with to_session:
+            while chunk := await _read(wire_in):
+                for frame in framer.feed(chunk):
+                    if isinstance(frame, bytes):
+                        await to_session.send(parse_line(frame, "client"))
+                    elif frame.kind == "first":
+                        head = frame.data[:4096]
+                    elif frame.kind == "end":
+                        await write(too_large_request(head, max_request_bytes))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stdin)
-            tg.start_soon(write_stdout)
+    async def write(data: bytes) -> bool:
+        """Write one whole line; False once the client has gone away."""
+        async with writing:
             try:
-                yield from_client, to_client
-            finally:
-                tg.cancel_scope.cancel()
+                await _write_all(wire_out, data)
+            except OSError as exc:
+                if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+                    raise
+                return False
+        return True
+
+    async def write_stdout() -> None:
+        async with from_session:
+            async for message in from_session:
+                if not await write(encode(message)):
+                    return  # the client went away; reading stdin will end too
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdin)
+        tg.start_soon(write_stdout)
+        try:
+            yield from_client, to_client
+        finally:
+            tg.cancel_scope.cancel()
 
 
 def _pollable(fd: int) -> bool:
