@@ -125,6 +125,20 @@ async def test_a_handle_from_one_one_shot_session_is_read_and_waited_for_in_the_
     assert len(shared.pids()) == 1
 
 
+async def test_progress_and_both_protocol_eras_pass_through_the_relay(shared: Shared) -> None:
+    progress: dict[str, list[float]] = {"legacy": [], "auto": []}
+    with anyio.fail_after(240):
+        for mode, seen in progress.items():
+
+            async def note(value: float, total: float | None, message: str | None, seen: list[float] = seen) -> None:
+                seen.append(value)
+
+            async with shared.relay(mode) as client:
+                done = await client.call_tool("demo__slow", {"seconds": 1}, progress_callback=note)
+                assert text_of(done) == "slept 1 s"
+    assert progress["legacy"] and progress["auto"], progress
+
+
 async def test_eight_relays_at_once_start_one_shared_claimcheck_and_each_is_served(shared: Shared) -> None:
     answers: dict[int, str] = {}
 
