@@ -145,6 +145,7 @@ class Proxy:
         from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
         from server.status.events import EventHub
         from server.status.history import History
+        from server.status.outputs import OutputView
 
         settings = self.config.settings
         directory = state_dir(settings)
@@ -162,6 +163,8 @@ class Proxy:
             token=self.api_token,
             allow_origins=settings.api.allow_origins,
             relays=self.relay_count,
+            outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
+            time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
         )
         self.api_token = api.token
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))

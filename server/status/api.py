@@ -32,6 +32,7 @@ from server.status.discovery import discovery_file
 from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
+from server.status.outputs import GREP_MATCHES_MAX, HEAD_LINES_MAX, OutputUnavailable, OutputView
 from server.status.ports import API_PORT_TRIES, bind_api_socket
 from server.status.tasks import iso
 
@@ -43,6 +44,7 @@ _MAX_LIMIT = 200
 _MAX_OFFSET = 10**9
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
 _DASHBOARD = Path(__file__).with_name("dashboard.html")
+_MAX_REGEX = 500
 
 
 class BadParameter(ValueError):
@@ -77,6 +79,8 @@ class StatusApi:
         token: str | None = None,
         allow_origins: Sequence[str] = (),
         relays: Any = None,
+        outputs: OutputView | None = None,
+        time_rule_secs: float | None = None,
     ) -> None:
         self.hub = hub
         self.relays = relays  # a callable returning the shared claimcheck's attached relays, or None
@@ -88,6 +92,8 @@ class StatusApi:
         self.servers = servers  # a callable returning each downstream's state, or None
         self.token = token or secrets.token_urlsafe(32)
         self.allow_origins = list(allow_origins)
+        self.outputs = outputs  # stored outputs, for the dashboard's output view
+        self.time_rule_secs = time_rule_secs  # asyncTimeoutSecs: the dashboard marks it on the timeline
 
     def app(self, port: int) -> ASGIApp:
         """The routes behind the access checks of an API served on 127.0.0.1:`port`."""
@@ -98,6 +104,8 @@ class StatusApi:
             Route("/v1/stats", self.stats),
             Route("/v1/tasks", self.tasks),
             Route("/v1/tasks/{handle:path}/logs", self.logs),
+            Route("/v1/tasks/{handle:path}/output/grep", self.output_grep),
+            Route("/v1/tasks/{handle:path}/output", self.output),
             Route("/v1/tasks/{handle:path}", self.task),
             Route("/v1/task-groups/{batch}", self.group),
             Route("/v1/events", self.events),
@@ -124,6 +132,8 @@ class StatusApi:
         _, total = await self._run(self.history.tasks, TaskQuery(), 0, 0)
         uptime = round(time.time() - self.started, 1)
         body = {"status": "ok", "uptime": uptime, "version": self.version, "taskCount": total}
+        if self.time_rule_secs is not None:
+            body["timeRuleSecs"] = self.time_rule_secs
         if self.servers is not None:
             body["servers"] = self.servers()
         if self.relays is not None:  # the user's shared claimcheck: how many relays are attached
@@ -159,6 +169,36 @@ class StatusApi:
         entries = await anyio.to_thread.run_sync(self.history.logs, handle)
         logs = [{"ts": iso(ts), "kind": kind, "detail": detail} for ts, kind, detail in entries]
         return JSONResponse({"handle": handle, "logs": logs})
+
+    async def output(self, request: Request) -> Response:
+        """A stored output: its size, whether it was cut, its first `lines` lines (bounded)."""
+        if self.outputs is None:
+            return _error(404, "outputs are not served here")
+        try:
+            lines = int_param(request.query_params, "lines", 40, 1, HEAD_LINES_MAX)
+            return JSONResponse(await self.outputs.head(request.path_params["handle"], lines))
+        except BadParameter as exc:
+            return _error(400, str(exc))
+        except OutputUnavailable as exc:
+            return _error(exc.status, str(exc))
+
+    async def output_grep(self, request: Request) -> Response:
+        """Grep over a stored output, the agent's Grep: `regex`, `maxMatches` (1..100), `caseSensitive`."""
+        if self.outputs is None:
+            return _error(404, "outputs are not served here")
+        params = request.query_params
+        regex = params.get("regex", "")
+        if not regex or len(regex) > _MAX_REGEX:
+            return _error(400, f"regex must be 1..{_MAX_REGEX} characters")
+        try:
+            limit = int_param(params, "maxMatches", 20, 1, GREP_MATCHES_MAX)
+            case = params.get("caseSensitive", "false").lower() == "true"
+            handle = request.path_params["handle"]
+            return JSONResponse(await self.outputs.grep(handle, regex, max_matches=limit, case_sensitive=case))
+        except BadParameter as exc:
+            return _error(400, str(exc))
+        except OutputUnavailable as exc:
+            return _error(exc.status, str(exc))
 
     async def group(self, request: Request) -> Response:
         tasks = await self._run(self.history.group, request.path_params["batch"])

@@ -1,0 +1,140 @@
+"""The dashboard's timeline and output view in a real headless Chromium, checked on screenshots and the page:
+a running and a ready call as bars in their status colours with the time-rule mark, and a stored (cut) output's
+size, first lines and a Grep that finds a term in it."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import demo_server_entry, text_of, write_config
+from test_dashboard_browser import API_URL, CHROMIUM, CHROMIUM_ARGS, MCP_URL, _require_browser
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
+
+KEPT_BYTES = 64 * 1024
+RUN, READY, RULE = (10, 102, 194), (30, 127, 60), (255, 138, 0)  # --run, --ok, --rule in dashboard.html
+
+COUNT_PIXELS = """async ([png, colours]) => {
+  const image = new Image();
+  image.src = `data:image/png;base64,${png}`;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width; canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const data = context.getImageData(0, 0, image.width, image.height).data;
+  const counts = colours.map(() => 0);
+  for (let i = 0; i < data.length; i += 4) {
+    colours.forEach(([r, g, b], k) => {
+      if (Math.abs(data[i] - r) <= 2 && Math.abs(data[i + 1] - g) <= 2 && Math.abs(data[i + 2] - b) <= 2) counts[k]++;
+    });
+  }
+  return counts;
+}"""
+
+
+@asynccontextmanager
+async def claimcheck_with_api(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
+    """`claimcheck serve --transport http` whose outputs are cut at 64 KiB; yields (MCP URL, dashboard URL)."""
+    settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "maxOutputBytes": KEPT_BYTES}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
+    command = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    process = await anyio.open_process(command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        seen = b""
+        with anyio.fail_after(120):
+            async for chunk in process.stderr:
+                seen += chunk
+                mcp, api = MCP_URL.search(seen), API_URL.search(seen)
+                if mcp and api:
+                    break
+        assert mcp and api, seen.decode(errors="replace")
+        yield mcp.group(1).decode(), api.group(2).decode()
+    finally:
+        process.terminate()
+        with anyio.fail_after(30, shield=True):
+            await process.wait()
+
+
+def _handle(text: str) -> str:
+    found = re.search(r'handle: "([^"]+)"', text) or re.search(r'"(session-[0-9a-f]+/[0-9a-f]+)"', text)
+    assert found, text
+    return found.group(1)
+
+
+async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view_shows_and_greps_a_cut_output(
+    tmp_path: Path,
+) -> None:
+    _require_browser()
+    from playwright.async_api import async_playwright, expect
+
+    async with claimcheck_with_api(tmp_path) as (mcp_url, dashboard_url), async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            await page.goto(dashboard_url)
+            await expect(page.locator("#connection")).to_have_text("live", timeout=30_000)
+            with anyio.fail_after(120):
+                async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
+                    await client.list_tools()
+                    slow = _handle(text_of(await client.call_tool("demo__slow", {"seconds": 600})))
+                    big = _handle(text_of(await client.call_tool("demo__big", {"kb": 256})))
+
+                    running = page.locator(f'#lanes .lane[data-handle="{slow}"]')
+                    ready = page.locator(f'#lanes .lane[data-handle="{big}"]')
+                    await expect(running).to_have_attribute("data-status", "running", timeout=30_000)
+                    await expect(ready).to_have_attribute("data-status", "ready", timeout=30_000)
+                    await expect(running.locator(".bar.running")).to_be_visible()
+                    await expect(ready.locator(".bar.ready")).to_be_visible()
+                    await expect(running.locator(".rule")).to_be_visible()  # the time-rule mark
+                    await expect(page.locator("#rule-text")).to_contain_text("time rule (0.5 s)")
+                    shot = await page.locator("#timeline").screenshot(path=str(tmp_path / "timeline.png"))
+                    counts: Any = await page.evaluate(
+                        COUNT_PIXELS, [base64.b64encode(shot).decode(), [list(RUN), list(READY), list(RULE)]]
+                    )
+                    assert all(count > 20 for count in counts), counts  # each colour is on the screenshot
+
+                    still: Any = await page.evaluate(
+                        "(path) => fetch(path).then(async (r) => [r.status, (await r.json()).error])",
+                        f"/v1/tasks/{slow}/output",
+                    )
+                    assert still == [409, "the call is still running"]
+
+                    await page.locator(f'#tasks tr[data-handle="{big}"]').click()
+                    panel = page.locator("#output-panel")
+                    await expect(panel).to_be_visible(timeout=30_000)
+                    meta = page.locator("#output-meta")
+                    await expect(meta).to_have_text(re.compile(r"^64\.\d KB · \d+ lines · \d+ tokens"), timeout=30_000)
+                    await expect(meta).to_contain_text(re.compile(r"cut: the first 64\.\d KB of 256\.0 KB were kept"))
+                    await expect(meta).to_have_attribute("data-cut", "true")
+                    head = page.locator("#output-head")
+                    await expect(head).to_contain_text("     1  00000000 INFO demo log line with some words in it")
+                    await expect(head).to_contain_text("    40  00000039 INFO")
+                    await page.locator("#output-regex").fill("00000777 INFO")
+                    await page.locator("#output-regex").press("Enter")
+                    matches = page.locator("#output-matches")
+                    await expect(matches).to_contain_text("1 matching line(s)", timeout=30_000)
+                    await expect(matches.locator(".hit")).to_have_text(re.compile(r"^\s+778 → 00000777 INFO demo"))
+                    await expect(matches.locator('[data-line="777"]')).to_have_count(1)  # a line of context
+                    await page.locator("aside").screenshot(path=str(tmp_path / "output-view.png"))
+
+                    await page.locator("#output-regex").fill("NOT_IN_THE_OUTPUT")
+                    await page.locator("#output-regex").press("Enter")
+                    await expect(matches).to_contain_text("No matches for NOT_IN_THE_OUTPUT", timeout=30_000)
+                    await client.call_tool("cancel_tool_output", {"handle": slow})
+        finally:
+            await browser.close()
