@@ -1,6 +1,7 @@
 """Grep in the sandbox: throughput on a 10 MiB output against `grep -n`, and a catastrophic pattern.
 
 Run from the repo root in the project's venv:  python bench/grep_speed.py [--json PATH]
+The issue 24 table:  python bench/grep_speed.py --table 100,1024 [--repeats 3]  (see `table` below)
 
 (a) A deterministic 10 MiB log with a rare literal; `Sandbox.grep` for it and `grep -n` on the same file,
     median of 7, page cache warm. The figure includes the hop to the worker process and back. The worker
@@ -104,7 +105,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--table", help="sizes in MiB: the issue 24 table (Grep, grep, rg; Read, slice; time rule)")
+    parser.add_argument("--skip-time-rule", action="store_true")
     args = parser.parse_args()
+    if args.table:
+        from grep_table import run_table  # bench/grep_table.py
+
+        return run_table([int(size) for size in args.table.split(",")], args.repeats, args.json, args.skip_time_rule)
     with tempfile.TemporaryDirectory() as tmp:
         result = anyio.run(measure, Path(tmp), args.repeats)
     print(f"| grep for a rare literal in {result['size_mb']:.1f} MB ({result['matches']} matches) | median ms | MB/s |")

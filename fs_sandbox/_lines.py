@@ -158,6 +158,7 @@ def collect(
     to_end: bool,
     spans: Mapping[int, Sequence[Span]] | None = None,
     begin: tuple[int, int] = (0, 1),
+    index: LineIndex | None = None,
 ) -> tuple[list[Shown], int, int | None, dict[int, list[Snippet]]]:
     """The lines in `ranges`: (shown, how many more exist but were over `max_chars`, total lines, snippets).
 
@@ -167,6 +168,30 @@ def collect(
     `clip` with `spans` (byte offsets of matches in the line) get a snippet per span.
     """
     out = _Collector(clip, max_chars, spans or {})
+    if index is None or index.size != size or to_end:
+        counted = _collect_into(out, fd, size, ranges, to_end, begin)
+        return out.shown, out.hidden, counted, out.snippets
+    # With a line index, each run of ranges with no index entry between them is read from the entry nearest
+    # before it, so matches far apart in a large file cost a seek each rather than a scan of what lies between.
+    total: int | None = None
+    group: list[tuple[int, int]] = []
+    group_begin = begin
+    for first, last in ranges:
+        here = index.seek_line(first)
+        if group and here[1] > group[-1][1]:
+            total = _collect_into(out, fd, size, group, False, group_begin)
+            group = []
+        if not group:
+            group_begin = here
+        group.append((first, last))
+    if group:
+        total = _collect_into(out, fd, size, group, False, group_begin)
+    return out.shown, out.hidden, total, out.snippets
+
+
+def _collect_into(
+    out: _Collector, fd: int, size: int, ranges: Ranges, to_end: bool, begin: tuple[int, int]
+) -> int | None:
     line, index = begin[1], 0
     in_line = begin[0] > 0  # an index entry may be inside a line; only lines after it are asked for then
     for piece in pieces(fd, size, begin[0]):
@@ -174,19 +199,17 @@ def collect(
         while position < end:
             if index == len(ranges):
                 if not to_end:
-                    return out.shown, out.hidden, None, out.snippets
+                    return None
                 line += piece.count(b"\n", position)
                 in_line = piece[-1] != 0x0A
                 break
             first, last = ranges[index]
             if line < first:  # skip whole lines by counting their newlines
-                newlines = piece.count(b"\n", position)
-                if line + newlines < first:
-                    line += newlines
+                position, skipped = _skip_lines(piece, position, first - line)
+                if line + skipped < first:
+                    line += skipped
                     in_line = piece[-1] != 0x0A
                     break
-                for _ in range(first - line):
-                    position = piece.index(b"\n", position) + 1
                 line, in_line = first, False
                 continue
             stop = piece.find(b"\n", position)
@@ -201,7 +224,29 @@ def collect(
                 index += 1
     if in_line and index < len(ranges) and ranges[index][0] <= line:
         out.end_line(line)  # the last line, without a newline after it
-    return out.shown, out.hidden, line if in_line else line - 1, out.snippets
+    return line if in_line else line - 1
+
+
+def _skip_lines(piece: bytes, position: int, wanted: int) -> tuple[int, int]:
+    """(the offset after the `wanted`-th newline from `position`, `wanted`), or (the end, how many there were).
+
+    Newlines are counted in spans that double while too few are found and halve once there are enough, so
+    the cost is that of the bytes skipped, not of the whole piece (Grep's context lines are many short skips).
+    """
+    start, left, step = position, wanted, max(4096, wanted * 64)
+    while True:
+        stop = min(len(piece), start + step)
+        found = piece.count(b"\n", start, stop)
+        if found < left:
+            if stop == len(piece):
+                return stop, wanted - left + found
+            start, left, step = stop, left - found, step * 2
+        elif left <= 32 or stop - start <= 8192:
+            for _ in range(left):
+                start = piece.index(b"\n", start) + 1
+            return start, wanted
+        else:
+            step = (stop - start) // 2
 
 
 def read_lines(

@@ -209,9 +209,8 @@ def grep(
             ranges[-1] = (ranges[-1][0], max(ranges[-1][1], last))
         else:
             ranges.append((first, last))
-    begin = index.seek_line(ranges[0][0]) if index is not None and index.size == size and ranges else (0, 1)
     shown, _, total, snippets = collect(
-        fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False, spans=found.spans, begin=begin
+        fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False, spans=found.spans, index=index
     )
     texts = {number: (text, length) for number, text, length in shown}
     blocks: list[list[Line]] = []

@@ -139,3 +139,14 @@ async def test_matches_past_the_snippets_of_a_line_are_said_to_be_left_out(tmp_p
     assert _grep_text(args, found, 10_000).splitlines()[-1] == (
         f"     1   [more matches on this line of {len(text)} characters not shown]"
     )
+
+
+async def test_a_byte_that_is_not_utf8_is_no_character_to_dot(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"\x80\nab\n")  # `re` sees U+FFFD on line 1; RE2 sees no character there
+    sandbox = Sandbox(tmp_path)
+    try:
+        found = await sandbox.grep("f", "^.$", before=0, after=0)
+    finally:
+        await sandbox.aclose()
+    assert re_numbers("\ufffd\nab\n", "^.$") == [1]
+    assert found.matches == 0

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extraction import find_all, read_chars
-from fs_sandbox import INDEX_SUFFIX, LineIndex, _index, _lines, open_file
+from fs_sandbox import INDEX_SUFFIX, LineIndex, _index, _lines, _scan, open_file
 from server.handles.store import OutputStore
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -132,3 +132,28 @@ async def test_the_store_keeps_an_index_beside_each_output_and_drops_it_with_the
         assert os.listdir(session.path) == []
     finally:
         store.close()
+
+
+@EXAMPLES
+@given(
+    data=TEXTS,
+    cuts=CUTS,
+    pattern=st.sampled_from(["a", "b$", "^", "é😀", r"\s", "K"]),
+    before=st.integers(0, 2),
+    after=st.integers(0, 2),
+    max_matches=st.integers(1, 5),
+)
+def test_grep_from_the_index_is_grep_from_the_start(
+    tiny_spacing: None,
+    folder: Path,
+    data: bytes,
+    cuts: list[int],
+    pattern: str,
+    before: int,
+    after: int,
+    max_matches: int,
+) -> None:
+    with open_file(stored(folder, data, cuts).parent, "f") as opened:
+        assert opened.index is not None
+        args = (opened.fd, opened.size, pattern, False, before, after, max_matches, 4, 30)
+        assert _scan.grep(*args, opened.index) == _scan.grep(*args)
