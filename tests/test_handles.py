@@ -27,7 +27,9 @@ THRESHOLD = 1000
 RUNNING = re.compile(
     r'^Tool down__(\w+) is running in the background \(handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"\)\.\n'
     r'Call wait_for_tool_output\(handles = \["\2"\]\) to wait for it, or go on with other work\.\n'
-    r'When it is ready, call tool_output\(handle = "\2", extract = "what to extract"\)\.$'
+    r'When it is ready, search it with Grep\(file = "\2", regex = "what you look for"\) or read it with '
+    r'Read\(file = "\2", start = 0, lines = 100\); if it is JSON, tool_output\(handle = "\2", mode = "json"\) '
+    r"shows its shape\.$"  # the client declares no sampling and no endpoint is configured: no `extract`
 )
 
 
@@ -144,10 +146,13 @@ async def test_a_big_output_is_stored_and_described_exactly() -> None:
             assert stored is not None
             on_disk = stored.read_text(encoding="utf-8")
             mode = stored.stat().st_mode & 0o777
-    assert text_of(result) == (
+    assert text_of(result) == (  # no endpoint and no sampling: no `extract`, and examples from the output
         f"Tool output is too large ({len(text.encode())} bytes, 400 lines, {len(ENC.encode_ordinary(text))} tokens).\n"
-        f'Call tool_output(handle = "{handle}", extract = "what to extract").\n'
-        "Provide precise and detailed instructions in `extract` about what you are looking for."
+        "No LLM is available here to extract from it; read it with these instead:\n"
+        f'- Grep(file = "{handle}", regex = "line") finds the lines that match a regular expression.\n'
+        f'- Read(file = "{handle}", start = 0, lines = 100) reads numbered lines.\n'
+        f'- tool_output(handle = "{handle}", mode = "slice", slice = {{"anchor": "line", "window": 2000}}) '
+        "reads the characters around a match, however long its line."
     )
     assert on_disk == text
     assert mode == 0o600

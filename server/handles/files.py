@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
+from server.handles.calls import Call
+from server.handles.messages import cut_answer_note
 from server.handles.sessions import Session, Sessions
 from server.handles.store import StoreError
 
@@ -113,7 +115,7 @@ async def run_file_tool(
     except ValidationError as exc:
         raise FileToolError(f"Invalid arguments for {name}: {problems(exc)}") from None
     assert isinstance(args, _Read | _Grep)
-    await _check_handle(args.file, session, sessions)
+    call = await _check_handle(args.file, session, sessions)
     budget = max(100, threshold - _RESERVE_TOKENS)
     # Lines past this many characters can never fit in `budget` tokens (a token is at most 128 bytes), so the
     # sandbox leaves them out and counts them instead of sending them.
@@ -140,8 +142,9 @@ async def run_file_tool(
                 header = (
                     f"{args.file} has {result.total_lines} lines; none from line {args.start} ({args.head_or_tail})."
                 )
-                return _text(header)
-            return _text(_read_text(args.file, result.lines, numbered, result.total_lines, result.omitted, budget))
+                return _text(_noted(header, call, "read"))
+            text = _read_text(args.file, result.lines, numbered, result.total_lines, result.omitted, budget)
+            return _text(_noted(text, call, "read"))
         found = await sandbox.grep(
             opened,
             args.regex,
@@ -157,10 +160,10 @@ async def run_file_tool(
         raise FileToolError(f"{name} failed: {exc}") from None
     finally:
         opened.close()
-    return _text(_grep_text(args, found, budget))
+    return _text(_noted(_grep_text(args, found, budget), call, "searched"))
 
 
-async def _check_handle(handle: str, session: Session, sessions: Sessions) -> None:
+async def _check_handle(handle: str, session: Session, sessions: Sessions) -> Call:
     call = session.call(handle)
     if call is None:
         note = sessions.unknown_note(session)
@@ -174,6 +177,13 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> No
     await sessions.ensure_stored(session, call)
     if not call.stored:
         raise FileToolError(f'The output of "{handle}" could not be stored, so it cannot be read as a file.')
+    return call
+
+
+def _noted(text: str, call: Call, what: str) -> str:
+    """`text`, then the line saying the output was cut when stored (a "No matches" may be in the cut part)."""
+    note = cut_answer_note(call, what)
+    return f"{text}\n{note}" if note else text
 
 
 def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import mcp_types as types
 
@@ -14,6 +15,8 @@ from server.handles.questions import Question
 FOOTER_ITEMS = 5
 
 __all__ = [
+    "Guide",
+    "cut_answer_note",
     "describe",
     "failure",
     "footer",
@@ -26,21 +29,94 @@ __all__ = [
 ]
 
 
-def running_message(call: Call) -> str:
+@dataclass(frozen=True, slots=True)
+class Guide:
+    """What the messages about an output suggest: `extract` when an LLM can answer it (an endpoint is
+    configured, or the client samples), and the ways that need none, with examples from the output's start."""
+
+    llm: bool
+    json_top: str | None = None  # "object" or "array" when the output starts as JSON
+    keys: tuple[str, ...] = ()  # its first keys (of the first element, for an array)
+    array_key: str | None = None  # a top-level key whose value is an array
+    word: str | None = None  # a frequent word of the output's start
+
+
+def running_message(call: Call, llm: bool = True) -> str:
+    if llm:
+        then = f'When it is ready, call tool_output(handle = "{call.handle}", extract = "what to extract").'
+    else:
+        then = (
+            f'When it is ready, search it with Grep(file = "{call.handle}", regex = "what you look for") or read it '
+            f'with Read(file = "{call.handle}", start = 0, lines = 100); if it is JSON, '
+            f'tool_output(handle = "{call.handle}", mode = "json") shows its shape.'
+        )
     return (
         f'Tool {call.public_name} is running in the background (handle: "{call.handle}").\n'
-        f'Call wait_for_tool_output(handles = ["{call.handle}"]) to wait for it, or go on with other work.\n'
-        f'When it is ready, call tool_output(handle = "{call.handle}", extract = "what to extract").'
+        f'Call wait_for_tool_output(handles = ["{call.handle}"]) to wait for it, or go on with other work.\n' + then
     )
 
 
-def too_large_message(call: Call) -> str:
-    return (
-        f"Tool output is too large ({call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens).\n"
-        + cut_note(call)
-        + f'Call tool_output(handle = "{call.handle}", extract = "what to extract").\n'
-        "Provide precise and detailed instructions in `extract` about what you are looking for."
+def too_large_message(call: Call, guide: Guide | None = None) -> str:
+    """What a model is told about an output stored under a handle: `extract` first when an LLM can answer
+    it; otherwise (and after it) Grep, Read, slice and, for JSON, the JSON view, with concrete examples."""
+    guide = guide or Guide(llm=True)
+    head = f"Tool output is too large ({call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens).\n"
+    ways = _ways(call.handle, guide)
+    if guide.llm:
+        return (
+            head + cut_note(call) + f'Call tool_output(handle = "{call.handle}", extract = "what to extract").\n'
+            "Provide precise and detailed instructions in `extract` about what you are looking for.\n"
+            "Without an LLM:\n" + ways
+        )
+    return head + cut_note(call) + "No LLM is available here to extract from it; read it with these instead:\n" + ways
+
+
+def _ways(handle: str, guide: Guide) -> str:
+    word = guide.word or "error"
+    lines = []
+    if guide.json_top is not None:
+        keys = ", ".join(json.dumps(k, ensure_ascii=False) for k in guide.keys[:5])
+        more = ", …" if len(guide.keys) > 5 else ""
+        what = (
+            f"an object with keys {keys}{more}"
+            if guide.json_top == "object" and keys
+            else f"an array of objects with keys {keys}{more}"
+            if keys
+            else f"an {guide.json_top}"
+        )
+        lines.append(
+            f'- It is JSON ({what}): tool_output(handle = "{handle}", mode = "json") shows its shape, and '
+            f'tool_output(handle = "{handle}", mode = "json", query = {json.dumps(_example_query(guide))}) '
+            "selects from it with a JMESPath query."
+        )
+    lines.append(
+        f'- Grep(file = "{handle}", regex = {json.dumps(word)}) finds the lines that match a regular expression.'
     )
+    lines.append(f'- Read(file = "{handle}", start = 0, lines = 100) reads numbered lines.')
+    lines.append(
+        f'- tool_output(handle = "{handle}", mode = "slice", slice = {{"anchor": {json.dumps(word)}, "window": 2000}}) '
+        "reads the characters around a match, however long its line."
+    )
+    return "\n".join(lines)
+
+
+def _example_query(guide: Guide) -> str:
+    """A JMESPath query that can be answered by streaming, built from the output's first keys."""
+
+    def name(key: str) -> str:
+        plain = key.isidentifier() and key.isascii()
+        return key if plain else json.dumps(key)
+
+    find = f"[?contains(to_string(@), '{_quote(guide.word)}')]"
+    if guide.json_top == "array":
+        return find
+    if guide.array_key is not None:
+        return name(guide.array_key) + find
+    return name(guide.keys[0]) if guide.keys else "@"
+
+
+def _quote(word: str | None) -> str:
+    return (word or "error").replace("\\", "\\\\").replace("'", "\\'")
 
 
 def cut_note(call: Call) -> str:
@@ -48,8 +124,18 @@ def cut_note(call: Call) -> str:
     if not call.cut:
         return ""
     return (
-        f"Only the first part was kept: the tool produced {call.produced} bytes, and the stored output ends "
-        "with a line saying where it was cut (maxOutputBytes).\n"
+        f"Only the first part was kept: the tool produced {call.produced} bytes, and {call.bytes} bytes are "
+        "stored, ending with a line saying where it was cut (maxOutputBytes).\n"
+    )
+
+
+def cut_answer_note(call: Call | None, what: str) -> str:
+    """The line Grep, Read, slice and the JSON view add when the output they `what` (searched, read) was cut."""
+    if call is None or not call.cut:
+        return ""
+    return (
+        f"[claimcheck] this output was cut when stored: {call.bytes} of the {call.produced} bytes the tool "
+        f"produced were kept (maxOutputBytes), and only those were {what}."
     )
 
 
@@ -88,8 +174,10 @@ def describe(call: Call) -> str:
         progress = f", {call.progress.describe()}" if call.progress else ""
         return f"{head}, {_age(call.elapsed())} so far{progress}"
     if call.status == "ready":
+        cut = f" (cut: {call.produced} bytes produced, only these kept)" if call.cut else ""
         return (
-            f"{head} after {_age(call.elapsed())}, {call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
+            f"{head} after {_age(call.elapsed())}, {call.bytes} bytes{cut}, {call.lines} lines, "
+            f"{call.tokens_label()} tokens"
         )
     first_line = (call.error or "").strip().splitlines()[0] if (call.error or "").strip() else "no details"
     return f"{head} after {_age(call.elapsed())}: {first_line[:300]}"

@@ -11,12 +11,16 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from extraction import Extraction, count_tokens, truncate_source
+from extraction import Extraction, Source, count_tokens, exceeds, truncate_source
 from extraction import Mode as ExtractMode
 from server.config import Settings
 from server.errors import OwnToolError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
+from server.handles.guide import guide_for
+from server.handles.json_view import JsonViewError
+from server.handles.json_view import query as json_query
+from server.handles.json_view import shape as json_shape
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions, current_origin
 
@@ -28,7 +32,7 @@ CANCEL_WAIT_S = 5.0
 """How long a cancel waits for the call to stop before it answers."""
 LIST_PAGE_MAX = 100
 UNKNOWN_SHOWN = 5
-Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice"]
+Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice", "json"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
 ExtractFn = Callable[[Call, Opener, str, ExtractMode], Awaitable[Extraction]]  # (call, its output, extract, mode)
 
@@ -50,6 +54,7 @@ class _ToolOutput(_Args):
     extract: str | None = None
     mode: Mode = "auto"
     slice: _Slice | None = None
+    query: str | None = None
 
 
 class _Answer(_Args):
@@ -82,7 +87,9 @@ def own_tool_definitions(settings: Settings) -> list[types.Tool]:
             description=(
                 "Read a stored tool output by its handle. mode: auto (default; needs `extract`), full-chunked, "
                 "read-grep, truncate (head and tail), raw (whole output, only under the size threshold), "
-                "slice ({start, length} in characters, or {anchor, window, match_index})."
+                "slice ({start, length} in characters, or {anchor, window, match_index}), "
+                "json (for a JSON output: its shape, or with `query` a JMESPath query such as "
+                "`items[?status == 'error'].id`, read as a stream)."
             ),
             input_schema={
                 "type": "object",
@@ -91,6 +98,10 @@ def own_tool_definitions(settings: Settings) -> list[types.Tool]:
                     "extract": {"type": "string", "description": "precisely what to extract from the output"},
                     "mode": {"type": "string", "enum": list(get_args(Mode)), "default": "auto"},
                     "slice": slice_schema,
+                    "query": {
+                        "type": "string",
+                        "description": 'for mode "json": a JMESPath query; without it, the shape of the JSON',
+                    },
                 },
                 "required": ["handle"],
                 "additionalProperties": False,
@@ -172,8 +183,10 @@ async def run_own_tool(
     threshold: int,
     report: Reporter,
     extract: ExtractFn,
+    llm: bool = True,
 ) -> types.CallToolResult:
-    """Answer one call of an own tool; bad input raises `OwnToolError`."""
+    """Answer one call of an own tool; bad input raises `OwnToolError`. `llm`: whether `extract` can be
+    answered for this client, so messages suggest it."""
     model = _ARGUMENTS[name]
     try:
         args = model.model_validate(arguments or {})
@@ -182,7 +195,7 @@ async def run_own_tool(
     if isinstance(args, _ToolOutput):
         return await _tool_output(args, session, sessions, threshold, extract)
     if isinstance(args, _Wait):
-        return await _wait(args, session, sessions, settings, report)
+        return await _wait(args, session, sessions, settings, report, llm)
     if isinstance(args, _Cancel):
         return await _cancel(args, session, sessions)
     assert isinstance(args, _List)
@@ -228,7 +241,11 @@ async def _tool_output(
             request = SliceRequest(**args.slice.model_dump())
             async with opener() as source:
                 body = await anyio.to_thread.run_sync(lambda: slice_text(source, request, threshold=threshold))
-            return _text(messages.success(call.public_name, call.handle, "slice", body))
+            return _text(messages.success(call.public_name, call.handle, "slice", _noted(body, call, "read")))
+        if args.mode == "json":
+            async with opener() as source:
+                body = await anyio.to_thread.run_sync(lambda: _json_view(source, args.query, call, threshold))
+            return _text(messages.success(call.public_name, call.handle, "json", _noted(body, call, "read")))
         if args.mode == "truncate":
             async with opener() as source:
                 body = await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
@@ -240,8 +257,30 @@ async def _tool_output(
     return _text(messages.success(call.public_name, call.handle, extraction.strategy, extraction.body))
 
 
+def _noted(body: str, call: Call, what: str) -> str:
+    note = messages.cut_answer_note(call, what)
+    return f"{note}\n{body}" if note else body
+
+
+def _json_view(source: Source, query: str | None, call: Call, threshold: int) -> str:
+    """The JSON view's answer: the shape without a query, else the query's result in JSON."""
+    grep = f'search it with Grep(file = "{call.handle}", regex = "…")'
+    try:
+        if query is None or not query.strip():
+            text, note = json_shape(source)
+            head = "The shape of the JSON (query it with `query`, in JMESPath):"
+        else:
+            text, note = json_query(source, query, max_chars=threshold * 3, grep_hint=grep)
+            head = f"The result of {clip(query, 200)!r}:"
+    except JsonViewError as exc:
+        raise RetrievalError(str(exc)) from None
+    if exceeds(text, threshold):
+        raise RetrievalError(f"The answer is over the {threshold}-token threshold: narrow the query, or {grep}.")
+    return "\n".join([head, *([f"({note})"] if note else []), text])
+
+
 async def _wait(
-    args: _Wait, session: Session, sessions: Sessions, settings: Settings, report: Reporter
+    args: _Wait, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
 ) -> types.CallToolResult:
     """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
     inbox = questions.inbox(session.id)  # held while this wait runs
@@ -289,7 +328,8 @@ async def _wait(
         return types.CallToolResult(content=[types.TextContent(type="text", text=text), *asking])
     for call in done:
         await sessions.ensure_stored(session, call)
-    result = _report_finished(done, still, settings, session)
+    guides = {c.handle: await guide_for(c, session, llm=llm) for c in done if c.status == "ready" and c.stored}
+    result = _report_finished(done, still, settings, guides)
     head, *rest = result.content
     if answered and isinstance(head, types.TextContent):
         head = types.TextContent(type="text", text=_after(answered, head.text))
@@ -300,7 +340,9 @@ def _after(answered: str | None, text: str) -> str:
     return f"{answered}\n{text}" if answered else text
 
 
-def _report_finished(done: list[Call], still: list[Call], settings: Settings, session: Session) -> types.CallToolResult:
+def _report_finished(
+    done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide]
+) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
     budget = settings.async_token_threshold
@@ -313,7 +355,8 @@ def _report_finished(done: list[Call], still: list[Call], settings: Settings, se
             content.append(types.TextContent(type="text", text=f'Output of {call.public_name} ("{call.handle}"):'))
             content.extend(call.result.content)
         elif call.status == "ready":
-            content.append(types.TextContent(type="text", text=messages.too_large_message(call)))
+            text = messages.too_large_message(call, guides.get(call.handle))
+            content.append(types.TextContent(type="text", text=text))
     summary.extend(f"- {messages.describe(call)}" for call in still)
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])
 

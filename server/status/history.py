@@ -53,9 +53,9 @@ CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
 """
 _COLUMNS = (
     "handle, session, server, tool, name, arguments, status, started, finished, bytes, lines, tokens, "
-    "progress, error, batch, handed_out, retrievals, instance"
+    "progress, error, batch, handed_out, retrievals, instance, produced"
 )
-_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 19)})"
 Row = tuple[Any, ...]
 
 
@@ -120,6 +120,7 @@ class History:
         db = connect_shared(path)
         try:
             retrying(lambda: db.executescript(_SCHEMA), "create the history's tables")
+            retrying(lambda: _add_produced(db), "add the produced column")
             retrying(lambda: self._close_orphans(db), "end the calls of instances that are gone")
         except BaseException:
             db.close()
@@ -211,6 +212,7 @@ class History:
             call.finished_at, call.bytes, call.lines, call.tokens_or_none(),
             None if progress is None else json.dumps([progress.progress, progress.total, cap_text(progress.message)]),
             error_summary(call.error), call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
+            call.produced if call.cut else None,
         )  # fmt: skip
         ts, log_kind, detail = call.log[-1] if call.log else (call.started, kind, "")
         entry = (call.handle, ts, log_kind, cap_text(detail, TEXT_BYTES, "detail") or "")
@@ -358,9 +360,21 @@ def _release(batch: list[Any]) -> None:
             item[1].set()
 
 
+def _add_produced(db: sqlite3.Connection) -> None:
+    """Histories made before cut outputs were recorded gain the column (NULL: the output was kept whole)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+    if "produced" in columns:
+        return
+    try:
+        db.execute("ALTER TABLE tasks ADD COLUMN produced INTEGER")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process added it first
+            raise
+
+
 def _task(row: Row) -> dict[str, Any]:
     (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
-     progress, error, batch, handed_out, retrievals, _instance) = row  # fmt: skip
+     progress, error, batch, handed_out, retrievals, _instance, produced) = row  # fmt: skip
     progress_values = json.loads(progress) if progress else None
     return {
         "handle": handle,
@@ -376,6 +390,8 @@ def _task(row: Row) -> dict[str, Any]:
         "bytes": size,
         "lines": lines,
         "tokens": tokens,
+        "cut": produced is not None,
+        "producedBytes": size if produced is None else produced,
         "progress": None
         if progress_values is None
         else dict(zip(("progress", "total", "message"), progress_values, strict=True)),

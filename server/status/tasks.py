@@ -37,6 +37,8 @@ def task_json(call: Call, *, store_arguments: bool = True) -> dict[str, Any]:
         "bytes": call.bytes,
         "lines": call.lines,
         "tokens": call.tokens_or_none(),
+        "cut": call.cut,  # only the first `bytes` of `producedBytes` were kept (maxOutputBytes)
+        "producedBytes": call.produced if call.cut else call.bytes,
         "progress": None
         if progress is None
         else {"progress": progress.progress, "total": progress.total, "message": cap_text(progress.message)},

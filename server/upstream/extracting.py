@@ -39,7 +39,7 @@ from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
 from server.proxy import Proxy
 
-__all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function"]
+__all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function", "llm_available"]
 
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
 _ROUNDS = "sampling in rounds"  # choose_llm's answer for a 2026-07-28 client that can sample
@@ -181,6 +181,13 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
     params = ctx.session.client_params
     client = params.client_info.name if params is not None else "client"
     return SamplingLLM(RequestRelay(ctx), settings, client), ""
+
+
+def llm_available(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> bool:
+    """Whether `tool_output`'s `extract` can be answered for this client: an endpoint, or its sampling
+    (what `choose_llm` would find, without making a backend). The messages name `extract` only then."""
+    llm, reason = choose_llm(settings, ctx) if settings.provider != "none" else (None, "")
+    return llm is not None or reason == _ROUNDS
 
 
 class _CallUsage(Usage):

@@ -15,8 +15,10 @@ from server.downstream.spool import materialize
 from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.calls import Call, CallRelay
+from server.handles.guide import guide_for
 from server.handles.sessions import Session
 from server.proxy import Proxy
+from server.upstream.extracting import llm_available
 
 __all__ = ["ArgumentError", "begin", "forward", "split_arguments", "text_result"]
 
@@ -58,14 +60,16 @@ async def forward(
         call_relay.upstream = None
     if not call.finished.is_set():
         await proxy.sessions.hand_out(call, "still running after the time rule")
-        return text_result(messages.running_message(call)), call
+        llm = llm_available(proxy.config.settings.extraction, ctx)
+        return text_result(messages.running_message(call, llm=llm)), call
     if call.over_threshold and call.fallback is not None:
         session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
         return text_result(call.fallback, is_error=call.status == "failed"), None
     if call.over_threshold:
         call.seen = True  # the model is being told about it right now
         await proxy.sessions.hand_out(call, "over the token threshold")
-        return text_result(messages.too_large_message(call), is_error=call.status == "failed"), call
+        guide = await guide_for(call, session, llm=llm_available(proxy.config.settings.extraction, ctx))
+        return text_result(messages.too_large_message(call, guide), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     if call.result is not None:
         return _inline(route, call.result), None

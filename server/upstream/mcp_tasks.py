@@ -33,9 +33,11 @@ from server.downstream.relay import ClientChannel, RequestRelay, RootsParams
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
+from server.handles.guide import guide_for
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.status.tasks import iso
+from server.upstream.extracting import llm_available
 from server.upstream.forwarding import begin, split_arguments, text_result
 
 __all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "request_asker", "task_of"]
@@ -155,8 +157,12 @@ class _Tasks:
         related = {RELATED_TASK: {"taskId": call.handle}}
         if call.status == "cancelled":
             raise MCPError(code=types.INVALID_PARAMS, message=f'Task "{call.handle}" was cancelled.')
-        if call.over_threshold:
-            result = text_result(call.fallback or messages.too_large_message(call), is_error=call.status == "failed")
+        if call.over_threshold and call.fallback is not None:
+            result = text_result(call.fallback, is_error=call.status == "failed")
+        elif call.over_threshold:
+            session = self.proxy.sessions.for_request(ctx)
+            guide = await guide_for(call, session, llm=llm_available(self.proxy.config.settings.extraction, ctx))
+            result = text_result(messages.too_large_message(call, guide), is_error=call.status == "failed")
         elif call.result is not None:
             call.retrievals += 1
             result = call.result

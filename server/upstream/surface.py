@@ -32,7 +32,7 @@ from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream import catalog_surface, mcp_tasks
-from server.upstream.extracting import InputRequired, extract_function
+from server.upstream.extracting import InputRequired, extract_function, llm_available
 from server.upstream.forwarding import forward, text_result
 from server.upstream.mcp_tasks import request_asker
 from server.upstream.standing import StandingStreams
@@ -104,6 +104,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 threshold=threshold,
                 report=RequestRelay(ctx).progress,
                 extract=extract_function(proxy, ctx, session, threshold, params),
+                llm=llm_available(settings.extraction, ctx),
             )
             return result, None
         if params.name in FILE_TOOLS and proxy.sandbox is not None:
