@@ -148,7 +148,7 @@ async def test_a_big_output_is_stored_and_described_exactly() -> None:
             mode = stored.stat().st_mode & 0o777
     assert text_of(result) == (  # no endpoint and no sampling: no `extract`, and examples from the output
         f"Tool output is too large ({len(text.encode())} bytes, 400 lines, {len(ENC.encode_ordinary(text))} tokens).\n"
-        "No LLM is available here to extract from it; read it with these instead:\n"
+        "No LLM is available here, so read it with these:\n"
         f'- Grep(file = "{handle}", regex = "line") finds the lines that match a regular expression.\n'
         f'- Read(file = "{handle}", start = 0, lines = 100) reads numbered lines.\n'
         f'- tool_output(handle = "{handle}", mode = "slice", slice = {{"anchor": "line", "window": 2000}}) '

@@ -378,7 +378,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         return _render(whole, max_chars, notes)
 
     collected: list[Any] = []
-    size = [0]
+    size = [2]  # the brackets
     single: list[Any] = []
     more = [False]
 
@@ -390,7 +390,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
             result = value if plan.right is None else visit(plan.right, value)
             if result is None:
                 continue
-            size[0] += len(json.dumps(result, ensure_ascii=False))
+            size[0] += len(json.dumps(result, ensure_ascii=False)) + 2  # and its separator
             limit = COLLECT_MAX_CHARS if plan.then is not None else max_chars
             if size[0] > limit:
                 if plan.then is not None:

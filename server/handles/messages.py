@@ -68,7 +68,7 @@ def too_large_message(call: Call, guide: Guide | None = None) -> str:
             "Provide precise and detailed instructions in `extract` about what you are looking for.\n"
             "Without an LLM:\n" + ways
         )
-    return head + cut_note(call) + "No LLM is available here to extract from it; read it with these instead:\n" + ways
+    return head + cut_note(call) + "No LLM is available here, so read it with these:\n" + ways
 
 
 def _ways(handle: str, guide: Guide) -> str:

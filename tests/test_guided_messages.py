@@ -1,0 +1,257 @@
+"""Issue 21: the messages name what works for this client, cut outputs are said everywhere, the JSON view."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from support import running_proxy, text_of
+
+from extraction import TextSource
+from server.handles import messages
+from server.handles.calls import Call
+from server.handles.json_view import JsonViewError, query, shape
+from server.proxy import Proxy
+from server.status.tasks import task_json
+from server.upstream.surface import build_server
+
+pytestmark = pytest.mark.anyio
+
+THRESHOLD = 1000
+HANDLE = re.compile(r"session-[0-9a-f]{32}/[0-9a-f]{32}")
+NEEDLES = ("NEEDLE-ONE", "NEEDLE-TWO", "NEEDLE-THREE")
+
+
+def log_text(lines: int = 400) -> str:
+    return "".join(f"2026-11-23 INFO worker {i} finished a batch of records\n" for i in range(lines))
+
+
+def single_line_json(target_bytes: int = 5 << 20) -> str:
+    """About `target_bytes` of minified JSON on one line, three records of which hold a needle."""
+    record = {"id": 0, "level": "info", "message": "x" * 200, "tags": ["alpha", "beta"]}
+    count = target_bytes // (len(json.dumps(record)) + 1)
+    at = {count // 5: NEEDLES[0], count // 2: NEEDLES[1], count - 3: NEEDLES[2]}
+    items = [
+        {"id": i, "level": "info", "message": at.get(i, "routine message " * 12), "tags": ["alpha", "beta"]}
+        for i in range(count)
+    ]
+    return json.dumps({"count": count, "source": "bench", "items": items}, separators=(",", ":"))
+
+
+def downstream() -> MCPServer:
+    server = MCPServer("down")
+
+    @server.tool(structured_output=False)
+    def log(lines: int = 400) -> str:
+        return log_text(lines)
+
+    @server.tool(structured_output=False)
+    def data() -> str:
+        return single_line_json()
+
+    return server
+
+
+@asynccontextmanager
+async def proxied(settings: dict[str, Any] | None = None, **client: Any) -> AsyncIterator[tuple[Proxy, Client]]:
+    base = {"asyncTokenThreshold": THRESHOLD, "asyncTimeoutSecs": 30}
+    async with running_proxy({"down": downstream()}, settings={**base, **(settings or {})}) as proxy:
+        async with Client(build_server(proxy), mode="legacy", **client) as session:
+            yield proxy, session
+
+
+def handle_in(text: str) -> str:
+    match = HANDLE.search(text)
+    assert match, text
+    return match.group(0)
+
+
+def stored_call(proxy: Proxy, handle: str) -> Call:
+    (call,) = [c for s in proxy.sessions.live if (c := s.call(handle)) is not None]
+    return call
+
+
+def ways(handle: str, word: str) -> str:
+    return (
+        f'- Grep(file = "{handle}", regex = "{word}") finds the lines that match a regular expression.\n'
+        f'- Read(file = "{handle}", start = 0, lines = 100) reads numbered lines.\n'
+        f'- tool_output(handle = "{handle}", mode = "slice", slice = {{"anchor": "{word}", "window": 2000}}) '
+        "reads the characters around a match, however long its line."
+    )
+
+
+async def test_without_an_llm_the_too_large_message_names_grep_read_and_slice_and_never_extract() -> None:
+    async with proxied() as (proxy, client):
+        with anyio.fail_after(30):
+            text = text_of(await client.call_tool("down__log", {}))
+        handle = handle_in(text)
+        call = stored_call(proxy, handle)
+    assert "extract" not in text
+    assert text == messages.too_large_message(call, messages.Guide(llm=False, word="INFO"))
+    assert text.endswith("No LLM is available here, so read it with these:\n" + ways(handle, "INFO"))
+
+
+async def test_with_an_endpoint_the_too_large_message_names_extract_first() -> None:
+    settings = {"extraction": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m"}}  # never called here
+    async with proxied(settings) as (proxy, client):
+        with anyio.fail_after(30):
+            text = text_of(await client.call_tool("down__log", {}))
+        call = stored_call(proxy, handle_in(text))
+    lines = text.splitlines()
+    assert lines[1] == f'Call tool_output(handle = "{call.handle}", extract = "what to extract").'
+    assert text.index("extract =") < text.index("Grep(")
+    assert text == messages.too_large_message(call, messages.Guide(llm=True, word="INFO"))
+
+
+async def test_with_sampling_the_too_large_message_names_extract_first() -> None:
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        raise AssertionError("not asked in this test")
+
+    async with proxied(sampling_callback=sample) as (_, client):
+        with anyio.fail_after(30):
+            text = text_of(await client.call_tool("down__log", {}))
+    assert text.splitlines()[1].startswith("Call tool_output(") and 'extract = "what to extract"' in text
+
+
+async def test_with_extraction_off_no_message_names_extract_even_for_a_sampling_client() -> None:
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        raise AssertionError("not asked in this test")
+
+    async with proxied({"extraction": {"provider": "none"}}, sampling_callback=sample) as (_, client):
+        with anyio.fail_after(30):
+            text = text_of(await client.call_tool("down__log", {}))
+    assert "extract =" not in text and "Grep(" in text
+
+
+async def test_a_json_output_is_announced_with_its_keys_and_a_streamable_query_that_finds_a_needle() -> None:
+    async with proxied() as (_, client):
+        with anyio.fail_after(60):
+            text = text_of(await client.call_tool("down__data", {}))
+            handle = handle_in(text)
+            example = re.search(r'mode = "json", query = ("(?:[^"\\]|\\.)*")\)', text)
+            assert example, text
+            found = text_of(
+                await client.call_tool(
+                    "tool_output",
+                    {"handle": handle, "mode": "json", "query": "items[?contains(message, 'NEEDLE')].id"},
+                )
+            )
+            suggested = await client.call_tool(
+                "tool_output", {"handle": handle, "mode": "json", "query": json.loads(example.group(1))}
+            )
+    assert '- It is JSON (an object with keys "count", "source", "items")' in text
+    assert json.loads(example.group(1)).startswith("items[?contains(to_string(@), ")
+    assert not suggested.is_error, text_of(suggested)
+    count = json.loads(single_line_json())["count"]
+    assert json.loads(found.rsplit("\n", 1)[1]) == [count // 5, count // 2, count - 3]
+
+
+async def test_the_json_view_shows_the_shape_of_a_5_mb_single_line_json() -> None:
+    async with proxied() as (_, client):
+        with anyio.fail_after(60):
+            handle = handle_in(text_of(await client.call_tool("down__data", {})))
+            answer = text_of(await client.call_tool("tool_output", {"handle": handle, "mode": "json"}))
+    count = json.loads(single_line_json())["count"]
+    assert answer.endswith(
+        "The shape of the JSON (query it with `query`, in JMESPath):\n"
+        "object with 3 keys:\n"
+        '  "count": number\n'
+        '  "source": string (5 characters)\n'
+        f'  "items": array ({count} items)'
+    )
+
+
+async def test_a_cut_output_is_said_in_the_message_the_listing_grep_read_slice_and_the_api() -> None:
+    async with proxied({"maxOutputBytes": 5000}) as (proxy, client):
+        with anyio.fail_after(30):
+            text = text_of(await client.call_tool("down__log", {}))
+            handle = handle_in(text)
+            call = stored_call(proxy, handle)
+            listing = text_of(await client.call_tool("list_tool_outputs", {}))
+            last = "worker 399 finished"  # a line of the part that was cut off
+            grep = text_of(await client.call_tool("Grep", {"file": handle, "regex": last}))
+            read = text_of(await client.call_tool("Read", {"file": handle, "lines": 5}))
+            piece = await client.call_tool(
+                "tool_output", {"handle": handle, "mode": "slice", "slice": {"start": 0, "length": 100}}
+            )
+    produced = len(log_text().encode())
+    note = (
+        f"[claimcheck] this output was cut when stored: {call.bytes} of the {produced} bytes the tool produced "
+        "were kept (maxOutputBytes), and only those were"
+    )
+    assert call.cut and call.bytes < produced
+    assert f"Only the first part was kept: the tool produced {produced} bytes, and {call.bytes} bytes are" in text
+    assert f"{call.bytes} bytes (cut: {produced} bytes produced, only these kept)" in listing
+    assert grep.startswith(f"No matches for {last!r}") and grep.endswith(note + " searched.")
+    assert read.endswith(note + " read.")
+    assert note + " read." in text_of(piece)
+    data = task_json(call)
+    assert data["cut"] is True and data["producedBytes"] == produced and data["bytes"] == call.bytes
+
+
+# -- the JSON view itself ----------------------------------------------------------------------------------
+
+DOC = {
+    "meta": {"n": 3, "who": "x"},
+    "items": [{"id": i, "msg": "NEEDLE here" if i == 7 else "hello", "tags": [1, 2]} for i in range(20)],
+    "title": "abc",
+}
+QUERIES = [
+    "meta",
+    "meta.who",
+    "items[?contains(msg, 'NEEDLE')]",
+    "items[*].id | [3]",
+    "items[0].tags",
+    "items[5].tags[1]",
+    "nothere",
+    "items[?id > `17`].msg",
+    "items[].tags",
+    "meta[*]",
+    "items[-1].id",  # not streamed: the whole (small) document
+    "keys(@)",
+    "length(items)",
+]
+
+
+@pytest.mark.parametrize("expression", QUERIES)
+def test_queries_give_what_jmespath_gives_on_the_whole_document(expression: str) -> None:
+    import jmespath
+
+    text, note = query(TextSource.of(json.dumps(DOC)), expression, max_chars=100_000, grep_hint="Grep")
+    assert json.loads(text) == jmespath.search(expression, DOC)
+    assert note == ""
+
+
+def test_a_query_that_needs_the_whole_of_a_big_document_points_to_grep(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.handles import json_view
+
+    monkeypatch.setattr(json_view, "WHOLE_MAX_BYTES", 100)
+    with pytest.raises(JsonViewError, match=r"needs the whole document in memory.*Or use Grep"):
+        query(TextSource.of(json.dumps(DOC)), "keys(@)", max_chars=100_000, grep_hint="use Grep")
+
+
+def test_an_output_that_is_not_json_says_so() -> None:
+    with pytest.raises(JsonViewError, match="The output is not JSON"):
+        shape(TextSource.of("plain text\n"))
+
+
+def test_a_cut_json_gives_the_results_before_the_cut_and_says_so() -> None:
+    text = json.dumps(DOC)
+    cut = text[: text.index('"id": 9')] + "\n[claimcheck] output cut at 10 bytes of 20 (maxOutputBytes)\n"
+    result, note = query(TextSource.of(cut), "items[*].id", max_chars=100_000, grep_hint="Grep")
+    assert json.loads(result) == list(range(9))
+    assert note.startswith("the JSON ends early")
+
+
+def test_results_over_the_budget_are_cut_with_a_note() -> None:
+    result, note = query(TextSource.of(json.dumps(DOC)), "items[*].id", max_chars=12, grep_hint="Grep")
+    assert json.loads(result) == list(range(len(json.loads(result))))
+    assert note.startswith("only the first") and len(result) <= 12
