@@ -5,17 +5,21 @@ passes, so a query means the same everywhere, and its Python implementation (`jm
 uses) is small, pure Python and without dependencies; JSONPath was standardised only in 2024 (RFC 9535)
 and Python's JSONPath packages disagree on filters.
 
-Memory stays bounded by reading the output through the incremental tokenizer
-(`server.downstream.jsonstream`) and building only what a query needs: a path from the top (`a.b[0]`),
-optionally ending in a projection or filter over an array (`a[*].b`, `a[?x == 'y'].z`, `a[]`), each of
-whose elements is built and evaluated alone, then optionally a pipe (`… | [0]`) over what was collected.
+Memory stays bounded: the output is read a piece at a time and only what a query needs is built, by
+json's own C scanner: a path from the top (`a.b[0]`), optionally ending in a projection or filter over an
+array (`a[*].b`, `a[?x == 'y'].z`, `a[]`), each of whose elements is built and evaluated alone, then
+optionally a pipe (`… | [0]`) over what was collected. Values off the path are skipped without being built
+(in C where they fit a piece, else by a bracket-counting scan), so a value of any size can be passed over.
 Any other query needs the whole document, which is allowed only for outputs up to `WHOLE_MAX_BYTES`.
 Blocking (callers run it in a worker thread).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import json.scanner
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -24,8 +28,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 from jmespath.visitor import Options, TreeInterpreter
 
-from extraction import Source
-from server.downstream.jsonstream import JsonStream, JsonStreamError
+from extraction import Source, TextSource
 
 __all__ = ["WHOLE_MAX_BYTES", "JsonViewError", "head_shape", "query", "shape"]
 
@@ -37,6 +40,13 @@ COLLECT_MAX_CHARS = 16 << 20
 """The most characters of results collected before a pipe is applied to them."""
 SHAPE_KEYS = 100  # keys of an object listed in a shape
 _PIECE = 1 << 20
+_KEY_MAX_CHARS = 64 * 1024
+_SPACE = re.compile(r"[ \t\n\r]*")
+_STRUCTURAL = re.compile(r'[\[\]{}"]')
+_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*')
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(  # the C scanner json.loads uses
+    json.JSONDecoder(strict=False)  # type: ignore[arg-type]  # typeshed types the argument as the scanner itself
+)
 
 
 class JsonViewError(Exception):
@@ -48,217 +58,163 @@ class _Stop(Exception):
 
 
 class _TooBig(Exception):
-    """A value the query needs is over `VALUE_MAX_CHARS`."""
+    """A value the query needs is over its limit."""
 
 
-# -- building values -------------------------------------------------------------------------------
+class _Ends(Exception):
+    """The JSON ends early, or is not JSON from here on; the message says where."""
 
 
-class _Builder:
-    """Builds one JSON value from tokens; `done` once it is complete."""
+class _Reader:
+    """The output's text a piece at a time, with a position; consumed text is dropped."""
 
-    def __init__(self, limit: int) -> None:
-        self._stack: list[Any] = []  # containers being filled; for an object, [dict, pending key]
-        self._keys: list[str | None] = []
-        self._parts: list[str] = []
-        self._chars = 0
-        self._limit = limit
-        self.value: Any = None
-        self.done = False
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._offset = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.dropped = 0  # characters before `buf`
 
-    def _add(self, value: Any) -> None:
-        if not self._stack:
-            self.value, self.done = value, True
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        data = self._source.read(self._offset, _PIECE)
+        self._offset += len(data)
+        final = not data or self._offset >= self._source.size
+        text = self._decoder.decode(data, final=final)
+        self.eof = final
+        self.dropped += self.pos
+        self.buf = self.buf[self.pos :] + text
+        self.pos = 0
+        return True
+
+    def where(self) -> str:
+        return f"character {self.dropped + self.pos}"
+
+    def peek(self) -> str:
+        """The next character after white space; "" at the end."""
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # always matches
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, chars: str) -> str:
+        char = self.peek()
+        if not char or char not in chars:
+            found = f"found {char!r}" if char else "found the end"
+            raise _Ends(f"expected {' or '.join(repr(c) for c in chars)} at {self.where()}, {found}")
+        self.pos += 1
+        return char
+
+    def value(self, limit: int) -> Any:
+        """The next value, built by the C scanner; `_TooBig` (position unchanged) past `limit` characters."""
+        if not self.peek():
+            raise _Ends(f"a value was expected at {self.where()}, found the end")
+        while True:
+            try:
+                value, end = _scan_once(self.buf, self.pos)
+                if end < len(self.buf) or self.eof:
+                    self.pos = end
+                    return value
+            except StopIteration:
+                raise _Ends(f"not a JSON value at {self.where()}: {self.buf[self.pos : self.pos + 20]!r}") from None
+            except ValueError as exc:
+                if self.eof:
+                    raise _Ends(f"{str(exc).split(':')[0].lower()} at {self.where()}") from None
+            if len(self.buf) - self.pos > limit:
+                raise _TooBig
+            self.more()
+
+    def skip(self) -> None:
+        """Pass over the next value, of any size: in C when it fits the text at hand, else by counting brackets."""
+        char = self.peek()
+        if char not in ('"', "[", "{"):
+            self.value(1024)
             return
-        top = self._stack[-1]
-        if isinstance(top, list):
-            top.append(value)
+        try:
+            end = _scan_once(self.buf, self.pos)[1]
+            if end < len(self.buf):
+                self.pos = end
+                return
+        except (StopIteration, ValueError):
+            pass
+        depth = 0
+        while True:
+            match = _STRUCTURAL.search(self.buf, self.pos)
+            if match is None:
+                self.pos = len(self.buf)
+                if not self.more():
+                    raise _Ends("the JSON ends early")
+                continue
+            self.pos = match.end()
+            mark = match.group()
+            if mark == '"':
+                self._string_rest()
+            elif mark in "[{":
+                depth += 1
+            else:
+                depth -= 1
+            if depth == 0:
+                return
+
+    def _string_rest(self) -> None:
+        while True:
+            end = _STRING_BODY.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # always matches
+            if end < len(self.buf) and self.buf[end] == '"':
+                self.pos = end + 1
+                return
+            self.pos = end  # at the end of the text, or at a backslash whose escape is in the next piece
+            if not self.more():
+                raise _Ends("the JSON ends early, inside a string")
+
+
+def _walk(reader: _Reader, steps: list[str | int]) -> bool:
+    """Go to the value at `steps`; False when there is none (JMESPath's null)."""
+    for step in steps:
+        if isinstance(step, str):
+            if reader.peek() != "{":
+                return False
+            reader.pos += 1
+            if reader.peek() == "}":
+                return False
+            while True:
+                key = reader.value(_KEY_MAX_CHARS)
+                reader.expect(":")
+                if key == step:
+                    break
+                reader.skip()
+                if reader.expect(",}") == "}":
+                    return False
         else:
-            top[self._keys[-1]] = value
-
-    def _count(self, chars: int) -> None:
-        self._chars += chars
-        if self._chars > self._limit:
-            raise _TooBig
-
-    def start_object(self) -> None:
-        self._count(2)
-        self._stack.append({})
-        self._keys.append(None)
-
-    def start_array(self) -> None:
-        self._count(2)
-        self._stack.append([])
-        self._keys.append(None)
-
-    def end_object(self) -> None:
-        self._end()
-
-    def end_array(self) -> None:
-        self._end()
-
-    def _end(self) -> None:
-        value = self._stack.pop()
-        self._keys.pop()
-        self._add(value)
-
-    def key(self, name: str) -> None:
-        self._count(len(name) + 4)
-        self._keys[-1] = name
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        self._count(5)
-        self._add(value)
-
-    def string_start(self) -> None:
-        self._parts = []
-        self._count(2)
-
-    def string_piece(self, text: str) -> None:
-        self._count(len(text))
-        self._parts.append(text)
-
-    def string_end(self) -> None:
-        text, self._parts = "".join(self._parts), []
-        self._add(text)
+            if reader.peek() != "[":
+                return False
+            reader.pos += 1
+            if reader.peek() == "]":
+                return False
+            for _ in range(step):
+                reader.skip()
+                if reader.expect(",]") == "]":
+                    return False
+    return bool(reader.peek())
 
 
-# -- walking to what a query needs ------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Frame:
-    is_array: bool
-    on_path: bool  # every step from the top up to this container matched
-    index: int = -1  # the current element of an array
-    key: str | None = None  # the current key of an object
-
-
-class _Navigator:
-    """Walks to the value at `steps`; builds it (or each of its elements, with `each`) and hands it to `emit`.
-    Everything off the path is skipped by the tokenizer in C."""
-
-    def __init__(self, steps: list[str | int], each: bool, emit: Callable[[Any], None]) -> None:
-        self.steps, self.each, self.emit = steps, each, emit
-        self.stream: JsonStream | None = None
-        self.stack: list[_Frame] = []
-        self.builder: _Builder | None = None
-        self.builder_depth = 0
-        self.found = False  # the target exists (and, with `each`, is an array)
-        self.target_kind = ""
-
-    def _role(self) -> str:
-        """What the value starting now is: 'path', 'target', 'element' or 'skip'."""
-        depth = len(self.stack)
-        if depth == 0:
-            return "target" if not self.steps else "path"
-        parent = self.stack[-1]
-        if not parent.on_path:
-            return "skip"
-        if depth > len(self.steps):  # inside the target array
-            return "element"
-        step = self.steps[depth - 1]
-        matches = (parent.index == step) if parent.is_array else (parent.key == step)
-        if not matches or isinstance(step, int) != parent.is_array:
-            return "skip"
-        return "target" if depth == len(self.steps) else "path"
-
-    def _value(self, kind: str) -> str:
-        """Note the start of a value in its parent; its role."""
-        if self.stack and self.stack[-1].is_array:
-            self.stack[-1].index += 1
-        role = self._role()
-        if role == "target":
-            self.found, self.target_kind = True, kind
-            if self.each:
-                role = "each" if kind == "array" else "skip"
-        return role
-
-    def _open(self, is_array: bool) -> None:
-        if self.builder is not None:
-            self.builder_depth += 1
-            (self.builder.start_array if is_array else self.builder.start_object)()
-            return
-        role = self._value("array" if is_array else "object")
-        if role in ("target", "element"):
-            self.builder, self.builder_depth = _Builder(VALUE_MAX_CHARS), 1
-            (self.builder.start_array if is_array else self.builder.start_object)()
-            return
-        on_path = role in ("path", "each")
-        self.stack.append(_Frame(is_array=is_array, on_path=on_path))
-        if not on_path:
-            assert self.stream is not None
-            self.stream.skip()
-
-    def _close(self, is_array: bool) -> None:
-        if self.builder is not None:
-            (self.builder.end_array if is_array else self.builder.end_object)()
-            self.builder_depth -= 1
-            if self.builder_depth == 0:
-                self._built()
-            return
-        frame = self.stack.pop()
-        if frame.on_path:  # the target array is done, or the target is not in this container
-            raise _Stop
-
-    def _built(self) -> None:
-        assert self.builder is not None
-        value, self.builder = self.builder.value, None
-        self.emit(value)
-        if not self.each:
-            raise _Stop
-
-    def _leaf(self, value: Any) -> None:
-        role = self._value("string" if isinstance(value, str) else "scalar")
-        if role in ("target", "element"):
-            self.emit(value)
-            if role == "target":
-                raise _Stop
-
-    def start_object(self) -> None:
-        self._open(False)
-
-    def start_array(self) -> None:
-        self._open(True)
-
-    def end_object(self) -> None:
-        self._close(False)
-
-    def end_array(self) -> None:
-        self._close(True)
-
-    def key(self, name: str) -> None:
-        if self.builder is not None:
-            self.builder.key(name)
-        else:
-            self.stack[-1].key = name
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        if self.builder is not None:
-            self.builder.scalar(value)
-            if self.builder_depth == 0:
-                self._built()
-        else:
-            self._leaf(value)
-
-    def string_start(self) -> None:
-        if self.builder is not None:
-            self.builder.string_start()
-            return
-        role = self._value("string")
-        if role in ("target", "element"):
-            self.builder, self.builder_depth = _Builder(VALUE_MAX_CHARS), 0
-            self.builder.string_start()
-
-    def string_piece(self, text: str) -> None:
-        if self.builder is not None:
-            self.builder.string_piece(text)
-
-    def string_end(self) -> None:
-        if self.builder is not None:
-            self.builder.string_end()
-            if self.builder_depth == 0:
-                self._built()
+def _elements(reader: _Reader, emit: Callable[[Any, str], None]) -> bool:
+    """Each element of the array at the reader, with its text; False when the value is not an array."""
+    if reader.peek() != "[":
+        return False
+    reader.pos += 1
+    if reader.peek() == "]":
+        return True
+    while True:
+        start = reader.pos
+        value = reader.value(VALUE_MAX_CHARS)
+        emit(value, reader.buf[start : reader.pos])
+        if reader.expect(",]") == "]":
+            return True
 
 
 # -- planning a query ------------------------------------------------------------------------------
@@ -314,36 +270,34 @@ def _plan(node: dict[str, Any]) -> _Plan | None:
     return None if steps is None else _Plan(steps)
 
 
+def _required(node: dict[str, Any] | None) -> list[str]:
+    """Strings that an element's JSON text must contain for `node` to hold: from `contains(…, 'lit')` and
+    `… == 'lit'`, joined by `&&`. Only text that JSON writes as itself (plain printable ASCII) is used."""
+    if node is None:
+        return []
+    kind = node["type"]
+    if kind == "and_expression":
+        return [*_required(node["children"][0]), *_required(node["children"][1])]
+    literal: Any = None
+    if kind == "function_expression" and node["value"] == "contains" and len(node["children"]) == 2:
+        literal = node["children"][1].get("value") if node["children"][1]["type"] == "literal" else None
+    elif kind == "comparator" and node["value"] == "eq":
+        for child in node["children"]:
+            if child["type"] == "literal":
+                literal = child["value"]
+    plain = isinstance(literal, str) and literal and literal.isascii() and literal.isprintable()
+    return [literal] if plain and not any(c in literal for c in '"\\/') else []
+
+
 def _is_false(value: Any) -> bool:
     return value is None or value is False or value == "" or value == [] or value == {}
 
 
-# -- reading ---------------------------------------------------------------------------------------
+# -- answering -------------------------------------------------------------------------------------
 
 
-def _feed(source: Source, handler: Any) -> tuple[bool, JsonStreamError | None]:
-    """Feed the whole output to a tokenizer driving `handler`: (stopped early, the error that ended it)."""
-    stream = JsonStream(handler)
-    if hasattr(handler, "stream"):
-        handler.stream = stream
-    offset = 0
-    try:
-        while offset < source.size:
-            piece = source.read(offset, _PIECE)
-            if not piece:
-                break
-            offset += len(piece)
-            stream.feed(piece)
-        stream.finish()
-    except _Stop:
-        return True, None
-    except JsonStreamError as exc:
-        return False, exc
-    return False, None
-
-
-def _not_json(error: JsonStreamError) -> JsonViewError:
-    return JsonViewError(f"The output is not JSON ({error}). Search it with Grep or read it with Read instead.")
+def _not_json(why: str) -> JsonViewError:
+    return JsonViewError(f"The output is not JSON ({why}). Search it with Grep or read it with Read instead.")
 
 
 def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) -> tuple[str, str]:
@@ -358,31 +312,18 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         return interpreter.visit(node, value)
 
     plan = _plan(cast(dict[str, Any], parsed.parsed))
-    notes: list[str] = []
     if plan is None:
-        if source.size > WHOLE_MAX_BYTES:
-            raise JsonViewError(
-                f"This query needs the whole document in memory, and the output is {source.size} bytes "
-                f"(the limit is {WHOLE_MAX_BYTES}). Queries read as a stream go down a path from the top and may "
-                "end in a projection or filter over an array, then a pipe: e.g. `items[?status == 'error'].id`, "
-                f"`[*].name`, `[0]`, `items[?contains(msg, 'word')] | [0]`. Or {grep_hint}."
-            )
-        builder = _Builder(WHOLE_MAX_BYTES * 2)
-        stopped, error = _feed(source, builder)
-        if error is not None:
-            raise _not_json(error)
-        try:
-            whole = parsed.search(builder.value)
-        except JMESPathError as exc:
-            raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
-        return _render(whole, max_chars, notes)
-
+        return _whole(source, parsed, max_chars, grep_hint)
+    reader = _Reader(source)
     collected: list[Any] = []
     size = [2]  # the brackets
-    single: list[Any] = []
     more = [False]
+    single: list[Any] = []
+    required = _required(plan.condition)
 
-    def keep(element: Any) -> None:
+    def keep(element: Any, text: str) -> None:
+        if required and "\\u" not in text and not all(part in text for part in required):
+            return  # cannot match: the condition needs text this element does not have
         if plan.condition is not None and _is_false(visit(plan.condition, element)):
             return
         values = element if plan.flatten and isinstance(element, list) else [element]
@@ -391,193 +332,227 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
             if result is None:
                 continue
             size[0] += len(json.dumps(result, ensure_ascii=False)) + 2  # and its separator
-            limit = COLLECT_MAX_CHARS if plan.then is not None else max_chars
-            if size[0] > limit:
+            if size[0] > (COLLECT_MAX_CHARS if plan.then is not None else max_chars):
                 if plan.then is not None:
                     raise _TooBig
                 more[0] = True
                 raise _Stop
             collected.append(result)
 
-    def emit(value: Any) -> None:
-        if plan.each:
-            keep(value)
-        else:
-            single.append(value)
-
-    navigator = _Navigator(plan.steps, plan.each, emit)
+    notes: list[str] = []
+    array = False
     try:
-        stopped, error = _feed(source, navigator)
+        if not reader.peek():
+            raise _not_json("it is empty")
+        if reader.peek() not in "[{":  # a single scalar or string: the whole document, which is small enough?
+            if source.size > WHOLE_MAX_BYTES:
+                raise JsonViewError(f"The output is one JSON value too big to query; {grep_hint}.")
+        if _walk(reader, plan.steps):
+            if plan.each:
+                array = _elements(reader, keep)
+            else:
+                single.append(reader.value(VALUE_MAX_CHARS))
+    except _Stop:
+        notes.append(f"only the first {len(collected)} results are shown; narrow the query for the rest")
     except _TooBig:
         what = "the values it collects" if plan.then is not None else "one value it needs"
         raise JsonViewError(
             f"The output is too big for this query: {what} would take over {VALUE_MAX_CHARS} characters in "
             f"memory. Narrow the query (a filter, fewer fields, a path further down), or {grep_hint}."
         ) from None
+    except _Ends as exc:
+        if reader.dropped + reader.pos == 0 or (reader.dropped == 0 and reader.buf[: reader.pos].strip() == ""):
+            raise _not_json(str(exc)) from None
+        notes.append(f"the JSON ends early or is broken ({exc}); results are from the part before that")
+        array = array or bool(collected)
     except JMESPathError as exc:
         raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
-    if error is not None and not stopped:
-        if not navigator.found and not collected and not single:
-            raise _not_json(error)
-        notes.append(f"the JSON ends early ({error}); results are from the part before that")
-    if plan.each:
-        result: Any = collected if navigator.target_kind == "array" else None
-        if more[0]:
-            notes.append(f"only the first {len(collected)} results are shown; narrow the query for the rest")
-    else:
-        value = single[0] if single else None
-        result = value if plan.right is None else visit(plan.right, value)
-    if plan.then is not None:
-        try:
+    try:
+        if plan.each:
+            result: Any = collected if array or collected else None
+        else:
+            value = single[0] if single else None
+            result = value if plan.right is None else visit(plan.right, value)
+        if plan.then is not None:
             result = visit(plan.then, result)
-        except JMESPathError as exc:
-            raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
-    return _render(result, max_chars, notes)
+    except JMESPathError as exc:
+        raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
+    return _render(result, max_chars), "; ".join(notes)
 
 
-def _render(result: Any, max_chars: int, notes: list[str]) -> tuple[str, str]:
+def _whole(source: Source, parsed: Any, max_chars: int, grep_hint: str) -> tuple[str, str]:
+    if source.size > WHOLE_MAX_BYTES:
+        raise JsonViewError(
+            f"This query needs the whole document in memory, and the output is {source.size} bytes "
+            f"(the limit is {WHOLE_MAX_BYTES}). Queries read as a stream go down a path from the top and may "
+            "end in a projection or filter over an array, then a pipe: e.g. `items[?status == 'error'].id`, "
+            f"`[*].name`, `[0]`, `items[?contains(msg, 'word')] | [0]`. Or {grep_hint}."
+        )
+    text = source.read(0, source.size).decode("utf-8", "replace")
+    try:
+        document = json.loads(text, strict=False)
+    except ValueError as exc:
+        raise _not_json(str(exc)) from None
+    try:
+        return _render(parsed.search(document), max_chars), ""
+    except JMESPathError as exc:
+        raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
+
+
+def _render(result: Any, max_chars: int) -> str:
     text = json.dumps(result, ensure_ascii=False)
     if len(text) > max_chars:
         raise JsonViewError(
             f"The result is {len(text)} characters, over what fits ({max_chars}): narrow the query "
             "(a filter, a slice such as `[:10]`, fewer fields with `.{a: a, b: b}`)."
         )
-    return text, "; ".join(notes)
+    return text
 
 
 # -- shape -----------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class _Shape:
-    """Records the top-level value's kind, its keys (or length) and each member's kind and size."""
-
-    def __init__(self, key_limit: int) -> None:
-        self.stream: JsonStream | None = None
-        self.depth = 0  # containers open
-        self.top = ""
-        self.members: list[list[Any]] = []  # [key, kind, size] for the first keys of a top-level object
-        self.count = 0  # members of the top value
-        self.first_keys: list[str] = []  # keys of the first element of a top-level array
-        self.arrays: list[str] = []  # keys of a top-level object whose values are arrays
-        self.string_chars = 0
-        self._limit = key_limit
-        self._key: str | None = None
-        self._current: list[Any] | None = None  # the member being measured
-
-    def _start(self, kind: str) -> None:
-        if self.depth == 0:
-            self.top = kind
-        elif self.depth == 1:
-            self.count += 1
-            self._current = None
-            if self.top == "object" and len(self.members) < self._limit:
-                self._current = [self._key, kind, 0]
-                self.members.append(self._current)
-                if kind == "array" and self._key is not None:
-                    self.arrays.append(self._key)
-        elif self.depth == 2 and self._current is not None and self._current[1] == "array":
-            self._current[2] += 1
-
-    def _open(self, kind: str) -> None:
-        level = self.depth
-        self._start(kind)
-        self.depth += 1
-        first_item = self.top == "array" and self.count == 1
-        if level >= 2 or (level == 1 and self.top == "array" and not first_item):
-            assert self.stream is not None
-            self.stream.skip()
-
-    def start_object(self) -> None:
-        self._open("object")
-
-    def start_array(self) -> None:
-        self._open("array")
-
-    def end_object(self) -> None:
-        self.depth -= 1
-
-    def end_array(self) -> None:
-        self.depth -= 1
-
-    def key(self, name: str) -> None:
-        if self.depth == 1:
-            self._key = name
-        elif self.depth == 2:
-            if self.top == "array" and self.count == 1 and len(self.first_keys) < self._limit:
-                self.first_keys.append(name)
-            elif self._current is not None and self._current[1] == "object":
-                self._current[2] += 1
-
-    def scalar(self, value: int | float | bool | None) -> None:
-        self._start("null" if value is None else "boolean" if isinstance(value, bool) else "number")
-
-    def string_start(self) -> None:
-        self._start("string")
-        self.string_chars = 0
-
-    def string_piece(self, text: str) -> None:
-        self.string_chars += len(text)
-
-    def string_end(self) -> None:
-        if self.depth == 0:
-            self.members = [[None, "string", self.string_chars]]
-        elif self.depth == 1 and self._current is not None and self._current[1] == "string":
-            self._current[2] = self.string_chars
+    top: str = ""
+    count: int = 0  # members of the top value
+    members: list[list[Any]] | None = None  # [key, kind, size] for the first keys of a top-level object
+    first_keys: list[str] | None = None  # keys of the first element of a top-level array
+    size: int | None = None  # characters of a top-level string
 
 
-def _describe(kind: str, size: int) -> str:
-    if kind == "object":
-        return f"object ({size} keys)"
-    if kind == "array":
-        return f"array ({size} items)"
-    if kind == "string":
-        return f"string ({size} characters)"
-    return kind
+def _kind(char: str) -> str:
+    return {"{": "object", "[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(char, "number")
+
+
+def _measure(reader: _Reader) -> int | None:
+    """Members of the container (or characters of the string) at the reader, passing over it."""
+    char = reader.peek()
+    if char == '"':
+        try:
+            return len(reader.value(VALUE_MAX_CHARS))
+        except _TooBig:
+            reader.skip()
+            return None
+    if char not in "[{":
+        reader.value(1024)
+        return None
+    reader.pos += 1
+    closing = "}" if char == "{" else "]"
+    if reader.peek() == closing:
+        reader.pos += 1
+        return 0
+    count = 0
+    while True:
+        if char == "{":
+            reader.value(_KEY_MAX_CHARS)
+            reader.expect(":")
+        reader.skip()
+        count += 1
+        if reader.expect("," + closing) == closing:
+            return count
+
+
+def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = True) -> None:
+    """Fill `shape` as far as the text goes (it stays filled that far when the text ends early)."""
+    char = reader.peek()
+    shape.top = _kind(char) if char else ""
+    if char == "{":
+        shape.members = []
+        reader.pos += 1
+        if reader.peek() == "}":
+            return
+        while True:
+            key = reader.value(_KEY_MAX_CHARS)
+            reader.expect(":")
+            shape.count += 1
+            member = [key, _kind(reader.peek()), None]
+            if len(shape.members) < key_limit:
+                shape.members.append(member)
+            if measure:
+                member[2] = _measure(reader)
+            else:
+                reader.skip()
+            if reader.expect(",}") == "}":
+                return
+    elif char == "[":
+        reader.pos += 1
+        if reader.peek() == "]":
+            return
+        while True:
+            if shape.count == 0 and reader.peek() == "{":
+                try:
+                    first = reader.value(VALUE_MAX_CHARS)
+                    shape.first_keys = list(first)[:key_limit]
+                except _TooBig:
+                    reader.skip()
+            else:
+                reader.skip()
+            shape.count += 1
+            if reader.expect(",]") == "]":
+                return
+    elif char == '"':
+        shape.size = _measure(reader)
+    elif char:
+        reader.value(1024)
 
 
 def shape(source: Source) -> tuple[str, str]:
     """The top-level shape: for an object its keys with each value's kind and size, for an array its
-    length and the keys of its first element. Reads the whole output, building nothing."""
-    recorder = _Shape(SHAPE_KEYS)
-    _, error = _feed(source, recorder)
-    if error is not None and not recorder.top:
-        raise _not_json(error)
-    note = "" if error is None else f"the JSON ends early ({error}); the shape is of the part before that"
-    return _shape_text(recorder), note
+    length and the keys of its first element. Reads the whole output, building little."""
+    reader = _Reader(source)
+    recorded = _Shape()
+    note = ""
+    try:
+        _read_shape(reader, recorded, SHAPE_KEYS)
+    except _Ends as exc:
+        if recorded.top not in ("object", "array") or not recorded.count:
+            raise _not_json(str(exc)) from None
+        note = f"the JSON ends early or is broken ({exc}); the shape is of the part before that"
+    if reader.peek() and not note:
+        note = f"there is more text after the JSON value, at {reader.where()}"
+    return _shape_text(recorded), note
 
 
-def _shape_text(recorder: _Shape) -> str:
-    if recorder.top == "object":
-        lines = [f"object with {recorder.count} keys:"]
-        lines += [
-            f"  {json.dumps(key, ensure_ascii=False)}: {_describe(kind, size)}" for key, kind, size in recorder.members
-        ]
-        if recorder.count > len(recorder.members):
-            lines.append(f"  … and {recorder.count - len(recorder.members)} more keys")
+def _describe(kind: str, size: int | None) -> str:
+    unit = {"object": "keys", "array": "items", "string": "characters"}.get(kind)
+    return kind if unit is None or size is None else f"{kind} ({size} {unit})"
+
+
+def _shape_text(recorded: _Shape) -> str:
+    if recorded.top == "object":
+        members = recorded.members or []
+        lines = [f"object with {recorded.count} keys:"]
+        lines += [f"  {json.dumps(key, ensure_ascii=False)}: {_describe(kind, size)}" for key, kind, size in members]
+        if recorded.count > len(members):
+            lines.append(f"  … and {recorded.count - len(members)} more keys")
         return "\n".join(lines)
-    if recorder.top == "array":
-        lines = [f"array with {recorder.count} items"]
-        if recorder.first_keys:
-            keys = ", ".join(json.dumps(k, ensure_ascii=False) for k in recorder.first_keys)
+    if recorded.top == "array":
+        lines = [f"array with {recorded.count} items"]
+        if recorded.first_keys:
+            keys = ", ".join(json.dumps(k, ensure_ascii=False) for k in recorded.first_keys)
             lines.append(f"  the first item is an object with keys: {keys}")
         return "\n".join(lines)
-    if recorder.top == "string":
-        return f"a string of {recorder.members[0][2] if recorder.members else 0} characters"
-    return f"a single {recorder.top or 'value'}"
+    return f"a single {_describe(recorded.top, recorded.size)}"
 
 
 def head_shape(head: bytes) -> tuple[str, list[str], str | None] | None:
     """From the first bytes of an output: (top kind, its first keys or the first element's keys, the key of
     the first member that is an array), or None when they do not start a JSON object or array."""
-    text = head.lstrip()
-    if text[:1] not in (b"{", b"["):
+    text = head.decode("utf-8", "ignore")
+    if text.lstrip()[:1] not in ("{", "["):
         return None
-    recorder = _Shape(20)
-    stream = JsonStream(recorder)
-    recorder.stream = stream
+    recorded = _Shape()
     try:
-        stream.feed(text)
-    except JsonStreamError:
-        return None
-    keys = [m[0] for m in recorder.members] if recorder.top == "object" else recorder.first_keys
-    return recorder.top, keys, recorder.arrays[0] if recorder.arrays else None
+        _read_shape(_Reader(TextSource.of(text)), recorded, 20, measure=False)
+    except (_Ends, _TooBig):
+        pass
+    if recorded.top == "object":
+        members = recorded.members or []
+        arrays = [m[0] for m in members if m[1] == "array"]
+        if not members:
+            return None
+        return "object", [m[0] for m in members], arrays[0] if arrays else None
+    if recorded.top == "array" and (recorded.count or recorded.first_keys):
+        return "array", recorded.first_keys or [], None
+    return None
