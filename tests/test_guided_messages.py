@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import jmespath
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -223,8 +224,6 @@ QUERIES = [
 
 @pytest.mark.parametrize("expression", QUERIES)
 def test_queries_give_what_jmespath_gives_on_the_whole_document(expression: str) -> None:
-    import jmespath
-
     text, note = query(TextSource.of(json.dumps(DOC)), expression, max_chars=100_000, grep_hint="Grep")
     assert json.loads(text) == jmespath.search(expression, DOC)
     assert note == ""
@@ -255,3 +254,14 @@ def test_results_over_the_budget_are_cut_with_a_note() -> None:
     result, note = query(TextSource.of(json.dumps(DOC)), "items[*].id", max_chars=12, grep_hint="Grep")
     assert json.loads(result) == list(range(len(json.loads(result))))
     assert note.startswith("only the first") and len(result) <= 12
+
+
+def test_elements_cut_anywhere_by_the_read_pieces_are_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.handles import json_view
+
+    monkeypatch.setattr(json_view, "_PIECE", 7)  # every element and key is split across pieces somewhere
+    text = json.dumps(DOC)
+    for expression in ("items[?contains(msg, 'NEEDLE')].id", "items[*].tags[1]", "title", "meta"):
+        result, note = query(TextSource.of(text), expression, max_chars=100_000, grep_hint="Grep")
+        assert (json.loads(result), note) == (jmespath.search(expression, DOC), ""), expression
+    assert shape(TextSource.of(text)) == shape(TextSource.of(text + " "))

@@ -76,6 +76,7 @@ class _Reader:
         self.pos = 0
         self.eof = False
         self.dropped = 0  # characters before `buf`
+        self.start = 0  # where the value `value` returned last begins in `buf`
 
     def more(self) -> bool:
         if self.eof:
@@ -118,10 +119,11 @@ class _Reader:
             try:
                 value, end = _scan_once(self.buf, self.pos)
                 if end < len(self.buf) or self.eof:
-                    self.pos = end
+                    self.start, self.pos = self.pos, end  # buf[start:pos] is the value's text
                     return value
-            except StopIteration:
-                raise _Ends(f"not a JSON value at {self.where()}: {self.buf[self.pos : self.pos + 20]!r}") from None
+            except StopIteration as stop:  # at the value's start: not a value; inside it: the text ran out
+                if self.eof or stop.value == self.pos:
+                    raise _Ends(f"not a JSON value at {self.where()}: {self.buf[self.pos : self.pos + 20]!r}") from None
             except ValueError as exc:
                 if self.eof:
                     raise _Ends(f"{str(exc).split(':')[0].lower()} at {self.where()}") from None
@@ -210,9 +212,8 @@ def _elements(reader: _Reader, emit: Callable[[Any, str], None]) -> bool:
     if reader.peek() == "]":
         return True
     while True:
-        start = reader.pos
         value = reader.value(VALUE_MAX_CHARS)
-        emit(value, reader.buf[start : reader.pos])
+        emit(value, reader.buf[reader.start : reader.pos])
         if reader.expect(",]") == "]":
             return True
 
