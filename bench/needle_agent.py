@@ -47,7 +47,7 @@ class Wire:
             line = self.process.stdout.readline()
             if not line:
                 raise EOFError("claimcheck closed stdout")
-            message = json.loads(line)
+            message: dict[str, Any] = json.loads(line)
             if message.get("id") == self._next:
                 return message
 

@@ -36,12 +36,14 @@ def pieces(kind: str, mib: float, needle: str, secret: str) -> Iterator[str]:
     count = max(1, target // unit)
     at = count * 7 // 10
     if kind == "json":
-        yield '{"source":"needle-bench","count":%d,"records":[' % count
+        yield f'{{"source":"needle-bench","count":{count},"records":['
     for start in range(0, count, _PIECE_ITEMS):
         items = []
         for n in range(start, min(count, start + _PIECE_ITEMS)):
             if kind == "log":
-                items.append(_log_line(n) if n != at else f"2026-11-23T10:00:00Z ERROR worker-3 {needle} secret={secret}\n")
+                items.append(
+                    _log_line(n) if n != at else f"2026-11-23T10:00:00Z ERROR worker-3 {needle} secret={secret}\n"
+                )
             else:
                 message = f"{needle} secret={secret}" if n == at else None
                 items.append(("," if n else "") + _record(n, message))
