@@ -265,3 +265,46 @@ def test_elements_cut_anywhere_by_the_read_pieces_are_read_whole(monkeypatch: py
         result, note = query(TextSource.of(text), expression, max_chars=100_000, grep_hint="Grep")
         assert (json.loads(result), note) == (jmespath.search(expression, DOC), ""), expression
     assert shape(TextSource.of(text)) == shape(TextSource.of(text + " "))
+
+
+_MEMORY_PROBE = """
+import json, re, sys
+from pathlib import Path
+from fs_sandbox import open_file
+from server.handles.json_view import query, shape
+
+def hwm():
+    return int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
+
+path = Path(sys.argv[1])
+with open_file(path.parent, path.name) as source:
+    shape(source)
+    query(source, "items[0]", max_chars=1000, grep_hint="Grep")  # warm: imports, the scanner
+    before = hwm()
+    text, _ = shape(source)
+    found, _ = query(source, "items[?contains(message, 'NEEDLE')].id", max_chars=1000, grep_hint="Grep")
+    print(json.dumps({"growth": hwm() - before, "shape": text, "found": json.loads(found)}))
+"""
+
+
+def test_the_json_view_reads_a_32_mib_output_in_bounded_memory(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    record = '{"id": %d, "level": "info", "message": "routine message number %d of many"}'
+    path = tmp_path / "big.json"
+    count = 0
+    with path.open("w") as out:
+        out.write('{"items": [')
+        while out.tell() < 32 << 20:
+            chunk = ",".join(record % (n, n) for n in range(count, count + 10_000))
+            out.write(("," if count else "") + chunk)
+            count += 10_000
+        out.write(',{"id": -1, "message": "the NEEDLE"}]}')
+    probe = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(path)], capture_output=True, text=True, timeout=600, check=True
+    )
+    answer = json.loads(probe.stdout)
+    assert answer["found"] == [-1]
+    assert answer["shape"] == f'object with 1 keys:\n  "items": array ({count + 1} items)'
+    assert answer["growth"] < 16 << 20, answer["growth"]  # building it whole would take ~10x the 32 MiB
