@@ -23,15 +23,20 @@ STARTUP_S = 60  # python, then node and npm's module tree, on a cold cache
 CALL_S = 60  # one call; a wait_for_tool_output blocks up to waitMaxSecs (50 s by default)
 EXIT_S = 30
 HANDLE = r"session-[0-9a-f]{32}/[0-9a-f]{32}"
-RUNNING = re.compile(
+RUNNING = re.compile(  # claimcheck has no extraction endpoint here and the client does not sample: no `extract`
     r'^Tool ev__trigger-long-running-operation is running in the background \(handle: "(' + HANDLE + r')"\)\.\n'
     r'Call wait_for_tool_output\(handles = \["\1"\]\) to wait for it, or go on with other work\.\n'
-    r'When it is ready, call tool_output\(handle = "\1", extract = "what to extract"\)\.$'
+    r'When it is ready, search it with Grep\(file = "\1", regex = "what you look for"\) or read it with '
+    r'Read\(file = "\1", start = 0, lines = 100\); if it is JSON, tool_output\(handle = "\1", mode = "json"\) '
+    r"shows its shape\.$"
 )
 TOO_LARGE = re.compile(
     r"^Tool output is too large \((\d+) bytes, (\d+) lines, (~?\d+) tokens\)\.\n"
-    r'Call tool_output\(handle = "(' + HANDLE + r')", extract = "what to extract"\)\.\n'
-    r"Provide precise and detailed instructions in `extract` about what you are looking for\.$"
+    r"No LLM is available here, so read it with these:\n"
+    r'- Grep\(file = "(' + HANDLE + r')", regex = "\w+"\) finds the lines that match a regular expression\.\n'
+    r'- Read\(file = "\4", start = 0, lines = 100\) reads numbered lines\.\n'
+    r'- tool_output\(handle = "\4", mode = "slice", slice = \{"anchor": "\w+", "window": 2000\}\) '
+    r"reads the characters around a match, however long its line\.$"
 )
 SLICE_CHARS = 20_000  # ~6 000 tokens of "wordNNNNN" text: under the 10 000-token threshold
 
