@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
-from server.upstream.event_store import BoundedEventStore
+from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import stdio_streams
 from server.upstream.surface import build_server
@@ -96,7 +96,9 @@ async def serve_http(
             yield
 
     routes = [
-        Route(route.path, endpoint=standing.app(route.endpoint), name=route.name) if isinstance(route, Route) else route
+        Route(route.path, endpoint=standing.app(SessionScopedEvents(route.endpoint)), name=route.name)
+        if isinstance(route, Route)
+        else route
         for route in inner.routes
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BodyLimit, max_bytes=limit)])
