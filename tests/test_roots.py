@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from support import PYTHON, running_proxy, text_of, write_config
 from test_handles import handle_in
+from test_mcp_tasks import TaskClient
 
 from server.handles import questions
 from server.upstream.surface import build_server
@@ -143,3 +144,28 @@ async def test_a_roots_question_is_not_shown_to_the_model_and_its_client_answers
     assert roots.asked == 1
     assert 'question "q-' not in text_of(done)
     assert "file:///srv/data" in text_of(done), text_of(done)
+
+
+async def test_a_task_whose_downstream_asks_for_roots_is_input_required_and_tasks_result_carries_it() -> None:
+    asking = AsksRoots()
+    related: list[object] = []
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        related.append((context.meta or {}).get("io.modelcontextprotocol/related-task"))
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/task", name="t")])  # type: ignore[arg-type]
+
+    tasks = TaskClient()
+    async with (
+        running_proxy({"ask": asking.server}, settings={"asyncTimeoutSecs": 5}) as proxy,
+        Client(build_server(proxy), mode="legacy", extensions=[tasks], list_roots_callback=roots) as client,
+    ):
+        tasks.client = client
+        with anyio.fail_after(20):
+            task = await tasks.create("ask__where", {})
+            asking.gate.set()
+            announced = await tasks.status_of(task.task_id)
+            result = await tasks.result(task.task_id)
+    assert announced.status == "input_required"
+    assert "waiting for an answer to its roots request" in (announced.status_message or "")
+    assert related == [{"taskId": task.task_id}]
+    assert text_of(result) == "file:///srv/task"
