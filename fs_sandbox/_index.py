@@ -19,8 +19,8 @@ __all__ = ["SUFFIX", "IndexBuilder", "LineIndex"]
 
 SPACING = 1 << 20
 SUFFIX = ".lines"
-_MAGIC = b"claimcheck-lines-1\n"
-_HEAD = struct.Struct("<QQQQ")  # size, lines, chars, entries
+_MAGIC = b"claimcheck-lines-2\n"
+_HEAD = struct.Struct("<QQQQQ")  # size, lines, chars, entries, carriage returns
 _ENTRY = struct.Struct("<QQQQ")  # offset, line, chars before, 1 when a line starts there
 _CONTINUATION = bytes(range(0x80, 0xC0))
 
@@ -37,6 +37,7 @@ class LineIndex:
     size: int
     lines: int
     chars: int
+    carriage_returns: int  # none: the bytes are the text as lines are read (no CR to turn into LF)
     offsets: tuple[int, ...]
     line_numbers: tuple[int, ...]
     char_counts: tuple[int, ...]
@@ -51,6 +52,11 @@ class LineIndex:
         following = at + 1
         if following < len(self.offsets) and self.line_numbers[following] == line and self.starts[following]:
             at = following
+        return (self.offsets[at], self.line_numbers[at]) if at >= 0 else (0, 1)
+
+    def seek_offset(self, offset: int) -> tuple[int, int]:
+        """(byte offset, the number of the line there) of the last entry at or before byte `offset`."""
+        at = bisect.bisect_right(self.offsets, offset) - 1
         return (self.offsets[at], self.line_numbers[at]) if at >= 0 else (0, 1)
 
     def seek_char(self, char: int) -> tuple[int, int]:
@@ -68,7 +74,7 @@ class LineIndex:
         """The index in `data`, or None when it is not one or is for another size of file."""
         if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size:
             return None
-        total, lines, chars, count = _HEAD.unpack_from(data, len(_MAGIC))
+        total, lines, chars, count, crs = _HEAD.unpack_from(data, len(_MAGIC))
         body = len(_MAGIC) + _HEAD.size
         if total != size or len(data) != body + count * _ENTRY.size:
             return None
@@ -77,6 +83,7 @@ class LineIndex:
             size,
             lines,
             chars,
+            crs,
             tuple(e[0] for e in entries),
             tuple(e[1] for e in entries),
             tuple(e[2] for e in entries),
@@ -91,6 +98,7 @@ class IndexBuilder:
         self.size = 0
         self._ends = 0  # line ends so far (LF, CRLF and lone CR count one each)
         self._chars = 0
+        self._crs = 0
         self._last = b""
         self._next = SPACING
         self._entries: list[tuple[int, int, int, int]] = []
@@ -121,7 +129,9 @@ class IndexBuilder:
         if not len(piece):
             return
         data = bytes(piece)
-        ends = data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+        crs = data.count(b"\r")
+        ends = data.count(b"\n") + (crs - data.count(b"\r\n") if crs else 0)
+        self._crs += crs
         if self._last == b"\r" and data[:1] == b"\n":
             ends -= 1  # the LF of a CRLF split across pieces
         self._ends += ends
@@ -134,5 +144,5 @@ class IndexBuilder:
         return self._ends + (1 if self.size and self._last not in (b"\n", b"\r") else 0)
 
     def finish(self) -> bytes:
-        head = _HEAD.pack(self.size, self.lines, self._chars, len(self._entries))
+        head = _HEAD.pack(self.size, self.lines, self._chars, len(self._entries), self._crs)
         return _MAGIC + head + b"".join(_ENTRY.pack(*entry) for entry in self._entries)

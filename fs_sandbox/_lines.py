@@ -300,10 +300,11 @@ class Window:
     line_start: int = 0  # the offset in the normalized text where line `first_line` starts
 
 
-def windows(fd: int, size: int) -> Iterator[Window]:
+def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
     """The file's normalized text as windows, read into two buffers allocated once and used in turn.
 
-    Fresh memory for every window would cost a page fault per 4 KiB: more than the search itself.
+    Fresh memory for every window would cost a page fault per 4 KiB: more than the search itself. Unless
+    `numbered`, lines are not counted (`first_line` stays 1): the caller numbers them from a line index.
     """
     capacity = BEHIND + WINDOW + AHEAD + PIECE + 16
     buffers = (bytearray(capacity), bytearray(capacity))
@@ -318,7 +319,8 @@ def windows(fd: int, size: int) -> Iterator[Window]:
         # A window ends after its last newline; a line longer than a window is cut at a character boundary.
         cut = buffer.rfind(b"\n", start, start + WINDOW) + 1 or boundary(buffer, start + WINDOW)
         yield Window(buffer, start, cut, boundary(buffer, cut + AHEAD), line, False, base, line_start)
-        line += buffer.count(b"\n", start, cut)
+        if numbered:
+            line += buffer.count(b"\n", start, cut)
         last = buffer.rfind(b"\n", start, cut)
         if last >= 0:
             line_start = base + last + 1

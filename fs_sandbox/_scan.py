@@ -20,7 +20,7 @@ from typing import TypeVar, cast
 
 from fs_sandbox._engine import Finder
 from fs_sandbox._index import LineIndex
-from fs_sandbox._lines import Snippet, Span, Window, boundary, collect, windows
+from fs_sandbox._lines import PIECE, Snippet, Span, Window, boundary, collect, windows
 
 Line = tuple[int, str, bool, int, tuple[Snippet, ...], bool]
 # a grep line: (number, text, is a match, full length, snippets around its matches when it is long,
@@ -32,28 +32,37 @@ _REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
 
 @dataclass(slots=True)
 class _Found:
-    """The matches found so far: matching lines in order, the spans of each, where the search goes on."""
+    """The matches found so far: matching lines in order, the spans of each, where the search goes on.
+
+    A line is known by where it starts in the normalized text (`starts`); its number is counted as the
+    windows go (`lines`), or afterwards from a line index (`number_from_index`).
+    """
 
     limit: int
+    starts: list[int] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
-    spans: dict[int, list[Span]] = field(default_factory=dict)
+    spans: dict[int, list[Span]] = field(default_factory=dict)  # by line number (by start until numbered)
     crowded: set[int] = field(default_factory=set)  # lines with more matches than PER_LINE
     full: bool = False  # the last matching line has PER_LINE spans: the rest of it is skipped
     next_at: int = 0  # where the next match may start, in the normalized text
     more: bool = False
 
 
-def find_matches(fd: int, size: int, pattern: str, case_sensitive: bool, max_matches: int) -> _Found:
+def find_matches(
+    fd: int, size: int, pattern: str, case_sensitive: bool, max_matches: int, index: LineIndex | None = None
+) -> _Found:
     """The lines where matches start (each line once, at most `max_matches`), with up to PER_LINE match spans
     each; `more` when more matching lines exist.
 
     Matches are searched over whole windows of text, not line by line, so a pattern may span lines (as far as
     `AHEAD`); after a match that spans lines the search goes on at the start of the next line. RE2 searches
     the bytes (a case-sensitive ASCII literal: `bytes.find`); a pattern only `re` can run is searched in the
-    decoded text.
+    decoded text. With a line index of a file without CR, newlines are not counted as the windows go: the
+    lines found are numbered afterwards from the index, counting only from the entry before each.
     """
     finder = Finder(pattern, case_sensitive)
     found = _Found(max_matches)
+    numbered = index is None or index.size != size or index.carriage_returns > 0
     if finder.plan.backtracking:
         compiled = finder.compiled
         for window in windows(fd, size):
@@ -71,17 +80,42 @@ def find_matches(fd: int, size: int, pattern: str, case_sensitive: bool, max_mat
         find: Callable[[memoryview, int, int], tuple[int, int]] = literal
     else:
         find = finder.find
-    for window in windows(fd, size):
+    for window in windows(fd, size, numbered=numbered):
         data, stop = window.data, window.stop
         with memoryview(data) as view, view[:stop] as text:  # the buffer's bytes past `stop` are no context
 
             def search(at: int, text: memoryview = text, stop: int = stop) -> tuple[int, int]:
                 return find(text, at, stop)
 
-            _search(window, data, window.start, window.end, stop, search, found)
+            _search(window, data, window.start, window.end, stop, search, found, numbered=numbered)
         if found.more:
             break
+    if not numbered:
+        assert index is not None
+        _number_from_index(fd, found, index)
     return found
+
+
+def _number_from_index(fd: int, found: _Found, index: LineIndex) -> None:
+    """Number the lines found (known by where they start) by counting newlines from the index entry before
+    each, or from the line before when that is nearer; spans and crowded lines are then keyed by number."""
+    offset, line = 0, 1
+    numbers: list[int] = []
+    for start in found.starts:
+        entry = index.seek_offset(start)
+        if entry[0] > offset:
+            offset, line = entry
+        while offset < start:
+            data = os.pread(fd, min(PIECE, start - offset), offset)
+            if not data:
+                break
+            line += data.count(b"\n")
+            offset += len(data)
+        numbers.append(line)
+    by_start = dict(zip(found.starts, numbers, strict=True))
+    found.lines = numbers
+    found.spans = {by_start[start]: spans for start, spans in found.spans.items()}
+    found.crowded = {by_start[start] for start in found.crowded}
 
 
 def _search_text(window: Window, compiled: re.Pattern[str], found: _Found) -> None:
@@ -118,6 +152,8 @@ def _search(
     finder: Callable[[int], tuple[int, int]],
     found: _Found,
     to_bytes: Callable[[int], int] | None = None,
+    *,
+    numbered: bool = True,
 ) -> None:
     """Add the matches that start in text[start:body_end]; text[:start] and text[body_end:stop] are context.
 
@@ -134,7 +170,7 @@ def _search(
     position = start
     if to_bytes is None:
         position = max(start, found.next_at - base)
-    if found.full and found.lines and found.lines[-1] == line:  # the window goes on with a full line
+    if found.full and found.starts and found.starts[-1] == line_start:  # the window goes on with a full line
         skip = text.find(newline, start, body_end)
         if skip < 0:
             return
@@ -145,25 +181,28 @@ def _search(
         at, until = finder(position)
         if at < 0 or not (at < body_end or (open_end and at == stop)):
             break
-        newlines = text.count(newline, counted, at)
-        if newlines:
-            line += newlines
-            line_start = absolute(text.rfind(newline, counted, at) + 1)
+        last_newline = text.rfind(newline, counted, at)
+        if last_newline >= 0:
+            if numbered:
+                line += text.count(newline, counted, at)
+            line_start = absolute(last_newline + 1)
         counted = at
-        if not found.lines or found.lines[-1] != line:
-            if len(found.lines) == found.limit:
+        key = line if numbered else line_start
+        if not found.starts or found.starts[-1] != line_start:
+            if len(found.starts) == found.limit:
                 found.more = True
                 return
+            found.starts.append(line_start)
             found.lines.append(line)
-            found.spans[line] = []
+            found.spans[key] = []
             found.full = False
-        spans = found.spans[line]
+        spans = found.spans[key]
         spans.append((absolute(at) - line_start, absolute(until) - line_start))
         line_end = text.find(newline, at, body_end)
         if len(spans) == PER_LINE:
             found.full = True
             if finder(until)[0] >= 0 and (line_end < 0 or finder(until)[0] < line_end):
-                found.crowded.add(line)
+                found.crowded.add(key)
             if line_end < 0:
                 found.next_at = base + (body_end if to_bytes is None else to_bytes(body_end))
                 return
@@ -200,7 +239,7 @@ def grep(
     Context blocks that overlap or touch are merged. Lines past `max_chars` (see `collect`) are left out
     of the blocks and counted instead. A match line longer than `clip` comes with a snippet per match.
     """
-    found = find_matches(fd, size, pattern, case_sensitive, max_matches)
+    found = find_matches(fd, size, pattern, case_sensitive, max_matches, index)
     matches, more = found.lines, found.more
     ranges: list[tuple[int, int]] = []
     for number in matches:

@@ -21,7 +21,7 @@ from server.handles.store import OutputStore
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 TEXTS = st.lists(
-    st.tuples(st.text(alphabet="ab é😀\u212a", max_size=9), st.sampled_from(["\n", "\r\n", "\r", ""])),
+    st.tuples(st.text(alphabet="ab é😀\u212a", max_size=9), st.sampled_from(["\n", "\n", "\n", "\r\n", "\r", ""])),
     max_size=12,
 ).map(lambda parts: "".join(line + end for line, end in parts).encode("utf-8"))
 CUTS = st.lists(st.integers(1, 7), max_size=20)
@@ -31,6 +31,9 @@ CUTS = st.lists(st.integers(1, 7), max_size=20)
 def tiny_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_index, "SPACING", 3)
     monkeypatch.setattr(_lines, "PIECE", 4)
+    monkeypatch.setattr(_lines, "WINDOW", 8)
+    monkeypatch.setattr(_lines, "AHEAD", 6)
+    monkeypatch.setattr(_lines, "BEHIND", 4)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +141,7 @@ async def test_the_store_keeps_an_index_beside_each_output_and_drops_it_with_the
 @given(
     data=TEXTS,
     cuts=CUTS,
-    pattern=st.sampled_from(["a", "b$", "^", "é😀", r"\s", "K"]),
+    pattern=st.sampled_from(["a", "b$", "^", "é😀", r"\s", "K", "a b", "x*", "$"]),
     before=st.integers(0, 2),
     after=st.integers(0, 2),
     max_matches=st.integers(1, 5),
