@@ -56,3 +56,19 @@ class Restarts:
         if self.retry_at is None:
             return None
         return max(0.0, self.retry_at - anyio.current_time())
+
+    def not_started(self, last_error: str | None) -> str:
+        """What a call to a server that has never come up is told: why, and when claimcheck tries again."""
+        retry = self.retry_in()
+        again = f"; claimcheck tries again in {retry:.0f} s" if retry is not None else ""
+        return f"could not start ({last_error or 'no reason given'}){again}"
+
+    def crashing(self, last_error: str | None) -> str | None:
+        """What a call to a server that keeps crashing is told while its restart waits; None when it need not."""
+        wait = self.backoff_left()
+        if wait <= 0:
+            return None
+        return (
+            f"keeps crashing ({self.recent_crashes()} times in the last {CRASH_WINDOW_S:g} s; last: {last_error}); "
+            f"claimcheck starts it again in {wait:.0f} s"
+        )

@@ -35,7 +35,7 @@ from server.downstream.http_spool import SpoolingTransport, spooling_client_fact
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.relay import Relay
-from server.downstream.restarts import CRASH_WINDOW_S, Restarts
+from server.downstream.restarts import Restarts
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 from server.downstream.task_client import call_as_task
@@ -329,16 +329,9 @@ class Downstream:
             if self._client is not None and not self._broken.is_set():
                 return self._client
             if self.state == "failed":
-                retry = self.backoff.retry_in()
-                again = f"; claimcheck tries again in {retry:.0f} s" if retry is not None else ""
-                raise DownstreamUnavailable(self.name, tool, f"the server could not start ({self.last_error}){again}")
-            if self.state == "down" and (wait := self.backoff.backoff_left()) > 0:
-                raise DownstreamUnavailable(
-                    self.name,
-                    tool,
-                    f"the server keeps crashing ({self.backoff.recent_crashes()} times in the last "
-                    f"{CRASH_WINDOW_S:g} s; last: {self.last_error}); claimcheck starts it again in {wait:.0f} s",
-                )
+                raise DownstreamUnavailable(self.name, tool, f"the server {self.backoff.not_started(self.last_error)}")
+            if self.state == "down" and (crashing := self.backoff.crashing(self.last_error)) is not None:
+                raise DownstreamUnavailable(self.name, tool, f"the server {crashing}")
             if self.state == "down":
                 if requested:
                     raise DownstreamUnavailable(self.name, tool, f"the server could not restart ({self.last_error})")

@@ -183,12 +183,10 @@ def client_tools(proxy: Proxy) -> list[types.Tool]:
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:
     starting = proxy.pool.starting(name)
     if starting is not None and starting.state == "failed":
-        retry = starting.backoff.retry_in()
-        again = f"; claimcheck tries again in {retry:.0f} s" if retry is not None else ""
         return ToolNotFound(
-            f'Unknown tool "{clip(name)}": server "{starting.name}" is down: it could not start '
-            f"({starting.last_error or 'no reason given'}){again}. "
-            "Its tools are announced with a list change when it starts."
+            f'Unknown tool "{clip(name)}": server "{starting.name}" is down: it '
+            f"{starting.backoff.not_started(starting.last_error)}. Its tools are announced with a list change "
+            "when it starts."
         )
     if starting is not None:
         why = f" ({starting.last_error})" if starting.last_error else ""
