@@ -390,7 +390,8 @@ async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_rea
             await proxy.pool.settled()
             sleepy_server, demo = proxy.pool.downstreams
             tools = [tool.name for tool in proxy.pool.tools()]
-    assert sleepy_server.state == "failed"
+    # it failed once at least; by now it may be in its next try (1 s later), which keeps the reason
+    assert sleepy_server.state in ("failed", "starting") and sleepy_server.backoff.failed_starts >= 1
     assert sleepy_server.last_error == "no answer to initialize and tools/list within 1 s"
     assert demo.state == "ready" and "demo__echo" in tools
     assert not any(name.startswith("sleepy__") for name in tools)
