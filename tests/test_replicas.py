@@ -233,6 +233,8 @@ async def test_a_handle_made_on_one_replica_is_waited_on_read_listed_and_cancell
                 {"handle": found.group(1), "mode": "slice", "slice": {"start": 0, "length": 40}},
             )
             assert "00000000 INFO demo log line" in piece
+            read = await call_text(on_b, "Read", {"file": found.group(1), "lines": 2})
+            assert "00000001 INFO demo log line" in read, read
 
             long = await background(on_a, "slow", {"seconds": 120})
             cancelled = await call_text(on_b, "cancel_tool_output", {"handle": long})

@@ -18,6 +18,7 @@ from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
 from server.handles.messages import cut_answer_note
+from server.handles.mirrors import lookup
 from server.handles.sessions import Session, Sessions
 from server.handles.store import StoreError
 
@@ -164,7 +165,7 @@ async def run_file_tool(
 
 
 async def _check_handle(handle: str, session: Session, sessions: Sessions) -> Call:
-    call = session.call(handle)
+    call = (await lookup(sessions, session, [handle]))[0]  # another replica's handle too (handles.mirrors)
     if call is None:
         note = sessions.unknown_note(session)
         why = f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.'

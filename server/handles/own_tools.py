@@ -21,6 +21,7 @@ from server.handles.guide import guide_for
 from server.handles.json_view import JsonViewError
 from server.handles.json_view import query as json_query
 from server.handles.json_view import shape as json_shape
+from server.handles.mirrors import lookup, refresh, remote_calls
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions, current_origin
 
@@ -199,7 +200,7 @@ async def run_own_tool(
     if isinstance(args, _Cancel):
         return await _cancel(args, session, sessions)
     assert isinstance(args, _List)
-    return _text(_list(session, [*session.handed_out(), *await sessions.remote_calls(session)], args, threshold))
+    return _text(_list(session, [*session.handed_out(), *await remote_calls(sessions, session)], args, threshold))
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -209,7 +210,7 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
 async def _tool_output(
     args: _ToolOutput, session: Session, sessions: Sessions, threshold: int, extract: ExtractFn
 ) -> types.CallToolResult:
-    call = (await sessions.lookup(session, [args.handle]))[0]
+    call = (await lookup(sessions, session, [args.handle]))[0]
     if call is None:
         handle = clip(args.handle)
         why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
@@ -286,7 +287,7 @@ async def _wait(
     inbox = questions.inbox(session.id)  # held while this wait runs
     answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
     if args.handles is not None:
-        found = await sessions.lookup(session, args.handles)
+        found = await lookup(sessions, session, args.handles)
         unknown = [h for h, call in zip(args.handles, found, strict=True) if call is None]
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
@@ -298,7 +299,7 @@ async def _wait(
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
         origin = current_origin()  # in a session several connections share, this one's own calls come first
         targets = [c for c in targets if c.origin == origin] or targets
-        targets += [c for c in await sessions.remote_calls(session) if c.status == "running"]
+        targets += [c for c in await remote_calls(sessions, session) if c.status == "running"]
     if not targets and not inbox.for_model():
         return _text(_after(answered, "No outputs are running in this session, and none is waiting to be read."))
     limit = min(args.timeout_secs if args.timeout_secs is not None else settings.wait_max_secs, settings.wait_max_secs)
@@ -309,7 +310,7 @@ async def _wait(
         while not any(call.finished.is_set() for call in targets) and not inbox.unshown():
             with anyio.move_on_after(sessions.backend.poll_secs if remote else PROGRESS_EVERY_S):
                 await questions.either(session.changed(), inbox.changed(), sessions.backend.changed())
-            await sessions.refresh(session, targets)
+            await refresh(sessions, targets)
             if not remote or time.monotonic() - reported >= PROGRESS_EVERY_S:
                 reported = time.monotonic()
                 running = sum(1 for call in targets if not call.finished.is_set())
@@ -367,11 +368,11 @@ async def _cancel(args: _Cancel, session: Session, sessions: Sessions) -> types.
         running = session.running()
         for call in running:
             call.scope.cancel()
-        remote = [c for c in await sessions.remote_calls(session) if c.status == "running"]
+        remote = [c for c in await remote_calls(sessions, session) if c.status == "running"]
         asked = [c for c in remote if await sessions.backend.request_cancel(c.handle)]
         await _until_stopped(running)
         return _text(f"Cancelled {len(running) + len(asked)} running output(s).")
-    found = (await sessions.lookup(session, [args.handle]))[0]
+    found = (await lookup(sessions, session, [args.handle]))[0]
     if found is None:
         note = sessions.unknown_note(session)
         raise OwnToolError(f'Unknown handle "{clip(args.handle)}": it is not a handle of this session.{note}')

@@ -8,8 +8,9 @@ Keys (under `state.keyPrefix`, "cc:" by default):
 - `o:<replica>` set of the replica's running handles, `replica:<replica>` its liveness key (`SET … PX`,
   renewed three times a lease), `reaper` the lease of the one replica that fails a dead replica's handles.
 - channels `done` (a handle finished: waiters read again) and `cancel:<replica>` (cancel this handle).
-Pub/sub is at-most-once, so waiters also poll (`pollSecs`), and an owner writes again, on each heartbeat,
-what Redis has lost (a failed write, a restarted Redis without persistence).
+Pub/sub is at-most-once, so waiters also poll (`pollSecs`); an owner writes again on its next heartbeat
+what did not reach Redis, and everything Redis no longer has when it finds its own liveness key gone (a
+restarted Redis without persistence).
 """
 
 from __future__ import annotations
@@ -176,18 +177,31 @@ class RedisBackend:
         await self._put_script(keys=keys, args=[*head, *_fields(state)])
         self.commands += 1
 
-    async def _renew(self) -> None:
-        await self._redis.set(self._p + "replica:" + self.replica, str(os.getpid()), px=self._lease_ms)
+    async def _renew(self) -> bool:
+        """Renew the liveness key; False when it was gone (a restarted Redis, or a lease let run out)."""
+        key = self._p + "replica:" + self.replica
+        previous = await self._redis.set(key, str(os.getpid()), px=self._lease_ms, get=True)
         self.commands += 1
+        return previous is not None
 
     async def _heartbeat(self) -> None:
-        await self._renew()
-        await self._restore()
+        if await self._renew():
+            await self._resend(sorted(self._unsent))
+        else:
+            await self._restore()
         await self._check_cancels()
         await self._reap()
 
+    async def _resend(self, handles: list[str]) -> None:
+        for handle in handles:
+            if handle in self._mine:
+                await self._write(self._mine[handle])
+            self._unsent.discard(handle)
+
     async def _restore(self) -> None:
-        """Write again what did not reach Redis, or what Redis no longer has; forget old finished handles."""
+        """Redis may have lost what this replica wrote: write again what it no longer has (and what did not
+        reach it); forget finished handles older than retainSecs. Only when the liveness key was gone, so a
+        heartbeat costs a few commands however many handles there are."""
         horizon = time.time() - self._retain_ms / 1000
         for handle, state in list(self._mine.items()):
             if state.done and (state.finished or state.started) < horizon:
@@ -200,10 +214,7 @@ class RedisBackend:
                 pipe.exists(self._p + "h:" + handle)
             present = await pipe.execute()
         self.commands += len(handles)
-        for handle, there in zip(handles, present, strict=True):
-            if not there or handle in self._unsent:
-                await self._write(self._mine[handle])
-                self._unsent.discard(handle)
+        await self._resend([h for h, there in zip(handles, present, strict=True) if not there or h in self._unsent])
 
     async def _check_cancels(self) -> None:
         """Cancel requests whose message was lost: the flag in the hash is what counts."""

@@ -45,8 +45,9 @@ from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.messages import owned_handle_note as messages_owned_note
+from server.handles.mirrors import read_back
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
-from server.handles.state import HandleState, LocalBackend, StateBackend, StateUnavailable, mirror, snapshot, update
+from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, SessionStore, StoreError
 
 __all__ = ["SESSION_HEADER", "Session", "Sessions", "current_origin"]
@@ -73,7 +74,7 @@ class Session:
         self.usage = Usage()
         self.listing: tuple[str, list[str]] = ("", [])  # list_tool_outputs' order, kept while it is paged
         self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
-        self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run
+        self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
         self._changed = anyio.Event()
         self.closed = False
         self.lists_roots = False
@@ -275,48 +276,6 @@ class Sessions:
         """Tell the backend this call's state as it is now."""
         await self.backend.put(snapshot(call, self.backend.replica))
 
-    async def lookup(self, session: Session, handles: list[str]) -> list[Call | None]:
-        """The calls of `handles` in this session: this replica's own, else mirrors of other replicas' calls
-        (read again from the backend each time); None for a handle the session does not have."""
-        found: list[Call | None] = [session.call(h) for h in handles]
-        remote = [h for h, call in zip(handles, found, strict=True) if call is None and session.store.owns(h)]
-        if not remote or not self.backend.replicated:
-            return found
-        states = dict(zip(remote, await self.backend.get(remote), strict=True))
-        pairs = zip(handles, found, strict=True)
-        return [call if call is not None else self._mirror(session, h, states.get(h)) for h, call in pairs]
-
-    async def refresh(self, session: Session, calls: list[Call]) -> None:
-        """Read the mirrors among `calls` again from the backend (a read that fails keeps what was known)."""
-        mirrors = [call for call in calls if call.home is not None and not call.finished.is_set()]
-        if not mirrors:
-            return
-        try:
-            states = await self.backend.get([c.handle for c in mirrors])
-        except StateUnavailable as exc:
-            logger.debug("%s (read again at the next poll)", exc)
-            return
-        for call, state in zip(mirrors, states, strict=True):
-            if state is not None:  # a restarted Redis may not have it again yet: keep what was known
-                update(call, state)
-
-    async def remote_calls(self, session: Session) -> list[Call]:
-        """Mirrors of every handle of this session that another replica runs or ran."""
-        if not self.backend.replicated:
-            return []
-        states = await self.backend.of_session(session.id)
-        return [c for s in states if s.handle not in session.calls if (c := self._mirror(session, s.handle, s))]
-
-    def _mirror(self, session: Session, handle: str, state: HandleState | None) -> Call | None:
-        if state is None or state.session != session.id:
-            return None
-        known = session.mirrors.get(handle)
-        if known is None:
-            known = session.mirrors[handle] = mirror(state, session.store)
-        else:
-            update(known, state)
-        return known
-
     async def _settle(self, session: Session, call: Call, result: types.CallToolResult, policy: Policy) -> None:
         """Apply the size rule; store what a handle will need."""
         spooled = claim(result)
@@ -399,12 +358,7 @@ class Sessions:
     async def ensure_stored(self, session: Session, call: Call) -> None:
         """Store a finished small output once its handle has been handed out (for a mirror: read it back)."""
         if call.home is not None:
-            if call.status == "ready" and call.stored and not call.over_threshold and call.result is None:
-                try:  # under the threshold, so small
-                    text = await call.home.read_text(call.handle)
-                except StoreError:
-                    return
-                call.result = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+            await read_back(call)
             return
         if call.stored or call.result is None:
             return
