@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -32,10 +33,17 @@ HANDLE = re.compile(r"session-[0-9a-f]{32}/[0-9a-f]{32}")
 class Shared:
     """A config, its runtime directory, and relays to its shared claimcheck."""
 
-    def __init__(self, tmp_path: Path, runtime: Path, settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        runtime: Path,
+        settings: dict[str, Any] | None = None,
+        servers: dict[str, Any] | None = None,
+    ) -> None:
         state = tmp_path / "state"
         base = {"asyncTimeoutSecs": 60, "stateDir": str(state), **(settings or {})}
-        self.config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": base})
+        servers = servers or {"demo": demo_server_entry()}
+        self.config = write_config(tmp_path, {"mcpServers": servers, "settings": base})
         self.runtime = runtime
         self.env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
         self.errors = tmp_path / "relay-stderr.txt"
@@ -45,9 +53,9 @@ class Shared:
         return StdioServerParameters(command=PYTHON, args=args, env=self.env)
 
     @asynccontextmanager
-    async def relay(self, mode: str = "legacy") -> AsyncIterator[Client]:
+    async def relay(self, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
         with self.errors.open("a") as errlog:
-            async with Client(stdio_client(self.params(), errlog=errlog), mode=mode) as client:
+            async with Client(stdio_client(self.params(), errlog=errlog), mode=mode, **options) as client:
                 yield client
 
     def directory(self) -> Path:
@@ -231,3 +239,27 @@ async def test_a_directory_that_is_not_private_is_refused(tmp_path: Path, runtim
     assert done.returncode == 1
     assert f"refusing {directory} for the shared claimcheck" in done.stderr.decode()
     assert shared.pids() == []
+
+
+async def test_a_question_of_a_handed_off_call_reaches_the_client_through_the_relay(
+    tmp_path: Path, runtime: Path
+) -> None:
+    asking = {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}
+    shared = Shared(tmp_path, runtime, {"asyncTimeoutSecs": 1}, {"ask": asking})
+    seen: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    try:
+        with anyio.fail_after(240):
+            async with shared.relay(elicitation_callback=elicit) as client:
+                started = text_of(await client.call_tool("ask__confirm", {"what": "it", "background": True}))
+                handle = HANDLE.search(started)
+                assert handle, started
+                done = text_of(await client.call_tool("wait_for_tool_output", {"handles": [handle.group(0)]}))
+    finally:
+        shared.stop()
+    assert seen == ["Really it?"]
+    assert "confirmed it: True" in done
