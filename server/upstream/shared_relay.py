@@ -77,10 +77,10 @@ def wants_shared(args: list[str]) -> bool:
     `settings.shared: true` in its config."""
     if "serve" not in args or _option(args, "--shared-socket") is not None:
         return False
+    if (_option(args, "--transport") or "stdio") != "stdio":
+        return False  # `serve` says that --shared is for stdio only
     if "--shared" in args:
         return True
-    if (_option(args, "--transport") or "stdio") != "stdio":
-        return False
     try:
         data = json.loads(config_path(args).read_text(encoding="utf-8"))
         return data.get("settings", {}).get("shared") is True
