@@ -308,3 +308,30 @@ def test_the_json_view_reads_a_32_mib_output_in_bounded_memory(tmp_path: Any) ->
     assert answer["found"] == [-1]
     assert answer["shape"] == f'object with 1 keys:\n  "items": array ({count + 1} items)'
     assert answer["growth"] < 16 << 20, answer["growth"]  # building it whole would take ~10x the 32 MiB
+
+
+def test_runs_of_elements_read_in_one_call_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.handles import json_view
+
+    runs: list[bool] = []
+    batch = json_view._batch
+
+    def counted(reader: Any) -> Any:
+        found = batch(reader)
+        runs.append(found is not None)
+        return found
+
+    monkeypatch.setattr(json_view, "_batch", counted)
+    items = [
+        {"id": i, "note": 'a "}," inside', "sub": {"x": [i, {"y": i}]}, "tag": "NEEDLE" if i % 97 == 5 else "-"}
+        for i in range(3000)
+    ]
+    text = json.dumps({"items": items})
+    for expression in (
+        "items[?contains(tag, 'NEEDLE')].id",
+        "items[*].sub.x[1].y | [-1]",
+        "items[?tag == 'NEEDLE'].id",
+    ):
+        result, _ = query(TextSource.of(text), expression, max_chars=1_000_000, grep_hint="Grep")
+        assert json.loads(result) == jmespath.search(expression, {"items": items}), expression
+    assert any(runs)  # some runs were read whole

@@ -204,18 +204,61 @@ def _walk(reader: _Reader, steps: list[str | int]) -> bool:
     return bool(reader.peek())
 
 
-def _elements(reader: _Reader, emit: Callable[[Any, str], None]) -> bool:
-    """Each element of the array at the reader, with its text; False when the value is not an array."""
+def _elements(reader: _Reader, emit: Callable[[Any, str | None], None], required: list[str]) -> bool:
+    """Each element of the array at the reader, with its text (None for an element read in a batch); False
+    when the value is not an array. Runs of whole elements are read in one C call where the text at hand
+    allows; a run whose text lacks one of the `required` strings is passed over without evaluating it."""
     if reader.peek() != "[":
         return False
     reader.pos += 1
     if reader.peek() == "]":
         return True
+    batch_from = 0  # after a run that could not be read as one, go element by element to the end of the text
     while True:
+        if reader.dropped + reader.pos >= batch_from:
+            batch = _batch(reader)
+            if batch is None:
+                batch_from = reader.dropped + len(reader.buf)
+            else:
+                values, text, after = batch
+                if not required:
+                    reader.pos = after
+                    for value in values:
+                        emit(value, None)
+                    continue
+                if "\\u" not in text and not all(part in text for part in required):
+                    reader.pos = after  # no element of the run can match
+                    continue
+                batch_from = reader.dropped + after  # a match may be in it: element by element, each filtered
         value = reader.value(VALUE_MAX_CHARS)
         emit(value, reader.buf[reader.start : reader.pos])
         if reader.expect(",]") == "]":
             return True
+
+
+_BATCH_TRIES = 8
+
+
+def _batch(reader: _Reader) -> tuple[list[Any], str, int] | None:
+    """The whole elements from the reader's position up to one of the last element-ending commas of the text
+    at hand, parsed in one call, their text and the position after that comma; None when no run parses."""
+    buf, start = reader.buf, reader.pos
+    end = len(buf)
+    for _ in range(_BATCH_TRIES):
+        comma = max(buf.rfind("},", start, end), buf.rfind("],", start, end))
+        if comma < 0:
+            comma = buf.rfind(",", start, end) - 1
+            if comma < start:
+                return None
+        candidate = f"[{buf[start : comma + 1]}]"
+        try:
+            values, stop = _scan_once(candidate, 0)
+        except (StopIteration, ValueError):
+            values, stop = None, -1
+        if stop == len(candidate) and isinstance(values, list):
+            return values, candidate, comma + 2
+        end = comma
+    return None
 
 
 # -- planning a query ------------------------------------------------------------------------------
@@ -322,8 +365,8 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
     single: list[Any] = []
     required = _required(plan.condition)
 
-    def keep(element: Any, text: str) -> None:
-        if required and "\\u" not in text and not all(part in text for part in required):
+    def keep(element: Any, text: str | None) -> None:
+        if required and text is not None and "\\u" not in text and not all(part in text for part in required):
             return  # cannot match: the condition needs text this element does not have
         if plan.condition is not None and _is_false(visit(plan.condition, element)):
             return
@@ -350,7 +393,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
                 raise JsonViewError(f"The output is one JSON value too big to query; {grep_hint}.")
         if _walk(reader, plan.steps):
             if plan.each:
-                array = _elements(reader, keep)
+                array = _elements(reader, keep, required)
             else:
                 single.append(reader.value(VALUE_MAX_CHARS))
     except _Stop:
