@@ -335,3 +335,21 @@ def test_runs_of_elements_read_in_one_call_give_the_same_answers(monkeypatch: py
         result, _ = query(TextSource.of(text), expression, max_chars=1_000_000, grep_hint="Grep")
         assert json.loads(result) == jmespath.search(expression, {"items": items}), expression
     assert any(runs)  # some runs were read whole
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ([], "array with 0 items"),
+        ({}, "object with 0 keys:"),
+        ([1, [2], {"a": "},"}], "array with 3 items"),
+        ([{"a": 1, "b": 2}] * 5000, 'array with 5000 items\n  the first item is an object with keys: "a", "b"'),
+        (
+            {"x": [{"q": "},"}] * 4000, "y": {}},
+            'object with 2 keys:\n  "x": array (4000 items)\n  "y": object (0 keys)',
+        ),
+        ("text", "a single string (4 characters)"),
+    ],
+)
+def test_shapes(document: Any, expected: str) -> None:
+    assert shape(TextSource.of(json.dumps(document))) == (expected, "")

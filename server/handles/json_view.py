@@ -486,14 +486,33 @@ def _measure(reader: _Reader) -> int | None:
     if reader.peek() == closing:
         reader.pos += 1
         return 0
+    if char == "[":
+        return _count_elements(reader, 0)
     count = 0
     while True:
-        if char == "{":
-            reader.value(_KEY_MAX_CHARS)
-            reader.expect(":")
+        reader.value(_KEY_MAX_CHARS)
+        reader.expect(":")
         reader.skip()
         count += 1
-        if reader.expect("," + closing) == closing:
+        if reader.expect(",}") == "}":
+            return count
+
+
+def _count_elements(reader: _Reader, count: int) -> int:
+    """`count` plus the elements left in the array at the reader (at an element's start), passing over them:
+    runs of them in one C call where the text at hand allows (`_batch`), else one by one."""
+    batch_from = 0
+    while True:
+        if reader.dropped + reader.pos >= batch_from:
+            batch = _batch(reader)
+            if batch is not None:
+                count += len(batch[0])
+                reader.pos = batch[2]
+                continue
+            batch_from = reader.dropped + len(reader.buf)
+        reader.skip()
+        count += 1
+        if reader.expect(",]") == "]":
             return count
 
 
@@ -505,6 +524,7 @@ def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = 
         shape.members = []
         reader.pos += 1
         if reader.peek() == "}":
+            reader.pos += 1
             return
         while True:
             key = reader.value(_KEY_MAX_CHARS)
@@ -522,19 +542,20 @@ def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = 
     elif char == "[":
         reader.pos += 1
         if reader.peek() == "]":
+            reader.pos += 1
             return
-        while True:
-            if shape.count == 0 and reader.peek() == "{":
-                try:
-                    first = reader.value(VALUE_MAX_CHARS)
-                    shape.first_keys = list(first)[:key_limit]
-                except _TooBig:
-                    reader.skip()
-            else:
+        if reader.peek() == "{":
+            try:
+                first = reader.value(VALUE_MAX_CHARS)
+                shape.first_keys = list(first)[:key_limit]
+            except _TooBig:
                 reader.skip()
-            shape.count += 1
-            if reader.expect(",]") == "]":
-                return
+        else:
+            reader.skip()
+        shape.count = 1
+        if reader.expect(",]") == "]" or not measure:
+            return
+        shape.count = _count_elements(reader, 1)
     elif char == '"':
         shape.size = _measure(reader)
     elif char:
