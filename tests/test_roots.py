@@ -169,3 +169,23 @@ async def test_a_task_whose_downstream_asks_for_roots_is_input_required_and_task
     assert "waiting for an answer to its roots request" in (announced.status_message or "")
     assert related == [{"taskId": task.task_id}]
     assert text_of(result) == "file:///srv/task"
+
+
+async def test_a_server_that_asks_when_told_of_a_new_client_gets_its_roots_before_any_call() -> None:
+    import roots_server
+
+    asked = anyio.Event()
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.set()
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/first", name="f")])  # type: ignore[arg-type]
+
+    async with running_proxy({"fs": roots_server.server}) as proxy:
+        with anyio.fail_after(20):
+            await proxy.pool.settled()  # the server is up when the client comes
+            async with Client(build_server(proxy), mode="legacy", list_roots_callback=roots) as client:
+                await asked.wait()  # claimcheck told the server of the client's roots; it asked; no call was made
+                heard = text_of(await client.call_tool("fs__heard", {}))
+                while "file:///srv/first" not in heard:  # the server stores the answer once it has it
+                    heard = text_of(await client.call_tool("fs__heard", {}))
+    assert heard.startswith("changes=") and "roots=file:///srv/first=f" in heard

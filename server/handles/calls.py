@@ -170,7 +170,10 @@ class CallRelay:
             call.note("question", f"a {kind} request waits for an answer")
         session, tool, handle = call.session_id, call.public_name, call.handle
         roots = self._lists_roots()
-        answer = await questions.ask_or_wait(upstream, session, params, tool=tool, handle=handle, lists_roots=roots)
+        task = call.ttl_ms is not None  # an MCP task: its questions go through tasks/result
+        answer = await questions.ask_or_wait(
+            upstream, session, params, tool=tool, handle=handle, lists_roots=roots, task=task
+        )
         call.note("answered", f"the {kind} request was answered")
         return answer
 

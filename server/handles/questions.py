@@ -78,6 +78,9 @@ class Question:
     """Whether a request to the client is out with it right now."""
     shown: bool = False
     """Whether `wait_for_tool_output` has shown it to the model."""
+    task: bool = False
+    """Whether its call runs as an MCP task: then `tasks/result` carries it (with the task's `_meta`), never the
+    session's standing channel."""
 
     def settle(self, answer: Answer) -> bool:
         """Take `answer` unless another came first; whether it was taken."""
@@ -115,14 +118,14 @@ class Inbox:
     def of_handle(self, handle: str) -> list[Question]:
         return [question for question in self.pending.values() if question.handle == handle]
 
-    async def ask(self, kind: Kind, params: Params, *, tool: str, handle: str | None) -> Answer:
+    async def ask(self, kind: Kind, params: Params, *, tool: str, handle: str | None, task: bool = False) -> Answer:
         """Wait for the answer to a new question (cancel the wait to give up on it)."""
-        question = Question(kind, params, tool, handle)
+        question = Question(kind, params, tool, handle, task=task)
         self.pending[question.id] = question
         self._pulse()
         try:
             async with anyio.create_task_group() as tg:
-                if self.channel is not None and self.channel.can_ask(kind):
+                if self.channel is not None and self.channel.can_ask(kind) and not task:
                     tg.start_soon(self.carry, question, self.channel.ask)
                 await question.answered.wait()
                 tg.cancel_scope.cancel()  # an answer came another way: withdraw the request to the client
@@ -149,13 +152,21 @@ class Inbox:
         question.settle(answer)
 
     async def carry_all(
-        self, ask: Callable[[Params], Awaitable[Answer]], can_ask: Callable[[Kind], bool], *, handle: str | None = None
+        self,
+        ask: Callable[[Params], Awaitable[Answer]],
+        can_ask: Callable[[Kind], bool],
+        *,
+        handle: str | None = None,
+        standing: bool = False,
     ) -> None:
-        """Carry every question (of `handle`, if given) that no request carries yet through `ask`, until cancelled."""
+        """Carry every question (of `handle`, if given) that no request carries yet through `ask`, until cancelled;
+        `standing`: `ask` is a standing channel, which leaves the questions of tasks to `tasks/result`."""
         async with anyio.create_task_group() as tg:
             while True:
                 for question in list(self.pending.values()):
-                    if handle in (None, question.handle) and not question.carried and can_ask(question.kind):
+                    if handle not in (None, question.handle) or question.carried or (standing and question.task):
+                        continue
+                    if can_ask(question.kind):
                         tg.start_soon(self.carry, question, ask)
                 await self.changed().wait()
 
@@ -197,6 +208,7 @@ async def ask_or_wait(
     tool: str,
     handle: str | None,
     lists_roots: bool = False,
+    task: bool = False,
 ) -> Answer:
     """Through the client request that is waiting, where it can carry the question; else in the inbox.
 
@@ -210,7 +222,7 @@ async def ask_or_wait(
         return await upstream.elicit(params)
     if isinstance(params, RootsParams) and not lists_roots:
         return no_roots()
-    return await inbox(session_id).ask(kind_of(params), params, tool=tool, handle=handle)
+    return await inbox(session_id).ask(kind_of(params), params, tool=tool, handle=handle, task=task)
 
 
 def sampling_answer(answer: Answer) -> types.CreateMessageResult | types.ErrorData:

@@ -59,7 +59,7 @@ class StandingStreams:
         binding = self._bindings.setdefault(session_id, _Binding())
         await binding.bound.wait()
         assert binding.inbox is not None and binding.channel is not None
-        await binding.inbox.carry_all(binding.channel.ask, binding.channel.can_ask)
+        await binding.inbox.carry_all(binding.channel.ask, binding.channel.can_ask, standing=True)
 
 
 class _Watched:

@@ -141,7 +141,9 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
 
     async def on_initialized(ctx: ServerRequestContext[Proxy], params: Any) -> None:
         proxy.add_session(ctx.session)
-        if proxy.sessions.for_request(ctx).lists_roots:  # servers that asked before it came may ask again now
+        session = proxy.sessions.for_request(ctx)
+        _keep_channel(ctx, session, standing)  # questions may come before the first call
+        if session.lists_roots:  # servers that asked before it came may ask again now
             await proxy.roots_changed()
 
     async def on_roots_changed(ctx: ServerRequestContext[Proxy], params: Any) -> None:
