@@ -310,7 +310,7 @@ def model_from(args: argparse.Namespace) -> Iterator[Model | None]:
     if args.local_model:
         import local_model
 
-        with local_model.serve(args.model, args.context or 8192, args.threads) as served:
+        with local_model.serve(args.model, args.context or 8192, args.threads, args.prompt_cache) as served:
             yield Model(served.base_url, served.model, served.context, None, served.runtime)
         return
     base_url, name = os.environ.get("CLAIMCHECK_EVAL_BASE_URL"), os.environ.get("CLAIMCHECK_EVAL_MODEL")
@@ -348,19 +348,28 @@ def load(paths: list[Path]) -> list[Result]:
 def main() -> int:
     global ANSWER_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--only", action="append", help="run only the named case(s)")
+    parser.add_argument("--only", action="append", help="run only the named case(s), in the order given")
     parser.add_argument("--size", type=float, default=1.0, help="scale of every output (default 1.0)")
     parser.add_argument("--local-model", action="store_true", help="serve bench/local_model.py's model for the run")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="with --local-model: which weights")
     parser.add_argument("--context", type=int, help="the model's context window (default 8192)")
     parser.add_argument("--threads", type=int, help="with --local-model: llama.cpp threads (default: all cores)")
+    parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="with --local-model: llama.cpp's RAM prompt cache (cases over the same output reuse its evaluation)",
+    )
     parser.add_argument("--claimcheck-context", type=int, help="contextWindow given to claimcheck (default: --context)")
     parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_TOKENS, help="max answer tokens, every arm")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--report", type=Path, nargs="+", help="print the tables of earlier --json files, run nothing")
     args = parser.parse_args()
-    selected = [case for case in CASES if not args.only or case.name in args.only]
+    by_name = {case.name: case for case in CASES}
+    unknown = sorted(set(args.only or ()) - set(by_name))
+    if unknown:
+        parser.error(f"no such case: {', '.join(unknown)}")
+    selected = [by_name[name] for name in args.only] if args.only else CASES  # --only runs in the order given
     ANSWER_TOKENS = args.answer_tokens
     if args.report:
         import local_model

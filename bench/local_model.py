@@ -133,8 +133,13 @@ def runtime_version() -> str:
 
 
 @contextlib.contextmanager
-def serve(model: str = DEFAULT, context: int = 8192, threads: int | None = None) -> Iterator[Served]:
-    """The model served on a free port of 127.0.0.1 until the block ends; then the server is stopped."""
+def serve(
+    model: str = DEFAULT, context: int = 8192, threads: int | None = None, prompt_cache: bool = False
+) -> Iterator[Served]:
+    """The model served on a free port of 127.0.0.1 until the block ends; then the server is stopped.
+
+    prompt_cache: llama-cpp-python's RAM cache of evaluated prompts, so a prompt that starts like an earlier one
+    (the same output asked another question) is not evaluated again from its start."""
     weights = WEIGHTS[model]
     if context > weights.max_context:
         raise SystemExit(f"{model} has a {weights.max_context}-token context at most")
@@ -161,6 +166,8 @@ def serve(model: str = DEFAULT, context: int = 8192, threads: int | None = None)
     ]
     if weights.chat_format:
         command += ["--chat_format", weights.chat_format]
+    if prompt_cache:
+        command += ["--cache", "true", "--cache_type", "ram"]
     log = (CACHE / "server.log").open("wb")
     process = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent
