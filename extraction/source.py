@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from fs_sandbox import LineIndex
+from fs_sandbox import LineIndex, literal_finder
 
 __all__ = [
     "Descriptor",
@@ -119,12 +119,13 @@ def text_windows(source: Source, overlap: int) -> Iterator[tuple[int, str]]:
 def find_all(source: Source, needle: str) -> Iterator[int]:
     """The character offset of every occurrence of `needle`, overlapping ones included, in order.
 
-    The UTF-8 bytes are searched (a memchr-speed scan, as Grep does for a literal); characters are counted
+    The UTF-8 bytes are searched by Grep's engine (`literal_finder`); characters are counted
     only up to each hit, from the nearest line-index entry before it when the source has an index.
     """
     if not needle:
         raise ValueError("the text to find is empty")
     wanted = needle.encode("utf-8", "replace")
+    find = literal_finder(wanted)
     index = _index_of(source)
     cursor = chars = 0  # a byte offset and the characters before it
     offset, carry = 0, b""
@@ -134,7 +135,7 @@ def find_all(source: Source, needle: str) -> Iterator[int]:
             break
         window, base = carry + data, offset - len(carry)
         at = 0
-        while (hit := window.find(wanted, at)) >= 0:
+        while (hit := find(window, at)) >= 0:
             position = base + hit
             if index is not None:
                 entry, before = index.seek_byte(position)

@@ -4,6 +4,7 @@
 any link, its size taken from the descriptor. Read and Grep stream from what it opened.
 """
 
+from fs_sandbox._engine import literal_finder
 from fs_sandbox._index import SUFFIX as INDEX_SUFFIX
 from fs_sandbox._index import IndexBuilder, LineIndex
 from fs_sandbox.errors import Busy, NotAFile, NotFound, PathRefused, PatternError, PatternTimeout, SandboxError
@@ -28,5 +29,6 @@ __all__ = [
     "SandboxError",
     "Snippet",
     "confine",
+    "literal_finder",
     "open_file",
 ]

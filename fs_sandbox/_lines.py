@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from fs_sandbox._index import LineIndex
 
 PIECE = 1 << 20  # bytes read at a time
+SEEK_PIECE = 64 << 10  # ... after a seek to a few lines
 WINDOW = 1 << 20  # bytes of whole lines a search looks at before it moves on
 AHEAD = 64 << 10  # how far past its window a match that starts in it may reach
 BEHIND = 4 << 10  # how much before its window a lookbehind or \b may see
+SPAN = 8  # windows the search buffer holds before what it still needs is moved to its front
 
 Shown = tuple[int, str, int]  # (1-based line number, text cut to `clip` characters, full length in characters)
 Span = tuple[int, int]  # a match's start and end, in bytes from the start of its line
@@ -30,11 +32,13 @@ _CONTINUATION = bytes(range(0x80, 0xC0))
 Ranges = Sequence[tuple[int, int]]  # 1-based, inclusive, sorted and disjoint
 
 
-def pieces(fd: int, size: int, offset: int = 0) -> Iterator[bytes]:
-    """The first `size` bytes of `fd` from `offset`, CRLF and lone CR turned into LF, a piece at a time."""
+def pieces(fd: int, size: int, offset: int = 0, piece: int = 0) -> Iterator[bytes]:
+    """The first `size` bytes of `fd` from `offset`, CRLF and lone CR turned into LF, a piece at a time
+    (`PIECE` bytes, or `piece`)."""
     held_cr = False
+    piece = piece or PIECE
     while offset < size:
-        data = os.pread(fd, min(PIECE, size - offset), offset)
+        data = os.pread(fd, min(piece, size - offset), offset)
         if not data:
             break
         offset += len(data)
@@ -158,43 +162,45 @@ def collect(
     to_end: bool,
     spans: Mapping[int, Sequence[Span]] | None = None,
     begin: tuple[int, int] = (0, 1),
-    index: LineIndex | None = None,
+    seek: Callable[[int], tuple[int, int]] | None = None,
 ) -> tuple[list[Shown], int, int | None, dict[int, list[Snippet]]]:
     """The lines in `ranges`: (shown, how many more exist but were over `max_chars`, total lines, snippets).
 
     Texts are kept until their characters (plus one per line) pass `max_chars`; the line that passes it
     is still shown. The total is None when reading stopped after the last range (`to_end` false). Reading
-    starts at `begin`: (a byte offset, the number of the line there), from a line index. Lines longer than
+    starts at `begin`: (a byte offset, the number of the line there), from a line index, or where `seek`
+    says for each run of ranges. Lines longer than
     `clip` with `spans` (byte offsets of matches in the line) get a snippet per span.
     """
     out = _Collector(clip, max_chars, spans or {})
-    if index is None or index.size != size or to_end:
+    if seek is None or to_end:
         counted = _collect_into(out, fd, size, ranges, to_end, begin)
         return out.shown, out.hidden, counted, out.snippets
-    # With a line index, each run of ranges with no index entry between them is read from the entry nearest
-    # before it, so matches far apart in a large file cost a seek each rather than a scan of what lies between.
+    # `seek(line)` gives a known place (offset, line) at or before a line (a line index entry, a match's line
+    # start): each run of ranges with no known place between them is read from the one nearest before it, so
+    # matches far apart in a large file cost a seek each rather than a scan of what lies between.
     total: int | None = None
     group: list[tuple[int, int]] = []
     group_begin = begin
     for first, last in ranges:
-        here = index.seek_line(first)
+        here = seek(first)
         if group and here[1] > group[-1][1]:
-            total = _collect_into(out, fd, size, group, False, group_begin)
+            total = _collect_into(out, fd, size, group, False, group_begin, SEEK_PIECE)
             group = []
         if not group:
             group_begin = here
         group.append((first, last))
     if group:
-        total = _collect_into(out, fd, size, group, False, group_begin)
+        total = _collect_into(out, fd, size, group, False, group_begin, SEEK_PIECE)
     return out.shown, out.hidden, total, out.snippets
 
 
 def _collect_into(
-    out: _Collector, fd: int, size: int, ranges: Ranges, to_end: bool, begin: tuple[int, int]
+    out: _Collector, fd: int, size: int, ranges: Ranges, to_end: bool, begin: tuple[int, int], step: int = 0
 ) -> int | None:
     line, index = begin[1], 0
     in_line = begin[0] > 0  # an index entry may be inside a line; only lines after it are asked for then
-    for piece in pieces(fd, size, begin[0]):
+    for piece in pieces(fd, size, begin[0], step):
         position, end = 0, len(piece)
         while position < end:
             if index == len(ranges):
@@ -301,17 +307,24 @@ class Window:
 
 
 def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
-    """The file's normalized text as windows, read into two buffers allocated once and used in turn.
+    """The file's normalized text as windows, read into one buffer allocated once.
 
-    Fresh memory for every window would cost a page fault per 4 KiB: more than the search itself. Unless
-    `numbered`, lines are not counted (`first_line` stays 1): the caller numbers them from a line index.
+    Fresh memory for every window would cost a page fault per 4 KiB: more than the search itself. Pieces
+    are appended until the buffer is full (`SPAN` windows); only then is what is still needed (the text
+    after the last window, and `BEHIND` before it) moved to the front. Unless `numbered`, lines are not
+    counted (`first_line` stays 1): the caller numbers them from a line index.
     """
-    capacity = BEHIND + WINDOW + AHEAD + PIECE + 16
-    buffers = (bytearray(capacity), bytearray(capacity))
-    buffer, length, start, offset, line = buffers[0], 0, 0, 0, 1
-    base = line_start = 0
+    capacity = BEHIND + SPAN * WINDOW + AHEAD + PIECE + 16
+    buffer = bytearray(capacity)
+    length = start = offset = base = line_start = 0
+    line = 1
     while True:
         while offset < size and length - start < WINDOW + AHEAD:
+            if length + PIECE + 16 > capacity:  # full: move what is still needed to the front
+                keep = min(start, boundary(buffer, max(0, start - BEHIND), forward=True))
+                with memoryview(buffer) as view:
+                    view[: length - keep] = bytes(view[keep:length])
+                length, start, base = length - keep, start - keep, base + keep
             length, offset = _fill(fd, size, buffer, length, offset)
         if offset >= size and length - start <= WINDOW + AHEAD:
             yield Window(buffer, start, length, length, line, True, base, line_start)
@@ -324,11 +337,7 @@ def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
         last = buffer.rfind(b"\n", start, cut)
         if last >= 0:
             line_start = base + last + 1
-        keep = min(cut, boundary(buffer, max(0, cut - BEHIND), forward=True))
-        other = buffers[1] if buffer is buffers[0] else buffers[0]
-        with memoryview(buffer) as view:
-            other[: length - keep] = view[keep:length]  # the same length: copied, never resized
-        buffer, length, start, base = other, length - keep, cut - keep, base + keep
+        start = cut
 
 
 def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tuple[int, int]:

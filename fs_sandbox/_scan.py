@@ -9,6 +9,7 @@ through; results cross back as plain tuples. The file is read in windows (`fs_sa
 
 from __future__ import annotations
 
+import bisect
 import os
 import pickle
 import re
@@ -70,16 +71,7 @@ def find_matches(
             if found.more:
                 break
         return found
-    if case_sensitive and not _REGEX_SYNTAX.intersection(pattern) and pattern.isascii():
-        needle = pattern.encode()
-
-        def literal(data: memoryview, at: int, stop: int) -> tuple[int, int]:
-            hit = data.obj.find(needle, at, stop)  # type: ignore[attr-defined]  # the window's bytearray
-            return (hit, hit + len(needle)) if hit >= 0 else (-1, -1)
-
-        find: Callable[[memoryview, int, int], tuple[int, int]] = literal
-    else:
-        find = finder.find
+    find = finder.find  # RE2 for literals too: faster than bytes.find here (memchr on a rare byte, then DFA)
     for window in windows(fd, size, numbered=numbered):
         data, stop = window.data, window.stop
         with memoryview(data) as view, view[:stop] as text:  # the buffer's bytes past `stop` are no context
@@ -249,7 +241,14 @@ def grep(
         else:
             ranges.append((first, last))
     shown, _, total, snippets = collect(
-        fd, size, ranges, clip=clip, max_chars=max_chars, to_end=False, spans=found.spans, index=index
+        fd,
+        size,
+        ranges,
+        clip=clip,
+        max_chars=max_chars,
+        to_end=False,
+        spans=found.spans,
+        seek=_seeker(fd, size, index, found, before),
     )
     texts = {number: (text, length) for number, text, length in shown}
     blocks: list[list[Line]] = []
@@ -268,6 +267,45 @@ def grep(
         else:
             left_blocks += 1
     return blocks, len(matches), more, left_lines, left_blocks
+
+
+def _seeker(
+    fd: int, size: int, index: LineIndex | None, found: _Found, before: int
+) -> Callable[[int], tuple[int, int]] | None:
+    """Where to start reading towards a line: the index entry before it, or, when the file has no CR (so the
+    matches' line starts are file offsets), the start of a matching line, or of the line `before` lines up."""
+    if index is None or index.size != size:
+        return None
+    places: list[tuple[int, int]] = []
+    if index.carriage_returns == 0:
+        for start, number in zip(found.starts, found.lines, strict=True):
+            places.append((start, number))
+            if before:
+                places.append(_lines_back(fd, start, number, before))
+        places.sort(key=lambda place: place[1])
+    numbers = [number for _, number in places]
+
+    def seek(line: int) -> tuple[int, int]:
+        entry = index.seek_line(line)
+        at = bisect.bisect_right(numbers, line) - 1
+        return places[at] if at >= 0 and places[at][1] > entry[1] else entry
+
+    return seek
+
+
+def _lines_back(fd: int, start: int, number: int, count: int) -> tuple[int, int]:
+    """(offset, line) of the line `count` lines before the one starting at `start`, looking back 64 KiB at most."""
+    low = max(0, start - (64 << 10))
+    data = os.pread(fd, start - low, low)
+    at, line = len(data) - 1, number  # data ends with the newline that ends the line before
+    while line > number - count:
+        previous = data.rfind(b"\n", 0, at)
+        if previous < 0:
+            if low == 0 and at >= 0:
+                return 0, line - 1
+            break
+        at, line = previous, line - 1
+    return low + at + 1, line
 
 
 def _block_numbers(matches: list[int], before: int, after: int, total: int | None) -> list[list[tuple[int, bool]]]:
