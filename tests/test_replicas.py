@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -135,7 +136,9 @@ class Replica:
 
 
 @asynccontextmanager
-async def replicas(tmp_path: Path, redis_url: str, count: int = 3) -> AsyncIterator[list[Replica]]:
+async def replicas(
+    tmp_path: Path, redis_url: str, count: int = 3, *, token: str | None = None
+) -> AsyncIterator[list[Replica]]:
     """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together."""
     shared = tmp_path / "shared"
     shared.mkdir(exist_ok=True)
@@ -144,8 +147,12 @@ async def replicas(tmp_path: Path, redis_url: str, count: int = 3) -> AsyncItera
     )
     command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
     command += ["--port", "0", "--state-url", redis_url]
+    env = dict(os.environ)
+    if token is not None:  # every request must carry it; its principal owns the handles
+        command += ["--auth-token-env", "REPLICA_TOKEN"]
+        env["REPLICA_TOKEN"] = token
     processes = [
-        await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=-1)
+        await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=-1, env=env)
         for _ in range(count)
     ]
     try:
@@ -308,6 +315,39 @@ async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_co
         assert "1 finished" in results[finishing] and "slept 2 s" in results[finishing], results[finishing]
         assert "None of the 1 output(s) finished within 8 s" in results[endless], results[endless]
         await call_text(on_b, "cancel_tool_output", {"handle": endless})
+
+
+async def test_a_task_made_on_one_replica_is_read_and_cancelled_from_another(cluster: Cluster) -> None:
+    token = "replica-test-token"
+    bearer = {"Authorization": f"Bearer {token}"}
+    async with (
+        replicas(cluster.directory, cluster.redis.url, 2, token=token) as (a, b),
+        httpx2.AsyncClient(headers=bearer) as http_a,
+        httpx2.AsyncClient(headers=bearer) as http_b,
+        Client(streamable_http_client(a.url, http_client=http_a), mode="legacy") as on_a,
+        Client(streamable_http_client(b.url, http_client=http_b), mode="legacy") as on_b,
+    ):
+
+        async def create(seconds: float) -> str:
+            params = {"name": "demo__slow", "arguments": {"seconds": seconds}, "task": {"ttl": 60_000}}
+            raw = await on_a.session._dispatcher.send_raw_request("tools/call", params)
+            return types.CreateTaskResult.model_validate(raw, by_name=False).task.task_id
+
+        with anyio.fail_after(120):
+            await on_a.list_tools()  # the demo server is up behind A
+            quick = await create(1)
+            got = await on_b.session.send_request(
+                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=quick)), types.GetTaskResult
+            )
+            assert got.task_id == quick
+            payload = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=quick))
+            result = await on_b.session.send_request(payload, types.CallToolResult)
+            assert "slept 1 s" in text_of(result)
+
+            long = await create(120)
+            cancel = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=long))
+            cancelled = await on_b.session.send_request(cancel, types.CancelTaskResult)
+            assert cancelled.status == "cancelled"
 
 
 HAPROXY = """

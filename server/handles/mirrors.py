@@ -10,16 +10,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import anyio
 import mcp_types as types
 
 from server.handles.calls import Call
+from server.handles.questions import either
 from server.handles.state import HandleState, StateUnavailable, mirror, update
 from server.handles.store import StoreError
 
 if TYPE_CHECKING:
     from server.handles.sessions import Session, Sessions
 
-__all__ = ["lookup", "read_back", "refresh", "remote_calls"]
+__all__ = ["lookup", "read_back", "refresh", "remote_calls", "until_finished"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,18 @@ async def refresh(sessions: Sessions, calls: list[Call]) -> None:
     for call, state in zip(mirrors, states, strict=True):
         if state is not None:  # a restarted Redis may not have it again yet: keep what was known
             update(call, state)
+
+
+async def until_finished(sessions: Sessions, call: Call) -> None:
+    """Return when `call` has finished: this replica's by its event, a mirror by reading it again when told
+    and every `pollSecs`."""
+    while not call.finished.is_set():
+        if call.home is None:
+            await call.finished.wait()
+            return
+        with anyio.move_on_after(sessions.backend.poll_secs):
+            await either(call.finished, sessions.backend.changed())
+        await refresh(sessions, [call])
 
 
 async def remote_calls(sessions: Sessions, session: Session) -> list[Call]:

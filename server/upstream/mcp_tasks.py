@@ -34,6 +34,7 @@ from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
 from server.handles.guide import guide_for
+from server.handles.mirrors import lookup, read_back, until_finished
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.status.tasks import iso
@@ -142,17 +143,18 @@ class _Tasks:
         return created.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def get(self, ctx: ServerRequestContext[Any], params: types.GetTaskRequestParams) -> types.GetTaskResult:
-        call = self._find(ctx, params.task_id)
+        call = await self._find(ctx, params.task_id)
         return types.GetTaskResult(**task_of(call).model_dump())
 
     async def result(self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams) -> HandlerResult:
         """Blocks until the task is done (per the spec), then the call's result under the size rule."""
-        call = self._find(ctx, params.task_id)
+        call = await self._find(ctx, params.task_id)
         inbox = questions.inbox(call.session_id)  # held while this request waits
         async with anyio.create_task_group() as tg:
             tg.start_soon(_carry_questions, ctx, call, inbox)
-            await call.finished.wait()
+            await until_finished(self.proxy.sessions, call)  # another replica's task: read again until final
             tg.cancel_scope.cancel()
+        await read_back(call)
         call.seen = True
         related = {RELATED_TASK: {"taskId": call.handle}}
         if call.status == "cancelled":
@@ -181,15 +183,18 @@ class _Tasks:
     async def cancel(
         self, ctx: ServerRequestContext[Any], params: types.CancelTaskRequestParams
     ) -> types.CancelTaskResult:
-        call = self._find(ctx, params.task_id)
+        call = await self._find(ctx, params.task_id)
         if call.finished.is_set():
             raise MCPError(
                 code=types.INVALID_PARAMS,
                 message=f"Cannot cancel task: it is already {_STATUS[call.status]}.",
             )
-        call.scope.cancel()
+        if call.home is None:
+            call.scope.cancel()
+        else:  # another replica runs it: its owner cancels it
+            await self.proxy.sessions.backend.request_cancel(call.handle)
         with anyio.move_on_after(5):
-            await call.finished.wait()
+            await until_finished(self.proxy.sessions, call)
         return types.CancelTaskResult(**task_of(call).model_dump())
 
     def _session(self, ctx: ServerRequestContext[Any]) -> Session:
@@ -197,8 +202,9 @@ class _Tasks:
         _expire(session)
         return session
 
-    def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> Call:
-        call = self._session(ctx).call(task_id)
+    async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> Call:
+        """The task's call: this replica's, or a mirror of another replica's (the task id is the handle)."""
+        call = (await lookup(self.proxy.sessions, self._session(ctx), [task_id]))[0]
         if call is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f'Failed to retrieve task: no task "{clip(task_id)}".')
         return call
