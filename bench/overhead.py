@@ -46,8 +46,12 @@ class Target:
     name: str
     params: StdioServerParameters
     tool: str
+    marker: str = ""
+    """A piece of the command line of the process whose CPU time is this path's (the server the client runs)."""
     samples_ms: list[float] = field(default_factory=list)
     round_medians_ms: list[float] = field(default_factory=list)
+    pid: int | None = None
+    cpu_s: float = 0.0
 
     @property
     def median(self) -> float:
@@ -63,18 +67,24 @@ def demo_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "server.demo.server"]
 
 
-def build_targets(config_file: Path, fastmcp_python: Path | None) -> list[Target]:
+def build_targets(config_file: Path, fastmcp_python: Path | None, chain_config: Path | None = None) -> list[Target]:
     command, args = demo_command()
+
+    def claimcheck(name: str, config: Path, fast: str) -> Target:
+        serve = ["-m", "server", "serve", "--config", str(config)]
+        env = {"CLAIMCHECK_FAST_PATH": fast}
+        params = StdioServerParameters(command=sys.executable, args=serve, env=env, cwd=str(REPO))
+        return Target(name, params, "demo__echo", str(config))
+
     paths = [
-        Target("direct", StdioServerParameters(command=command, args=args, cwd=str(REPO)), "echo"),
         Target(
-            "claimcheck",
-            StdioServerParameters(
-                command=sys.executable, args=["-m", "server", "serve", "--config", str(config_file)], cwd=str(REPO)
-            ),
-            "demo__echo",
+            "direct", StdioServerParameters(command=command, args=args, cwd=str(REPO)), "echo", "server.demo.server"
         ),
+        claimcheck("claimcheck", config_file, "on"),
+        claimcheck("claimcheck-sdk", config_file, "off"),
     ]
+    if chain_config is not None:
+        paths.append(claimcheck("chain-2", chain_config, "on"))
     if fastmcp_python is not None:
         quiet = {"FASTMCP_LOG_LEVEL": "WARNING", "FASTMCP_CHECK_FOR_UPDATES": "off"}
         paths.append(
@@ -84,16 +94,53 @@ def build_targets(config_file: Path, fastmcp_python: Path | None) -> list[Target
                     command=str(fastmcp_python), args=[str(FASTMCP_PROXY), command, *args], env=quiet, cwd=str(REPO)
                 ),
                 "echo",
+                "fastmcp_proxy",
             )
         )
     return paths
 
 
-def write_claimcheck_config(directory: Path) -> Path:
+def write_claimcheck_config(directory: Path, name: str = "claimcheck-bench.json") -> Path:
     command, args = demo_command()
-    config = directory / "claimcheck-bench.json"
-    config.write_text(json.dumps({"mcpServers": {"demo": {"command": command, "args": args}}}, indent=2))
+    servers = {"demo": {"command": command, "args": args}}
+    settings = {"startupWaitSecs": 120}  # a loaded machine may take more than the default 3 s to start the demo
+    config = directory / name
+    config.write_text(json.dumps({"mcpServers": servers, "settings": settings}, indent=2))
     return config
+
+
+def write_chain_config(directory: Path) -> Path:
+    """claimcheck → claimcheck → demo: the outer one fronts the inner one without a prefix (`demo__echo`)."""
+    inner = write_claimcheck_config(directory, "claimcheck-inner.json")
+    serve = ["-m", "server", "serve", "--no-api", "--config", str(inner)]
+    servers = {"inner": {"command": sys.executable, "args": serve, "prefix": ""}}
+    config = directory / "claimcheck-chain.json"
+    config.write_text(json.dumps({"mcpServers": servers, "settings": {"startupWaitSecs": 120}}, indent=2))
+    return config
+
+
+def _children() -> dict[int, str]:
+    """This process's children: pid → command line."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == os.getpid():
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of one process (not its children), from /proc."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def call_once(client: Client, tool: str) -> float:
@@ -119,13 +166,19 @@ async def run(paths: Sequence[Target], *, calls: int, rounds: int, warmup: int) 
             if path.tool not in names:
                 raise RuntimeError(f"{path.name}: no tool {path.tool!r} among {names}")
             clients[path.name] = client
+            claimed = {p.pid for p in paths}
+            path.pid = next(
+                (pid for pid, cmd in _children().items() if path.marker in cmd and pid not in claimed), None
+            )
         for path in paths:
             for _ in range(warmup):
                 await call_once(clients[path.name], path.tool)
         for round_no in range(rounds):
             shift = round_no % len(paths)
             for path in [*paths[shift:], *paths[:shift]]:
+                cpu_before = cpu_seconds(path.pid)
                 block = [await call_once(clients[path.name], path.tool) for _ in range(per_round)]
+                path.cpu_s += cpu_seconds(path.pid) - cpu_before
                 path.samples_ms.extend(block)
                 path.round_medians_ms.append(statistics.median(block))
     return {"connect_s": connect_s}
@@ -144,6 +197,7 @@ def summarize(paths: Sequence[Target]) -> dict[str, Any]:
                 "mean_ms": statistics.fmean(path.samples_ms),
                 "min_ms": min(path.samples_ms),
                 "added_median_ms": path.median - direct,
+                "server_cpu_ms_per_call": 1000 * path.cpu_s / len(path.samples_ms) if path.pid else None,
                 "round_medians_ms": path.round_medians_ms,
             }
             for path in paths
@@ -161,15 +215,17 @@ def summarize(paths: Sequence[Target]) -> dict[str, Any]:
 
 def markdown(summary: dict[str, Any], facts: dict[str, Any]) -> str:
     lines = [
-        "| path | tool | calls | median ms | p99 ms | added median ms (vs direct) | per-round medians ms |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| path | tool | calls | median ms | p99 ms | added median ms (vs direct) | server CPU ms/call "
+        "| per-round medians ms |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for name, row in summary["paths"].items():
         added = "—" if name == "direct" else f"{row['added_median_ms']:+.2f}"
         rounds = " ".join(f"{m:.2f}" for m in row["round_medians_ms"])
+        cpu = "?" if row["server_cpu_ms_per_call"] is None else f"{row['server_cpu_ms_per_call']:.2f}"
         lines.append(
             f"| {name} | `{row['tool']}` | {row['calls']} | {row['median_ms']:.2f} | {row['p99_ms']:.2f} "
-            f"| {added} | {rounds} |"
+            f"| {added} | {cpu} | {rounds} |"
         )
     lines.append("")
     cc = summary["paths"]["claimcheck"]
@@ -206,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20, help="warm-up calls per path (default 20)")
     parser.add_argument("--fastmcp-python", type=Path, default=FASTMCP_PYTHON, help="python of the FastMCP venv")
     parser.add_argument("--no-fastmcp", action="store_true", help="skip the FastMCP path")
+    parser.add_argument("--no-chain", action="store_true", help="skip claimcheck → claimcheck → demo")
+    parser.add_argument("--no-sdk-path", action="store_true", help="skip claimcheck with its fast path off")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.calls % args.rounds:
@@ -232,7 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"note: FastMCP path skipped: {facts['fastmcp_note']}", file=sys.stderr)
 
     with tempfile.TemporaryDirectory(prefix="claimcheck-bench-") as tmp:
-        paths = build_targets(write_claimcheck_config(Path(tmp)), fastmcp_python)
+        chain = None if args.no_chain else write_chain_config(Path(tmp))
+        paths = build_targets(write_claimcheck_config(Path(tmp)), fastmcp_python, chain)
+        if args.no_sdk_path:
+            paths = [path for path in paths if path.name != "claimcheck-sdk"]
         started = time.perf_counter()
         extra = anyio.run(lambda: run(paths, calls=args.calls, rounds=args.rounds, warmup=args.warmup))
         facts["wall_s"] = round(time.perf_counter() - started, 1)

@@ -22,6 +22,7 @@ __all__ = [
     "estimate_source_tokens",
     "estimate_tokens",
     "exceeds",
+    "exceeds_by_length",
     "file_exceeds",
     "head_tokens",
     "source_exceeds",
@@ -84,13 +85,21 @@ def _streamed_pieces(texts: Iterable[str]) -> Iterator[str]:
         yield buffer[start:stop]
 
 
-def exceeds(text: str, limit: int) -> bool:
-    """Whether `text` has more than `limit` tokens, counting only as far as needed."""
+def exceeds_by_length(text: str, limit: int) -> bool | None:
+    """`exceeds(text, limit)` when the length bounds alone decide it (no tokenizer, O(1) for ASCII), else None."""
     # A token covers 1 to 128 bytes of UTF-8, and a character is 1 to 4 bytes (exactly 1 in ASCII).
     if len(text) * 4 <= limit or (len(text) <= limit and text.isascii()):
         return False
     if len(text) > limit * _MAX_TOKEN_BYTES:
         return True
+    return None
+
+
+def exceeds(text: str, limit: int) -> bool:
+    """Whether `text` has more than `limit` tokens, counting only as far as needed."""
+    decided = exceeds_by_length(text, limit)
+    if decided is not None:
+        return decided
     encode, total = _encoding().encode_ordinary, 0
     for start, stop in _pieces(text):
         total += len(encode(text[start:stop]))

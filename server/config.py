@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from server.errors import ConfigError
 
 __all__ = [
+    "FAST_PATH_ENV",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -31,6 +32,7 @@ __all__ = [
     "ToolFilter",
     "api_port",
     "default_config_path",
+    "fast_path_enabled",
     "load_config",
     "parse_config",
     "policy_for",
@@ -160,6 +162,8 @@ class Settings(_Strict):
     shared: bool = False
     shared_idle_secs: float = Field(default=900, alias="sharedIdleSecs", ge=0)
     state: StateSettings = Field(default_factory=StateSettings)
+    fast_path: bool = Field(default=True, alias="fastPath")
+    """Plain tool calls over stdio skip the SDK's dispatch (issue 22); env CLAIMCHECK_FAST_PATH=on|off wins."""
 
 
 class Config(_Strict):
@@ -319,3 +323,16 @@ def _describe(exc: ValidationError) -> str:
         message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         lines.append(f"{path}: {message}")
     return "invalid config: " + "; ".join(lines)
+
+
+FAST_PATH_ENV = "CLAIMCHECK_FAST_PATH"
+
+
+def fast_path_enabled(settings: Settings) -> bool:
+    """Whether the fast path is on (issue 22): `CLAIMCHECK_FAST_PATH` (on/off) if set, else `settings.fastPath`."""
+    value = os.environ.get(FAST_PATH_ENV, "").strip().lower()
+    if value in ("1", "on", "true", "yes"):
+        return True
+    if value in ("0", "off", "false", "no"):
+        return False
+    return settings.fast_path

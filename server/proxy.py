@@ -210,6 +210,10 @@ class Proxy:
         """Remember a handshake-era client so it hears about list changes."""
         self._sessions.append(session)
 
+    def only_client(self) -> ServerSession | None:
+        """The one handshake-era client once it has finished its handshake (stdio has one), else None."""
+        return self._sessions[0] if len(self._sessions) == 1 else None
+
     async def announce_tools_changed(self) -> None:
         """Tell every client: handshake-era ones by notification, 2026-era ones through `subscriptions/listen`."""
         await self._announce(ServerSession.send_tool_list_changed, ToolsListChanged())

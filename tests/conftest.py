@@ -1,14 +1,42 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import mcp.client.stdio
 import pytest
+
+from server.config import FAST_PATH_ENV
 
 # The status API is off unless a test turns it on: claimcheck processes the tests start inherit this,
 # so no test binds port 5165 or writes discovery files into the developer's state directory.
 os.environ["CLAIMCHECK_API_ENABLED"] = "false"
 
+_BOTH_FAST_PATH_MODES = ("test_interop_", "test_conformance", "test_forwarding")
+"""Modules whose tests run twice, with claimcheck's fast path (issue 22) forced on and forced off."""
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "fast_path" in metafunc.fixturenames and metafunc.module.__name__.startswith(_BOTH_FAST_PATH_MODES):
+        metafunc.parametrize("fast_path", ["on", "off"], indirect=True, scope="module", ids=["fast-on", "fast-off"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_path(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """`CLAIMCHECK_FAST_PATH` for the claimcheck processes a module starts (None: left as it is, so the default).
+
+    The mcp SDK's stdio client passes only a few variables to its child; this one is added to them."""
+    mode: str | None = getattr(request, "param", None)
+    if mode is None:
+        yield None
+        return
+    inherited = [*mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS, FAST_PATH_ENV]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FAST_PATH_ENV, mode)
+        patch.setattr(mcp.client.stdio, "DEFAULT_INHERITED_ENV_VARS", inherited)
+        yield mode

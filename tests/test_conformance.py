@@ -70,7 +70,7 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+def runs(tmp_path_factory: pytest.TempPathFactory, fast_path: str | None) -> Runs:
     suite = conformance_peer.suite_command()
     work = tmp_path_factory.mktemp("conformance")
     downstream = {"command": sys.executable, "args": [str(FIXTURE)], "prefix": ""}

@@ -223,9 +223,8 @@ class Downstream:
             return self._spec.target()
         config = self.config
         if config.command is not None:
-            self.process = StdioProcess(
-                config.command, list(config.args), dict(config.env), config.cwd, spool=self.spool
-            )
+            args, env, on_log = list(config.args), dict(config.env), self.in_flight.log
+            self.process = StdioProcess(config.command, args, env, config.cwd, spool=self.spool, on_log=on_log)
             return self.process.connect()
         assert config.url is not None
         if config.kind == "sse":

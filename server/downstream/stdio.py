@@ -18,16 +18,18 @@ import signal
 import subprocess
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
+import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
 from server.framing import Framer, LineSplitter, LongLine, encode, parse_line
@@ -87,6 +89,10 @@ class StdioProcess:
     spool: SpoolPolicy | None = None
     """Where long messages go; None keeps every message whole in memory (a plain pass-through)."""
     mid_message: bool = False
+    on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
+    """Where the server's log messages go while a raw request waits (in order with its response)."""
+    raw: RawChannel | None = None
+    """Requests written as bytes by the fast path (`server.downstream.rawcall`); set while connected."""
     stderr: StderrTail = field(default_factory=StderrTail)
     returncode: int | None = None
     hung_up: bool = False
@@ -140,6 +146,7 @@ async def stdio_transport(
         start_new_session=True,
     )
     spec.pid = process.pid
+    raw = RawChannel(spec.on_log)
     stderr_done = anyio.Event()
     to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_child, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -161,14 +168,16 @@ async def stdio_transport(
                     chunk = await process.stdout.receive(_READ_BYTES)
                     for frame in framer.feed(chunk):
                         if isinstance(frame, bytes):
-                            await to_session.send(parse_line(frame, "downstream"))
+                            if not (raw.waiting and await raw.take_line(frame)):
+                                await to_session.send(parse_line(frame, "downstream"))
                             continue
-                        spooler = await _long_line(spec, spooler, frame, to_session)
+                        spooler = await _long_line(spec, spooler, frame, to_session, raw)
         except anyio.EndOfStream:
             spec.hung_up = True
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
+            raw.close()
             spec.closed.set()
             if spooler is not None:
                 with anyio.CancelScope(shield=True):
@@ -179,11 +188,20 @@ async def stdio_transport(
         try:
             async with from_session:
                 async for message in from_session:
-                    await process.stdin.send(encode(message))
+                    async with raw.writing:
+                        await process.stdin.send(encode(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             spec.hung_up = True
+            raw.close()
             await to_session.aclose()
             spec.closed.set()
+
+    async def send_raw(data: bytes) -> None:
+        assert process.stdin is not None
+        async with raw.writing:
+            await process.stdin.send(data)
+
+    raw.send = send_raw
 
     async def read_stderr() -> None:
         assert process.stderr is not None
@@ -200,9 +218,12 @@ async def stdio_transport(
         tg.start_soon(read_stdout)
         tg.start_soon(write_stdin)
         tg.start_soon(read_stderr)
+        spec.raw = raw if spec.spool is not None else None  # a plain pass-through keeps the SDK's path
         try:
             yield from_child, to_child
         finally:
+            spec.raw = None
+            raw.close()
             with anyio.CancelScope(shield=True):
                 spec.ended_itself = spec.hung_up
                 await _stop(process, stderr_done)
@@ -225,6 +246,7 @@ async def _long_line(
     spooler: MessageSpool | None,
     frame: LongLine,
     to_session: MemoryObjectSendStream[SessionMessage | Exception],
+    raw: RawChannel,
 ) -> MessageSpool | None:
     """Feed one part of a long line to its spool; at its end, hand the session what the spool made of it."""
     assert spec.spool is not None
@@ -238,8 +260,9 @@ async def _long_line(
     spec.mid_message = False
     message = await spooler.finish()
     if isinstance(message, bytes):
-        await to_session.send(parse_line(message, "downstream"))
-    elif message is not None:
+        if not (raw.waiting and await raw.take_line(message)):
+            await to_session.send(parse_line(message, "downstream"))
+    elif message is not None and not (raw.waiting and raw.take_message(message)):
         await to_session.send(message)
     return None
 

@@ -56,6 +56,8 @@ class Call:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     progress: Progress | None = None
     result: types.CallToolResult | None = None
+    answer: dict[str, Any] | None = None
+    """The fast path's inline answer: the downstream's plain-text result object as it came (`result` is None)."""
     error: str | None = None
     text: str | None = None
     bytes: int = 0

@@ -34,11 +34,13 @@ from extraction import (
     estimate_source_tokens,
     estimate_tokens,
     exceeds,
+    exceeds_by_length,
     head_tokens,
     read_all,
     source_exceeds,
 )
 from server.config import Policy
+from server.downstream.rawcall import RawResult
 from server.downstream.relay import Relay, declares_roots
 from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
 from server.errors import ClaimcheckError
@@ -58,7 +60,7 @@ _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
 _ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
 
-Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult]]
+Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult | RawResult]]
 
 
 class Session:
@@ -141,6 +143,16 @@ class Sessions:
         session = self._for_request(ctx)
         session.lists_roots = declares_roots(ctx.session)
         session.last_request = time.monotonic()
+        return session
+
+    def of_connection(self, connection: Any) -> Session | None:
+        """For the fast path (no request context): the session a handshake-era connection already has, unless an
+        owner's (whose rules are the request's to apply); the current task's calls are the connection's own."""
+        session = connection.state.get(_STATE_KEY)
+        if not isinstance(session, Session) or session.owner is not None or session.closed:
+            return None
+        session.last_request = time.monotonic()
+        _ORIGIN.set(connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex))
         return session
 
     def roots_session(self) -> Session | None:
@@ -276,8 +288,14 @@ class Sessions:
         """Tell the backend this call's state as it is now."""
         await self.backend.put(snapshot(call, self.backend.replica))
 
-    async def _settle(self, session: Session, call: Call, result: types.CallToolResult, policy: Policy) -> None:
+    async def _settle(
+        self, session: Session, call: Call, result: types.CallToolResult | RawResult, policy: Policy
+    ) -> None:
         """Apply the size rule; store what a handle will need."""
+        if isinstance(result, RawResult):
+            if self._settle_raw(call, result, policy):
+                return
+            result = result.model()
         spooled = claim(result)
         if spooled is not None:
             await self._settle_spooled(session, call, spooled, policy)
@@ -287,7 +305,9 @@ class Sessions:
         if total > self._max_output_bytes:
             cut = text.encode("utf-8", "replace")[: self._max_output_bytes].decode("utf-8", "ignore")
             text = cut + CUT_MARKER.format(limit=self._max_output_bytes, total=total)
-        over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
+        over = exceeds_by_length(text, policy.async_token_threshold)
+        if over is None:
+            over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
         tokens: int | None = None  # an inline result never shows its count
         exact = False
         if over or call.handed_out:
@@ -301,6 +321,19 @@ class Sessions:
                 self._not_stored(call, failure, text, policy)
                 return
         self._finish(call, failed=result.is_error)
+
+    def _settle_raw(self, call: Call, result: RawResult, policy: Policy) -> bool:
+        """The fast path's common case, decided without waiting (so no handoff can come in between): a plain
+        text result under the threshold by its length alone, for a call not handed out. False: not that case."""
+        text = result.plain_text() if not call.handed_out else None
+        if text is None or exceeds_by_length(text, policy.async_token_threshold) is not False:
+            return False
+        if len(text.encode("utf-8", "replace")) > self._max_output_bytes:
+            return False
+        call.set_output(text, tokens=None, tokens_exact=False, over=False)
+        call.answer = result.result
+        self._finish(call, failed=False)
+        return True
 
     async def _settle_spooled(self, session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> None:
         """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
+from server.config import fast_path_enabled
 from server.downstream.pool import Route
+from server.downstream.rawcall import RawResult, call_raw, raw_capable
 from server.downstream.relay import Relay, RequestRelay
 from server.downstream.spool import materialize
 from server.errors import ClaimcheckError, clip
@@ -20,7 +23,7 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 
-__all__ = ["ArgumentError", "begin", "forward", "split_arguments", "text_result"]
+__all__ = ["ArgumentError", "answer", "begin", "forward", "split_arguments", "text_result"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -46,7 +49,26 @@ async def forward(
         result = await route.downstream.call(route.tool, args, relay)
         return _inline(route, await anyio.to_thread.run_sync(materialize, result)), None
 
-    call, call_relay = begin(proxy, route, args, session, relay, background=background)
+    raw = not background and fast_path_enabled(proxy.config.settings) and raw_capable(route.downstream, route.tool)
+    call, call_relay = begin(proxy, route, args, session, relay, background=background, raw=raw)
+    llm = functools.partial(llm_available, proxy.config.settings.extraction, ctx)
+    answered, about = await answer(proxy, route, session, call, call_relay, background=background, llm=llm)
+    return (answered.model() if isinstance(answered, RawResult) else answered), about
+
+
+async def answer(
+    proxy: Proxy,
+    route: Route,
+    session: Session,
+    call: Call,
+    call_relay: CallRelay,
+    *,
+    background: bool,
+    llm: Callable[[], bool],
+) -> tuple[types.CallToolResult | RawResult, Call | None]:
+    """Wait for a started call as the time rule says: its result, or a handle to it. A plain-text result of
+    the fast path comes back as the downstream gave it (`RawResult`). `llm`: whether `extract` can be
+    answered for this client (what the messages offer)."""
     try:
         if not background:
             with anyio.move_on_after(route.policy.async_timeout_secs):
@@ -60,17 +82,18 @@ async def forward(
         call_relay.upstream = None
     if not call.finished.is_set():
         await proxy.sessions.hand_out(call, "still running after the time rule")
-        llm = llm_available(proxy.config.settings.extraction, ctx)
-        return text_result(messages.running_message(call, llm=llm)), call
+        return text_result(messages.running_message(call, llm=llm())), call
     if call.over_threshold and call.fallback is not None:
         session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
         return text_result(call.fallback, is_error=call.status == "failed"), None
     if call.over_threshold:
         call.seen = True  # the model is being told about it right now
         await proxy.sessions.hand_out(call, "over the token threshold")
-        guide = await guide_for(call, session, llm=llm_available(proxy.config.settings.extraction, ctx))
+        guide = await guide_for(call, session, llm=llm())
         return text_result(messages.too_large_message(call, guide), is_error=call.status == "failed"), call
     session.calls.pop(call.handle, None)  # answered inline: no handle to remember
+    if call.answer is not None:
+        return RawResult(call.answer), None
     if call.result is not None:
         return _inline(route, call.result), None
     return text_result(call.error or f"the call {call.status}", is_error=True), None
@@ -95,8 +118,10 @@ def begin(
     relay: Relay | None,
     *,
     background: bool,
+    raw: bool = False,
 ) -> tuple[Call, CallRelay]:
-    """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one."""
+    """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one;
+    `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`)."""
     call = Call(
         handle=session.store.new_handle(),
         public_name=route.public,
@@ -105,7 +130,9 @@ def begin(
         arguments=args or {},
     )
 
-    def invoke(r: CallRelay) -> Awaitable[types.CallToolResult]:
+    def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
+        if raw:
+            return call_raw(route.downstream, route.tool, args, r)
         return route.downstream.call(route.tool, args, r, as_task=background)
 
     return call, proxy.sessions.start(session, call, invoke, route.policy, relay)

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
@@ -33,6 +33,9 @@ _READ_SIZE = 1 << 16
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
 
+Take = Callable[[bytes], bool]
+"""Offered each request line before the SDK reads it; True: taken (`server.upstream.fastpath`)."""
+Write = Callable[[bytes], Awaitable[bool]]
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
@@ -46,19 +49,26 @@ def too_large_request(head: bytes, limit: int) -> bytes:
 
 
 @asynccontextmanager
-async def stdio_streams(max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> AsyncIterator[Streams]:
-    """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout."""
+async def stdio_streams(
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, fast: Callable[[Write], Take] | None = None
+) -> AsyncIterator[Streams]:
+    """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout.
+
+    `fast` makes, from the function that writes a whole line to stdout, the function each request line is
+    offered to first (the SDK's transport fallback has none: the lines are not seen there)."""
     if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as streams:
             yield streams
         return
     with _claimed(0, os.devnull, os.O_RDONLY) as wire_in, _claimed(1, None, os.O_WRONLY) as wire_out:
-        async with fd_streams(wire_in, wire_out, max_request_bytes) as streams:
+        async with fd_streams(wire_in, wire_out, max_request_bytes, fast) as streams:
             yield streams
 
 
 @asynccontextmanager
-async def fd_streams(wire_in: int, wire_out: int, max_request_bytes: int) -> AsyncIterator[Streams]:
+async def fd_streams(
+    wire_in: int, wire_out: int, max_request_bytes: int, fast: Callable[[Write], Take] | None = None
+) -> AsyncIterator[Streams]:
     """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice)."""
     to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -72,7 +82,8 @@ async def fd_streams(wire_in: int, wire_out: int, max_request_bytes: int) -> Asy
             while chunk := await _read(wire_in):
                 for frame in framer.feed(chunk):
                     if isinstance(frame, bytes):
-                        await to_session.send(parse_line(frame, "client"))
+                        if take is None or not take(frame):
+                            await to_session.send(parse_line(frame, "client"))
                     elif frame.kind == "first":
                         head = frame.data[:4096]
                     elif frame.kind == "end":
@@ -95,6 +106,7 @@ async def fd_streams(wire_in: int, wire_out: int, max_request_bytes: int) -> Asy
                 if not await write(encode(message)):
                     return  # the client went away; reading stdin will end too
 
+    take = fast(write) if fast is not None else None
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdin)
         tg.start_soon(write_stdout)

@@ -38,7 +38,7 @@ from server.upstream.mcp_tasks import request_asker
 from server.upstream.standing import StandingStreams
 from server.version import VERSION
 
-__all__ = ["VERSION", "build_server", "client_tools", "error_result", "initialization_options"]
+__all__ = ["VERSION", "build_server", "client_tools", "error_result", "footer_lines", "initialization_options"]
 
 _CHANNEL_KEY = "claimcheck.questions-channel"
 _T = TypeVar("_T")
@@ -208,16 +208,22 @@ def _with_footer(
 ) -> types.CallToolResult:
     """`result` plus the status line, while the session has running or unread outputs besides `about`,
     and a line about the questions its calls wait to have answered (unless `result` shows them)."""
+    lines = footer_lines(session, about, questions=questions)
+    if not lines:
+        return result
+    extra = [types.TextContent(type="text", text=line) for line in lines]
+    return result.model_copy(update={"content": [*result.content, *extra]})
+
+
+def footer_lines(session: Session, about: Call | None, *, questions: bool = True) -> list[str]:
+    """The status lines a result gets: the session's running or unread outputs besides `about`, and the
+    questions its calls wait to have answered; none while there are none."""
     others = [call for call in session.handed_out() if call is not about]
     running = [call for call in others if call.status == "running"]
     ready = [call for call in others if call.status == "ready" and not call.seen]
     inbox = find_inbox(session.id)
     waiting = inbox.for_model() if questions and inbox is not None else []
-    lines = [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
-    if not lines:
-        return result
-    extra = [types.TextContent(type="text", text=line) for line in lines]
-    return result.model_copy(update={"content": [*result.content, *extra]})
+    return [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
 
 
 async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session, answer: Awaitable[_T]) -> _T:

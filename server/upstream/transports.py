@@ -13,6 +13,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Literal
 
 import anyio
@@ -28,8 +29,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
+from server.upstream.fastpath import FastPath
+from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.standing import StandingStreams
-from server.upstream.stdio import stdio_streams
+from server.upstream.stdio import Take, Write, stdio_streams
 from server.upstream.surface import build_server
 
 __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
@@ -65,9 +68,14 @@ async def serve_stdio(proxy: Proxy) -> None:
     server = build_server(proxy)
     async with proxy.running(), anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope)
-        async with stdio_streams(proxy.config.settings.max_request_bytes) as (read, write):
+        fast = partial(_fast_path, proxy) if fast_path_enabled(proxy.config.settings) else None
+        async with stdio_streams(proxy.config.settings.max_request_bytes, fast) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
+
+
+def _fast_path(proxy: Proxy, write: Write) -> Take:
+    return FastPath(proxy, write).take
 
 
 async def serve_http(

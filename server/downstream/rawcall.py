@@ -1,0 +1,152 @@
+"""A plain `tools/call` to a stdio downstream written and read as bytes, beside the SDK client (issue 22).
+
+The SDK client validates every request and result with pydantic, and that is much of what a proxied call
+costs. On the fast path the request is one line of JSON written straight to the server's stdin, and the
+response comes back parsed by the stdlib (`RawChannel` in `server.downstream.stdio` picks it out by its
+id). Everything else about the call is as `Downstream.call` does it: the same live connection (restarted
+if it is down), the same in-flight tracking (log messages, sampling and elicitation of the server go to
+the waiting requests), the call's progress, its timeout and a courtesy cancel when it is abandoned, and
+the same errors. A call this path cannot make exactly as the SDK would (a task, a claimcheck behind, an
+HTTP server, a pass-through) is made by `Downstream.call`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from server.downstream.rawchannel import RawAnswer
+from server.downstream.relay import Relay
+from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
+from server.errors import DownstreamError, DownstreamTimeout, clip
+
+__all__ = ["RawResult", "call_raw", "raw_capable"]
+
+_CANCEL_WRITE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class RawResult:
+    """A downstream's `tools/call` result as it came, parsed by the stdlib and not validated yet."""
+
+    result: dict[str, Any]
+
+    def plain_text(self) -> str | None:
+        """The text a model sees, when the result is text items and nothing else (no error, no structured
+        content, no annotations), so that passing it on as it is equals what the SDK's round trip gives;
+        None otherwise (then `model()`)."""
+        result = self.result
+        content = result.get("content")
+        if not isinstance(content, list) or result.get("isError", False) is not False:
+            return None
+        if len(result) != 1 + ("isError" in result):
+            return None
+        texts: list[str] = []
+        for item in content:
+            if type(item) is not dict or len(item) != 2 or item.get("type") != "text":
+                return None
+            text = item.get("text")
+            if type(text) is not str:
+                return None
+            texts.append(text)
+        return "\n".join(texts)
+
+    def model(self) -> types.CallToolResult:
+        return types.CallToolResult.model_validate(self.result, by_name=False)
+
+
+def raw_capable(downstream: Downstream, tool: str) -> bool:
+    """Whether a call of `tool` can go as bytes: a live stdio connection, and a tool that is neither a task
+    nor one of a claimcheck behind this one (both need more than a plain request)."""
+    process = downstream.process
+    if process is None or process.raw is None or process.raw.closed or downstream.state != "ready":
+        return False
+    definition = downstream.tools.get(tool)
+    if definition is None or downstream._meta_for(tool) is not None:
+        return False
+    execution = definition.execution
+    return execution is None or execution.task_support != "required"
+
+
+async def call_raw(
+    downstream: Downstream, tool: str, arguments: dict[str, Any] | None, relay: Relay | None
+) -> RawResult | types.CallToolResult:
+    """Forward one `tools/call`; failures become `DownstreamError`s exactly as in `Downstream.call`."""
+    await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
+    process = downstream.process
+    channel = process.raw if process is not None else None
+    if not raw_capable(downstream, tool) or channel is None or channel.send is None:
+        return await downstream.call(tool, arguments, relay)
+    ident = channel.new_id()
+    params: dict[str, Any] = {"name": tool}
+    if arguments is not None:
+        params["arguments"] = arguments
+    if relay is not None:
+        params["_meta"] = {"progressToken": ident}
+        channel.progress[ident] = relay.progress
+    line = json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, ensure_ascii=False)
+    send, receive = anyio.create_memory_object_stream[RawAnswer](1)
+    channel.waiting[ident] = send
+    answered = False
+    try:
+        with downstream.in_flight.track(relay) as waiting, anyio.move_on_after(downstream.config.timeout):
+            try:
+                await channel.send(line.encode() + b"\n")
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                downstream.last_error = f"the connection failed: {exc}"
+                downstream._broken.set()
+                raise DownstreamError(downstream.name, tool, f"the connection failed: {exc}") from None
+            with receive:
+                answer = await receive.receive()
+            answered = True
+            return _result(downstream, tool, answer)
+        if process is not None and process.mid_message:
+            downstream.last_error = "a message that did not end within the call's timeout"
+            downstream._broken.set()
+        unanswered = f" (nobody answered its {waiting.unanswered} request)" if waiting.unanswered else ""
+        timeout = downstream.config.timeout
+        reason = f"no answer within the server's timeout of {timeout:g} s{unanswered}"
+        raise DownstreamTimeout(downstream.name, tool, reason)
+    finally:
+        channel.waiting.pop(ident, None)
+        channel.progress.pop(ident, None)
+        send.close()
+        if not answered and not channel.closed:
+            await _courtesy_cancel(channel.send, ident)
+
+
+def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawResult | types.CallToolResult:
+    if answer is None:
+        downstream.last_error = "the connection closed during a call"
+        downstream._broken.set()
+        raise DownstreamError(downstream.name, tool, "the server closed the connection (it may have crashed)")
+    if not isinstance(answer, tuple):  # a long response the spool stood in for: the SDK's message
+        message = answer.message
+        assert isinstance(message, types.JSONRPCResponse)
+        return types.CallToolResult.model_validate(message.result, by_name=False)
+    _, parsed = answer
+    error = parsed.get("error")
+    if error is not None or "result" not in parsed:
+        code = error.get("code") if isinstance(error, dict) else None
+        text = error.get("message") if isinstance(error, dict) else None
+        message_text = clip(text if isinstance(text, str) else "a malformed error", DOWNSTREAM_MESSAGE_LIMIT)
+        raise DownstreamError(downstream.name, tool, f"{message_text} (JSON-RPC error {code})")
+    result = parsed["result"]
+    if not isinstance(result, dict):
+        return types.CallToolResult.model_validate(result, by_name=False)  # fails as the SDK's would
+    return RawResult(result)
+
+
+async def _courtesy_cancel(send: Any, ident: int) -> None:
+    """Tell the server the request was abandoned (as the SDK client does), without waiting on a stuck pipe."""
+    params = {"requestId": ident, "reason": "cancelled"}
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+    with anyio.move_on_after(_CANCEL_WRITE_S, shield=True):
+        try:
+            await send(json.dumps(note).encode() + b"\n")
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass

@@ -1,0 +1,225 @@
+"""The fast path for a plain `tools/call` over stdio (issue 22): no SDK dispatch on either side.
+
+The stdio transport offers every request line to `FastPath.take` before the SDK parses it. A line that
+is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`,
+so no progress token, task or chain marker) to a known tool of a live stdio downstream, from a client
+that finished its handshake, is answered here: the call starts as any proxied call does (`begin`, so
+the time rule, handles, history and the status API see it), goes to the downstream as bytes
+(`server.downstream.rawcall`), and a plain-text result under the size rule's length bound is written
+back as the downstream gave it, under the client's id. Every other outcome (a handle, an error, a
+footer) is the same `CallToolResult` the SDK path builds. A `notifications/cancelled` for a call taken
+here cancels it, and, as the SDK does, a cancelled request is never answered. Anything else, and every
+line while the path is off (`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.session import ServerSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from server.config import FAST_PATH_ENV
+from server.config import fast_path_enabled as enabled
+from server.downstream.pool import Route
+from server.downstream.rawcall import RawResult, raw_capable
+from server.downstream.relay import RequestRelay
+from server.errors import ClaimcheckError
+from server.handles.files import FILE_TOOLS
+from server.handles.own_tools import OWN_TOOLS
+from server.handles.sessions import Session
+from server.proxy import Proxy
+from server.upstream.extracting import llm_available
+from server.upstream.forwarding import answer, begin
+from server.upstream.surface import error_result, footer_lines
+
+__all__ = ["ENV", "Envelope", "FastPath", "enabled", "read_envelope"]
+
+logger = logging.getLogger(__name__)
+
+ENV = FAST_PATH_ENV
+_MAX_ID = (1 << 63) - 1
+
+RequestId = int | str
+Write = Callable[[bytes], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What the fast path reads of a plain `tools/call`."""
+
+    id: RequestId
+    name: str
+    arguments: dict[str, Any] | None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"not JSON: {name}")
+
+
+def read_envelope(line: bytes) -> Envelope | None:
+    """The envelope of a plain `tools/call` request line, or None for anything else (the SDK's to read).
+
+    Conservative by design: whatever the SDK might read differently from the stdlib (NaN, surrogate escapes,
+    ids that are floats or booleans or too big, fields beyond the plain ones) is left to the SDK."""
+    if b'"tools/call"' not in line or b"\\ud" in line or b"\\uD" in line:
+        return None
+    try:
+        message = json.loads(line, parse_constant=_no_constant)
+    except ValueError:  # not JSON, not UTF-8, or NaN/Infinity
+        return None
+    if type(message) is not dict or len(message) != 4 or message.get("jsonrpc") != "2.0":
+        return None
+    if message.get("method") != "tools/call":
+        return None
+    ident, params = message.get("id"), message.get("params")
+    if not ((type(ident) is int and -_MAX_ID <= ident <= _MAX_ID) or type(ident) is str):
+        return None
+    if type(params) is not dict or not 1 <= len(params) <= 2:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if type(name) is not str or len(params) != 1 + ("arguments" in params) or type(arguments) not in (dict, type(None)):
+        return None
+    if "arguments" in params and arguments is None:
+        return None
+    return Envelope(ident, name, arguments)
+
+
+def _cancelled_id(line: bytes) -> RequestId | None:
+    """The request id of a `notifications/cancelled` line."""
+    if b'"notifications/cancelled"' not in line:
+        return None
+    try:
+        message = json.loads(line, parse_constant=_no_constant)
+    except ValueError:
+        return None
+    if type(message) is not dict or message.get("method") != "notifications/cancelled" or "id" in message:
+        return None
+    params = message.get("params")
+    ident = params.get("requestId") if type(params) is dict else None
+    return ident if type(ident) in (int, str) else None
+
+
+def _key(ident: RequestId) -> tuple[bool, RequestId]:
+    return type(ident) is str, ident  # 1 and "1" are different requests
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What a `RequestRelay` and `llm_available` read of a request context, for a call that has none."""
+
+    session: ServerSession
+    protocol_version: str
+    request_id: None = None
+
+
+class FastRelay(RequestRelay):
+    """The `RequestRelay` of a fast-path call: the client's connection, which over stdio always takes requests
+    (`request_id` None: they go on the connection's own channel), and no progress token to report on."""
+
+    def __init__(self, context: _Context, min_log_level: types.LoggingLevel | None) -> None:
+        super().__init__(cast(Any, context), min_log_level)
+
+    def reaches_client(self) -> bool:
+        return True
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        return None  # the client asked for none (a request with a token takes the SDK's path)
+
+
+class FastPath:
+    """Takes plain tool calls off the stdio transport's hands (see the module's doc)."""
+
+    def __init__(self, proxy: Proxy, write: Write) -> None:
+        self._proxy = proxy
+        self._write = write
+        self._running: dict[tuple[bool, RequestId], anyio.CancelScope] = {}
+
+    def take(self, line: bytes) -> bool:
+        """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
+        if self._running and (cancelled := _cancelled_id(line)) is not None:
+            scope = self._running.get(_key(cancelled))
+            if scope is None:
+                return False
+            scope.cancel()
+            return True
+        envelope = read_envelope(line)
+        if envelope is None:
+            return False
+        client = self._proxy.only_client()
+        if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return False  # before the handshake is done, or a client of the sessionless era
+        route = self._route(envelope)
+        if route is None or _key(envelope.id) in self._running:
+            return False
+        session = self._proxy.sessions.of_connection(client._connection)  # no public accessor (sessions.py)
+        if session is None or footer_lines(session, None):
+            return False  # a result with a footer: the SDK's path builds it as always
+        scope = anyio.CancelScope()
+        self._running[_key(envelope.id)] = scope
+        self._proxy.sessions.spawn(lambda: self._serve(envelope, route, client, session, scope))
+        return True
+
+    def _route(self, envelope: Envelope) -> Route | None:
+        """The route of a call the fast path can make exactly as the SDK's path would, else None."""
+        if envelope.name in OWN_TOOLS or envelope.name in FILE_TOOLS:
+            return None
+        route = self._proxy.pool.route(envelope.name)
+        if route is None or not route.policy.async_enabled:
+            return None
+        arguments = envelope.arguments
+        if route.background_param is not None and arguments is not None and route.background_param in arguments:
+            return None
+        return route if raw_capable(route.downstream, route.tool) else None
+
+    async def _serve(
+        self, envelope: Envelope, route: Route, client: ServerSession, session: Session, scope: anyio.CancelScope
+    ) -> None:
+        try:
+            with scope:
+                response = await self._answer(envelope, route, client, session)
+            if not scope.cancelled_caught:
+                await self._write(response)
+        finally:
+            self._running.pop(_key(envelope.id), None)
+
+    async def _answer(self, envelope: Envelope, route: Route, client: ServerSession, session: Session) -> bytes:
+        proxy = self._proxy
+        proxy.sessions.of_connection(client._connection)  # this task's calls are the connection's own
+        context = _Context(client, client.protocol_version)
+        args = dict(envelope.arguments) if envelope.arguments is not None else None
+        llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
+        try:
+            call, call_relay = begin(
+                proxy, route, args, session, FastRelay(context, proxy.log_level), background=False, raw=True
+            )
+            result, about = await answer(proxy, route, session, call, call_relay, background=False, llm=llm)
+        except ClaimcheckError as exc:
+            result, about = error_result(str(exc)), None
+        except Exception:  # what the SDK's dispatcher would turn into an internal error
+            logger.exception("the fast path failed on a call of %s", route.public)
+            error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
+            return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
+        lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
+        if isinstance(result, RawResult) and not lines:
+            return _line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
+        model = result.model() if isinstance(result, RawResult) else result
+        if lines:
+            extra = [types.TextContent(type="text", text=line) for line in lines]
+            model = model.model_copy(update={"content": [*model.content, *extra]})
+        dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return _line({"jsonrpc": "2.0", "id": envelope.id, "result": dumped})
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate the downstream escaped: passed on escaped
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
