@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from server.downstream.listing import describe
 from server.downstream.rawchannel import RawAnswer
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
@@ -97,13 +98,15 @@ async def call_raw(
             try:
                 await channel.send(line.encode() + b"\n")
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                downstream.last_error = f"the connection failed: {exc}"
+                downstream.last_error = downstream._where(describe(exc))
                 downstream._broken.set()
-                raise DownstreamError(downstream.name, tool, f"the connection failed: {exc}") from None
+                raise DownstreamError(
+                    downstream.name, tool, f"the connection failed: {downstream.last_error}"
+                ) from None
             with receive:
                 answer = await receive.receive()
             answered = True
-            return _result(downstream, tool, answer)
+            return await _result(downstream, tool, answer)
         if process is not None and process.mid_message:
             downstream.last_error = "a message that did not end within the call's timeout"
             downstream._broken.set()
@@ -119,11 +122,12 @@ async def call_raw(
             await _courtesy_cancel(channel.send, ident)
 
 
-def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawResult | types.CallToolResult:
+async def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawResult | types.CallToolResult:
     if answer is None:
         downstream.last_error = "the connection closed during a call"
         downstream._broken.set()
-        raise DownstreamError(downstream.name, tool, "the server closed the connection (it may have crashed)")
+        why = await downstream._why_gone()
+        raise DownstreamError(downstream.name, tool, f"the server closed the connection ({why})")
     if not isinstance(answer, tuple):  # a long response the spool stood in for: the SDK's message
         message = answer.message
         assert isinstance(message, types.JSONRPCResponse)
