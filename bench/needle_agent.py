@@ -126,7 +126,7 @@ def run(kind: str, mib: float, scratch: Path) -> dict[str, Any]:
             if SECRET in answer:
                 found_at = time.perf_counter()
                 break
-        stored = next((scratch / "out").glob("claimcheck-run-*/session-*/*"))
+        stored = next(p for p in (scratch / "out").glob("claimcheck-run-*/session-*/*") if p.suffix != ".lines")
         floor_start = time.perf_counter()
         subprocess.run(["grep", "-c", NEEDLE, str(stored)], capture_output=True, check=False)
         floor = time.perf_counter() - floor_start
