@@ -266,7 +266,7 @@ async def bench_drops(redis_url: str, redis_port: int, completions: int, every: 
         def __init__(self) -> None:
             self.live: set[Any] = set()
 
-    settings = StateSettings(leaseSecs=LEASE_SECS, pollSecs=0.5, keyPrefix="bench:")
+    settings = StateSettings(pollSecs=0.5, keyPrefix="bench:")  # the default lease: no stall reaps the owner
     owner = RedisBackend(redis_url, settings, NoSessions())  # type: ignore[arg-type]
     waiter = RedisBackend(redis_url, settings, NoSessions())  # type: ignore[arg-type]
     missed = 0
