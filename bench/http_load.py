@@ -2,6 +2,7 @@
 
 Servers (each a process of its own, all on 127.0.0.1):
   claimcheck  `python -m server serve --transport http --no-api`, the demo server behind it over stdio
+  claimcheck-sdk  the same with its fast path off (CLAIMCHECK_FAST_PATH=off)
   fastmcp     bench/fastmcp_http_proxy.py (FastMCP create_proxy) in front of the same demo server
   floor       a bare uvicorn ASGI app answering the same JSON-RPC (initialize, tools/call echo) itself:
               what one HTTP round trip costs on this machine, with no MCP machinery and no downstream
@@ -50,7 +51,9 @@ def _free_port() -> int:
 async def server(name: str, directory: Path, fastmcp_python: Path | None) -> AsyncIterator[tuple[str, int]]:
     """Start one server; yield its URL and pid once it answers."""
     port = _free_port()
-    if name == "claimcheck":
+    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING", "FASTMCP_CHECK_FOR_UPDATES": "off"}
+    if name.startswith("claimcheck"):
+        env["CLAIMCHECK_FAST_PATH"] = "off" if name == "claimcheck-sdk" else "on"
         config = directory / "claimcheck-http.json"
         servers = {"demo": {"command": DEMO[0], "args": DEMO[1:]}}
         config.write_text(json.dumps({"mcpServers": servers, "settings": {"startupWaitSecs": 120}}))
@@ -64,7 +67,6 @@ async def server(name: str, directory: Path, fastmcp_python: Path | None) -> Asy
     else:
         command = [sys.executable, __file__, "--floor-server", str(port)]
         tool = "echo"
-    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING", "FASTMCP_CHECK_FOR_UPDATES": "off"}
     process = await anyio.open_process(command, cwd=REPO, env=env, stdout=None, stderr=None)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -256,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     levels = [int(level) for level in args.levels.split(",")]
     fastmcp = None if args.no_fastmcp or not args.fastmcp_python.exists() else args.fastmcp_python
-    names = ["claimcheck", *(["fastmcp"] if fastmcp else []), "floor"]
+    names = ["claimcheck", "claimcheck-sdk", *(["fastmcp"] if fastmcp else []), "floor"]
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
     results = anyio.run(run, names, levels, args.calls, fastmcp)
     print(markdown(results, levels))
