@@ -64,7 +64,8 @@ async def test_claimcheck_removes_its_run_root_and_discovery_file_and_keeps_its_
             )
             answer = await response(process, 2)
             (run_root,) = root.glob("claimcheck-run-*")
-            stored = [path.stat().st_size for path in run_root.glob("session-*/*")]
+            outputs = [path for path in run_root.glob("session-*/*") if path.suffix != ".lines"]  # not the line index
+            stored = [path.stat().st_size for path in outputs]
             owner = (run_root / ".claimcheck-run").read_text(encoding="utf-8")
             discovery = list((state / "instances").glob("*.json"))
 
