@@ -16,6 +16,7 @@ from fs_sandbox._index import LineIndex
 
 PIECE = 1 << 20  # bytes read at a time
 SEEK_PIECE = 64 << 10  # ... after a seek to a few lines
+_SKIP_BLOCK = 16 << 10  # newlines counted at a time when skipping lines
 WINDOW = 1 << 20  # bytes of whole lines a search looks at before it moves on
 AHEAD = 64 << 10  # how far past its window a match that starts in it may reach
 BEHIND = 4 << 10  # how much before its window a lookbehind or \b may see
@@ -236,23 +237,21 @@ def _collect_into(
 def _skip_lines(piece: bytes, position: int, wanted: int) -> tuple[int, int]:
     """(the offset after the `wanted`-th newline from `position`, `wanted`), or (the end, how many there were).
 
-    Newlines are counted in spans that double while too few are found and halve once there are enough, so
-    the cost is that of the bytes skipped, not of the whole piece (Grep's context lines are many short skips).
+    Newlines are counted a block at a time, and found one by one only in the block where the last one is,
+    so the cost is that of the bytes skipped, not of the whole piece (Grep's context lines are many skips).
     """
-    start, left, step = position, wanted, max(4096, wanted * 64)
+    start, left = position, wanted
     while True:
-        stop = min(len(piece), start + step)
+        stop = min(len(piece), start + _SKIP_BLOCK)
         found = piece.count(b"\n", start, stop)
         if found < left:
             if stop == len(piece):
                 return stop, wanted - left + found
-            start, left, step = stop, left - found, step * 2
-        elif left <= 32 or stop - start <= 8192:
-            for _ in range(left):
-                start = piece.index(b"\n", start) + 1
-            return start, wanted
-        else:
-            step = (stop - start) // 2
+            start, left = stop, left - found
+            continue
+        for _ in range(left):
+            start = piece.index(b"\n", start) + 1
+        return start, wanted
 
 
 def read_lines(
@@ -306,13 +305,14 @@ class Window:
     line_start: int = 0  # the offset in the normalized text where line `first_line` starts
 
 
-def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
+def windows(fd: int, size: int, *, numbered: bool = True, carriage: list[bool] | None = None) -> Iterator[Window]:
     """The file's normalized text as windows, read into one buffer allocated once.
 
     Fresh memory for every window would cost a page fault per 4 KiB: more than the search itself. Pieces
     are appended until the buffer is full (`SPAN` windows); only then is what is still needed (the text
     after the last window, and `BEHIND` before it) moved to the front. Unless `numbered`, lines are not
-    counted (`first_line` stays 1): the caller numbers them from a line index.
+    counted (`first_line` stays 1): the caller numbers them from a line index. `carriage`, when given, gets
+    True once a CR was read (until then, offsets in the text are offsets in the file).
     """
     capacity = BEHIND + SPAN * WINDOW + AHEAD + PIECE + 16
     buffer = bytearray(capacity)
@@ -325,7 +325,9 @@ def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
                 with memoryview(buffer) as view:
                     view[: length - keep] = bytes(view[keep:length])
                 length, start, base = length - keep, start - keep, base + keep
-            length, offset = _fill(fd, size, buffer, length, offset)
+            length, offset, had_cr = _fill(fd, size, buffer, length, offset)
+            if had_cr and carriage is not None and not carriage:
+                carriage.append(True)
         if offset >= size and length - start <= WINDOW + AHEAD:
             yield Window(buffer, start, length, length, line, True, base, line_start)
             return
@@ -340,20 +342,21 @@ def windows(fd: int, size: int, *, numbered: bool = True) -> Iterator[Window]:
         start = cut
 
 
-def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tuple[int, int]:
-    """Read the next piece into buffer[length:], CRLF and lone CR made LF; the new (length, offset)."""
+def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tuple[int, int, bool]:
+    """Read the next piece into buffer[length:], CRLF and lone CR made LF; the new (length, offset), and
+    whether the piece had a CR."""
     with memoryview(buffer) as view:
         got = os.preadv(fd, [view[length : length + min(PIECE, size - offset)]], offset)
     if not got:
-        return length, size  # the file is shorter than it was: take what there is
+        return length, size, False  # the file is shorter than it was: take what there is
     end, offset = length + got, offset + got
     if buffer.find(b"\r", length, end) < 0:
-        return end, offset
+        return end, offset, False
     if buffer[end - 1] == 0x0D and offset < size and got > 1:  # a CRLF may straddle pieces: read this CR again
         end, offset = end - 1, offset - 1
     text = bytes(buffer[length:end]).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     buffer[length : length + len(text)] = text  # never longer than what it replaces
-    return length + len(text), offset
+    return length + len(text), offset, True
 
 
 def boundary(data: bytes | bytearray, at: int, *, forward: bool = False) -> int:

@@ -44,6 +44,7 @@ class _Found:
     lines: list[int] = field(default_factory=list)
     spans: dict[int, list[Span]] = field(default_factory=dict)  # by line number (by start until numbered)
     crowded: set[int] = field(default_factory=set)  # lines with more matches than PER_LINE
+    raw_offsets: bool = False  # no CR came before the last match: `starts` are offsets in the file
     full: bool = False  # the last matching line has PER_LINE spans: the rest of it is skipped
     next_at: int = 0  # where the next match may start, in the normalized text
     more: bool = False
@@ -72,7 +73,8 @@ def find_matches(
                 break
         return found
     find = finder.find  # RE2 for literals too: faster than bytes.find here (memchr on a rare byte, then DFA)
-    for window in windows(fd, size, numbered=numbered):
+    carriage: list[bool] = []
+    for window in windows(fd, size, numbered=numbered, carriage=carriage):
         data, stop = window.data, window.stop
         with memoryview(data) as view, view[:stop] as text:  # the buffer's bytes past `stop` are no context
 
@@ -82,6 +84,7 @@ def find_matches(
             _search(window, data, window.start, window.end, stop, search, found, numbered=numbered)
         if found.more:
             break
+    found.raw_offsets = not carriage
     if not numbered:
         assert index is not None
         _number_from_index(fd, found, index)
@@ -272,12 +275,13 @@ def grep(
 def _seeker(
     fd: int, size: int, index: LineIndex | None, found: _Found, before: int
 ) -> Callable[[int], tuple[int, int]] | None:
-    """Where to start reading towards a line: the index entry before it, or, when the file has no CR (so the
-    matches' line starts are file offsets), the start of a matching line, or of the line `before` lines up."""
-    if index is None or index.size != size:
-        return None
+    """Where to start reading towards a line: the index entry before it, or, when no CR came before the
+    matches (so their line starts are file offsets), the start of a matching line, or of the line `before`
+    lines up."""
+    if index is not None and index.size != size:
+        index = None
     places: list[tuple[int, int]] = []
-    if index.carriage_returns == 0:
+    if found.raw_offsets:
         for start, number in zip(found.starts, found.lines, strict=True):
             places.append((start, number))
             if before:
@@ -285,8 +289,11 @@ def _seeker(
         places.sort(key=lambda place: place[1])
     numbers = [number for _, number in places]
 
+    if index is None and not places:
+        return None
+
     def seek(line: int) -> tuple[int, int]:
-        entry = index.seek_line(line)
+        entry = index.seek_line(line) if index is not None else (0, 1)
         at = bisect.bisect_right(numbers, line) - 1
         return places[at] if at >= 0 and places[at][1] > entry[1] else entry
 
