@@ -310,7 +310,7 @@ def model_from(args: argparse.Namespace) -> Iterator[Model | None]:
     if args.local_model:
         import local_model
 
-        with local_model.serve(args.model, args.context or 8192, args.threads, args.prompt_cache) as served:
+        with local_model.serve(args.model, args.context or 8192, args.threads) as served:
             yield Model(served.base_url, served.model, served.context, None, served.runtime)
         return
     base_url, name = os.environ.get("CLAIMCHECK_EVAL_BASE_URL"), os.environ.get("CLAIMCHECK_EVAL_MODEL")
@@ -354,11 +354,6 @@ def main() -> int:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="with --local-model: which weights")
     parser.add_argument("--context", type=int, help="the model's context window (default 8192)")
     parser.add_argument("--threads", type=int, help="with --local-model: llama.cpp threads (default: all cores)")
-    parser.add_argument(
-        "--prompt-cache",
-        action="store_true",
-        help="with --local-model: llama.cpp's RAM prompt cache (cases over the same output reuse its evaluation)",
-    )
     parser.add_argument("--claimcheck-context", type=int, help="contextWindow given to claimcheck (default: --context)")
     parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_TOKENS, help="max answer tokens, every arm")
