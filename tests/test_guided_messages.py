@@ -257,9 +257,9 @@ def test_results_over_the_budget_are_cut_with_a_note() -> None:
 
 
 def test_elements_cut_anywhere_by_the_read_pieces_are_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.handles import json_view
+    from server.handles import json_reader
 
-    monkeypatch.setattr(json_view, "_PIECE", 7)  # every element and key is split across pieces somewhere
+    monkeypatch.setattr(json_reader, "PIECE", 7)  # every element and key is split across pieces somewhere
     text = json.dumps(DOC)
     for expression in ("items[?contains(msg, 'NEEDLE')].id", "items[*].tags[1]", "title", "meta"):
         result, note = query(TextSource.of(text), expression, max_chars=100_000, grep_hint="Grep")
@@ -311,17 +311,18 @@ def test_the_json_view_reads_a_32_mib_output_in_bounded_memory(tmp_path: Any) ->
 
 
 def test_runs_of_elements_read_in_one_call_give_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.handles import json_view
+    from server.handles import json_reader, json_view
 
     runs: list[bool] = []
-    batch = json_view._batch
+    batch = json_reader.read_batch
 
     def counted(reader: Any) -> Any:
         found = batch(reader)
         runs.append(found is not None)
         return found
 
-    monkeypatch.setattr(json_view, "_batch", counted)
+    monkeypatch.setattr(json_reader, "read_batch", counted)
+    monkeypatch.setattr(json_view, "read_batch", counted)
     items = [
         {"id": i, "note": 'a "}," inside', "sub": {"x": [i, {"y": i}]}, "tag": "NEEDLE" if i % 97 == 5 else "-"}
         for i in range(3000)

@@ -16,11 +16,8 @@ Blocking (callers run it in a worker thread).
 
 from __future__ import annotations
 
-import codecs
 import json
 import json.scanner
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,239 +26,29 @@ from jmespath.exceptions import JMESPathError
 from jmespath.visitor import Options, TreeInterpreter
 
 from extraction import Source, TextSource
+from server.handles.json_reader import (
+    KEY_MAX_CHARS,
+    VALUE_MAX_CHARS,
+    Ends,
+    Reader,
+    Stop,
+    TooBig,
+    elements,
+    read_batch,
+    walk,
+)
 
 __all__ = ["WHOLE_MAX_BYTES", "JsonViewError", "head_shape", "query", "shape"]
 
 WHOLE_MAX_BYTES = 8 << 20
 """The largest output a query that cannot be streamed may load whole (a parsed document takes ~10× its size)."""
-VALUE_MAX_CHARS = 16 << 20
-"""The most characters of one value a streamed query builds (an element of the projected array, or the target)."""
 COLLECT_MAX_CHARS = 16 << 20
 """The most characters of results collected before a pipe is applied to them."""
 SHAPE_KEYS = 100  # keys of an object listed in a shape
-_PIECE = 1 << 20
-_KEY_MAX_CHARS = 64 * 1024
-_SPACE = re.compile(r"[ \t\n\r]*")
-_STRUCTURAL = re.compile(r'[\[\]{}"]')
-_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*')
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(  # the C scanner json.loads uses
-    json.JSONDecoder(strict=False)  # type: ignore[arg-type]  # typeshed types the argument as the scanner itself
-)
 
 
 class JsonViewError(Exception):
     """The JSON view cannot answer; the message says why and what to do instead."""
-
-
-class _Stop(Exception):
-    """Enough was read."""
-
-
-class _TooBig(Exception):
-    """A value the query needs is over its limit."""
-
-
-class _Ends(Exception):
-    """The JSON ends early, or is not JSON from here on; the message says where."""
-
-
-class _Reader:
-    """The output's text a piece at a time, with a position; consumed text is dropped."""
-
-    def __init__(self, source: Source) -> None:
-        self._source = source
-        self._offset = 0
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
-        self.dropped = 0  # characters before `buf`
-        self.start = 0  # where the value `value` returned last begins in `buf`
-
-    def more(self) -> bool:
-        if self.eof:
-            return False
-        data = self._source.read(self._offset, _PIECE)
-        self._offset += len(data)
-        final = not data or self._offset >= self._source.size
-        text = self._decoder.decode(data, final=final)
-        self.eof = final
-        self.dropped += self.pos
-        self.buf = self.buf[self.pos :] + text
-        self.pos = 0
-        return True
-
-    def where(self) -> str:
-        return f"character {self.dropped + self.pos}"
-
-    def peek(self) -> str:
-        """The next character after white space; "" at the end."""
-        while True:
-            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # always matches
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self.more():
-                return ""
-
-    def expect(self, chars: str) -> str:
-        char = self.peek()
-        if not char or char not in chars:
-            found = f"found {char!r}" if char else "found the end"
-            raise _Ends(f"expected {' or '.join(repr(c) for c in chars)} at {self.where()}, {found}")
-        self.pos += 1
-        return char
-
-    def value(self, limit: int) -> Any:
-        """The next value, built by the C scanner; `_TooBig` (position unchanged) past `limit` characters."""
-        if not self.peek():
-            raise _Ends(f"a value was expected at {self.where()}, found the end")
-        while True:
-            try:
-                value, end = _scan_once(self.buf, self.pos)
-                if end < len(self.buf) or self.eof:
-                    self.start, self.pos = self.pos, end  # buf[start:pos] is the value's text
-                    return value
-            except StopIteration as stop:  # at the value's start: not a value; inside it: the text ran out
-                if self.eof or stop.value == self.pos:
-                    raise _Ends(f"not a JSON value at {self.where()}: {self.buf[self.pos : self.pos + 20]!r}") from None
-            except ValueError as exc:
-                if self.eof:
-                    raise _Ends(f"{str(exc).split(':')[0].lower()} at {self.where()}") from None
-            if len(self.buf) - self.pos > limit:
-                raise _TooBig
-            self.more()
-
-    def skip(self) -> None:
-        """Pass over the next value, of any size: in C when it fits the text at hand, else by counting brackets."""
-        char = self.peek()
-        if char not in ('"', "[", "{"):
-            self.value(1024)
-            return
-        try:
-            end = _scan_once(self.buf, self.pos)[1]
-            if end < len(self.buf):
-                self.pos = end
-                return
-        except (StopIteration, ValueError):
-            pass
-        depth = 0
-        while True:
-            match = _STRUCTURAL.search(self.buf, self.pos)
-            if match is None:
-                self.pos = len(self.buf)
-                if not self.more():
-                    raise _Ends("the JSON ends early")
-                continue
-            self.pos = match.end()
-            mark = match.group()
-            if mark == '"':
-                self._string_rest()
-            elif mark in "[{":
-                depth += 1
-            else:
-                depth -= 1
-            if depth == 0:
-                return
-
-    def _string_rest(self) -> None:
-        while True:
-            end = _STRING_BODY.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # always matches
-            if end < len(self.buf) and self.buf[end] == '"':
-                self.pos = end + 1
-                return
-            self.pos = end  # at the end of the text, or at a backslash whose escape is in the next piece
-            if not self.more():
-                raise _Ends("the JSON ends early, inside a string")
-
-
-def _walk(reader: _Reader, steps: list[str | int]) -> bool:
-    """Go to the value at `steps`; False when there is none (JMESPath's null)."""
-    for step in steps:
-        if isinstance(step, str):
-            if reader.peek() != "{":
-                return False
-            reader.pos += 1
-            if reader.peek() == "}":
-                return False
-            while True:
-                key = reader.value(_KEY_MAX_CHARS)
-                reader.expect(":")
-                if key == step:
-                    break
-                reader.skip()
-                if reader.expect(",}") == "}":
-                    return False
-        else:
-            if reader.peek() != "[":
-                return False
-            reader.pos += 1
-            if reader.peek() == "]":
-                return False
-            for _ in range(step):
-                reader.skip()
-                if reader.expect(",]") == "]":
-                    return False
-    return bool(reader.peek())
-
-
-def _elements(reader: _Reader, emit: Callable[[Any, str | None], None], required: list[str]) -> bool:
-    """Each element of the array at the reader, with its text (None for an element read in a batch); False
-    when the value is not an array. Runs of whole elements are read in one C call where the text at hand
-    allows; a run whose text lacks one of the `required` strings is passed over without evaluating it."""
-    if reader.peek() != "[":
-        return False
-    reader.pos += 1
-    if reader.peek() == "]":
-        return True
-    batch_from = 0  # after a run that could not be read as one, go element by element to the end of the text
-    while True:
-        if reader.dropped + reader.pos >= batch_from:
-            batch = _batch(reader)
-            if batch is None:
-                batch_from = reader.dropped + len(reader.buf)
-            else:
-                values, text, after = batch
-                if not required:
-                    reader.pos = after
-                    for value in values:
-                        emit(value, None)
-                    continue
-                if "\\u" not in text and not all(part in text for part in required):
-                    reader.pos = after  # no element of the run can match
-                    continue
-                batch_from = reader.dropped + after  # a match may be in it: element by element, each filtered
-        value = reader.value(VALUE_MAX_CHARS)
-        emit(value, reader.buf[reader.start : reader.pos])
-        if reader.expect(",]") == "]":
-            return True
-
-
-_BATCH_TRIES = 8
-
-
-def _batch(reader: _Reader) -> tuple[list[Any], str, int] | None:
-    """The whole elements from the reader's position up to one of the last element-ending commas of the text
-    at hand, parsed in one call, their text and the position after that comma; None when no run parses."""
-    buf, start = reader.buf, reader.pos
-    end = len(buf)
-    for _ in range(_BATCH_TRIES):
-        comma = max(buf.rfind("},", start, end), buf.rfind("],", start, end))
-        if comma < 0:
-            comma = buf.rfind(",", start, end) - 1
-            if comma < start:
-                return None
-        candidate = f"[{buf[start : comma + 1]}]"
-        try:
-            values, stop = _scan_once(candidate, 0)
-        except (StopIteration, ValueError):
-            values, stop = None, -1
-        if stop == len(candidate) and isinstance(values, list):
-            return values, candidate, comma + 2
-        end = comma
-    return None
-
-
-# -- planning a query ------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -358,7 +145,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
     plan = _plan(cast(dict[str, Any], parsed.parsed))
     if plan is None:
         return _whole(source, parsed, max_chars, grep_hint)
-    reader = _Reader(source)
+    reader = Reader(source)
     collected: list[Any] = []
     size = [2]  # the brackets
     more = [False]
@@ -378,9 +165,9 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
             size[0] += len(json.dumps(result, ensure_ascii=False)) + 2  # and its separator
             if size[0] > (COLLECT_MAX_CHARS if plan.then is not None else max_chars):
                 if plan.then is not None:
-                    raise _TooBig
+                    raise TooBig
                 more[0] = True
-                raise _Stop
+                raise Stop
             collected.append(result)
 
     notes: list[str] = []
@@ -391,20 +178,20 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         if reader.peek() not in "[{":  # a single scalar or string: the whole document, which is small enough?
             if source.size > WHOLE_MAX_BYTES:
                 raise JsonViewError(f"The output is one JSON value too big to query; {grep_hint}.")
-        if _walk(reader, plan.steps):
+        if walk(reader, plan.steps):
             if plan.each:
-                array = _elements(reader, keep, required)
+                array = elements(reader, keep, required)
             else:
                 single.append(reader.value(VALUE_MAX_CHARS))
-    except _Stop:
+    except Stop:
         notes.append(f"only the first {len(collected)} results are shown; narrow the query for the rest")
-    except _TooBig:
+    except TooBig:
         what = "the values it collects" if plan.then is not None else "one value it needs"
         raise JsonViewError(
             f"The output is too big for this query: {what} would take over {VALUE_MAX_CHARS} characters in "
             f"memory. Narrow the query (a filter, fewer fields, a path further down), or {grep_hint}."
         ) from None
-    except _Ends as exc:
+    except Ends as exc:
         if reader.dropped + reader.pos == 0 or (reader.dropped == 0 and reader.buf[: reader.pos].strip() == ""):
             raise _not_json(str(exc)) from None
         notes.append(f"the JSON ends early or is broken ({exc}); results are from the part before that")
@@ -469,13 +256,13 @@ def _kind(char: str) -> str:
     return {"{": "object", "[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(char, "number")
 
 
-def _measure(reader: _Reader) -> int | None:
+def _measure(reader: Reader) -> int | None:
     """Members of the container (or characters of the string) at the reader, passing over it."""
     char = reader.peek()
     if char == '"':
         try:
             return len(reader.value(VALUE_MAX_CHARS))
-        except _TooBig:
+        except TooBig:
             reader.skip()
             return None
     if char not in "[{":
@@ -490,7 +277,7 @@ def _measure(reader: _Reader) -> int | None:
         return _count_elements(reader, 0)
     count = 0
     while True:
-        reader.value(_KEY_MAX_CHARS)
+        reader.value(KEY_MAX_CHARS)
         reader.expect(":")
         reader.skip()
         count += 1
@@ -498,13 +285,13 @@ def _measure(reader: _Reader) -> int | None:
             return count
 
 
-def _count_elements(reader: _Reader, count: int) -> int:
+def _count_elements(reader: Reader, count: int) -> int:
     """`count` plus the elements left in the array at the reader (at an element's start), passing over them:
-    runs of them in one C call where the text at hand allows (`_batch`), else one by one."""
+    runs of them in one C call where the text at hand allows (`read_batch`), else one by one."""
     batch_from = 0
     while True:
         if reader.dropped + reader.pos >= batch_from:
-            batch = _batch(reader)
+            batch = read_batch(reader)
             if batch is not None:
                 count += len(batch[0])
                 reader.pos = batch[2]
@@ -516,7 +303,7 @@ def _count_elements(reader: _Reader, count: int) -> int:
             return count
 
 
-def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = True) -> None:
+def _read_shape(reader: Reader, shape: _Shape, key_limit: int, measure: bool = True) -> None:
     """Fill `shape` as far as the text goes (it stays filled that far when the text ends early)."""
     char = reader.peek()
     shape.top = _kind(char) if char else ""
@@ -527,7 +314,7 @@ def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = 
             reader.pos += 1
             return
         while True:
-            key = reader.value(_KEY_MAX_CHARS)
+            key = reader.value(KEY_MAX_CHARS)
             reader.expect(":")
             shape.count += 1
             member = [key, _kind(reader.peek()), None]
@@ -548,7 +335,7 @@ def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = 
             try:
                 first = reader.value(VALUE_MAX_CHARS)
                 shape.first_keys = list(first)[:key_limit]
-            except _TooBig:
+            except TooBig:
                 reader.skip()
         else:
             reader.skip()
@@ -565,12 +352,12 @@ def _read_shape(reader: _Reader, shape: _Shape, key_limit: int, measure: bool = 
 def shape(source: Source) -> tuple[str, str]:
     """The top-level shape: for an object its keys with each value's kind and size, for an array its
     length and the keys of its first element. Reads the whole output, building little."""
-    reader = _Reader(source)
+    reader = Reader(source)
     recorded = _Shape()
     note = ""
     try:
         _read_shape(reader, recorded, SHAPE_KEYS)
-    except _Ends as exc:
+    except Ends as exc:
         if recorded.top not in ("object", "array") or not recorded.count:
             raise _not_json(str(exc)) from None
         note = f"the JSON ends early or is broken ({exc}); the shape is of the part before that"
@@ -609,8 +396,8 @@ def head_shape(head: bytes) -> tuple[str, list[str], str | None] | None:
         return None
     recorded = _Shape()
     try:
-        _read_shape(_Reader(TextSource.of(text)), recorded, 20, measure=False)
-    except (_Ends, _TooBig):
+        _read_shape(Reader(TextSource.of(text)), recorded, 20, measure=False)
+    except (Ends, TooBig):
         pass
     if recorded.top == "object":
         members = recorded.members or []
