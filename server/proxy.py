@@ -143,6 +143,7 @@ class Proxy:
         discovery file written. After the first listing: the history's maintenance, then the API answers.
         """
         from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
+        from server.status.cluster import ClusterView
         from server.status.events import EventHub
         from server.status.history import History
         from server.status.outputs import OutputView
@@ -150,6 +151,7 @@ class Proxy:
         settings = self.config.settings
         directory = state_dir(settings)
         history = History(directory / "history.sqlite3", settings.history)
+        backend = self.sessions.backend  # with replicas, the others' running calls join `GET /v1/tasks`
         await anyio.to_thread.run_sync(history.open)
         hub = EventHub(history)
         self.sessions.observer = hub.observe
@@ -165,6 +167,7 @@ class Proxy:
             relays=self.relay_count,
             outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
             time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
+            cluster=ClusterView(backend, settings.tool_separator) if backend.replicated else None,
         )
         self.api_token = api.token
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from support import PYTHON, demo_server_entry, text_of, write_config
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 ROOT = Path(__file__).resolve().parent.parent
+_API = r"dashboard: (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]+)"
 HANDLE = re.compile(r'handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 STATE = {"leaseSecs": 3, "pollSecs": 0.3}  # a lease well above the event-loop stalls of a loaded machine
 # A big output answers with its size however loaded the machine is; slow calls ask for the background.
@@ -53,12 +55,14 @@ def free_port() -> int:
         return port
 
 
-async def _announced(stream: anyio.abc.ByteReceiveStream, pattern: str) -> str:
+async def _announced(stream: anyio.abc.ByteReceiveStream, *patterns: str) -> list[re.Match[bytes]]:
+    """Read `stream` until each of `patterns` has matched it; their matches."""
     seen = b""
     async for chunk in stream:
         seen += chunk
-        if (match := re.search(pattern.encode(), seen)) is not None:
-            return match.group(1).decode()
+        matches = [re.search(pattern.encode(), seen) for pattern in patterns]
+        if all(matches):
+            return [m for m in matches if m is not None]
     raise AssertionError(f"exited before it was ready: {seen.decode(errors='replace')}")
 
 
@@ -133,35 +137,51 @@ class RedisServer:
 class Replica:
     process: anyio.abc.Process
     url: str
+    api: str = ""  # its status API, when it serves one
+    token: str = ""  # and the token that opens it
 
 
 @asynccontextmanager
 async def replicas(
-    tmp_path: Path, redis_url: str, count: int = 3, *, token: str | None = None
+    tmp_path: Path, redis_url: str, count: int = 3, *, token: str | None = None, api: bool = False
 ) -> AsyncIterator[list[Replica]]:
-    """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together."""
+    """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together;
+    with `api`, each serves its status API on a free port from its own state directory (its own history)."""
     shared = tmp_path / "shared"
     shared.mkdir(exist_ok=True)
     config = write_config(
         tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {**SETTINGS, "root": str(shared)}}
     )
-    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
-    command += ["--port", "0", "--state-url", redis_url]
+    command = [PYTHON, "-m", "server", "serve", *([] if api else ["--no-api"]), "--config", str(config)]
+    command += ["--transport", "http", "--port", "0", "--state-url", redis_url]
     env = dict(os.environ)
     if token is not None:  # every request must carry it; its principal owns the handles
         command += ["--auth-token-env", "REPLICA_TOKEN"]
         env["REPLICA_TOKEN"] = token
+    states = [Path(tempfile.mkdtemp(dir=tmp_path, prefix="state-")) for _ in range(count)]
+    if api:
+        env.update(CLAIMCHECK_API_ENABLED="true", CLAIMCHECK_API_PORT="0")
     processes = [
-        await anyio.open_process(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=-1, env=env)
-        for _ in range(count)
+        await anyio.open_process(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=-1,
+            env={**env, "XDG_STATE_HOME": str(state)},
+        )
+        for state in states
     ]
     try:
         urls = [""] * count
+        apis = [("", "")] * count
 
         async def announce(index: int) -> None:
             stderr = processes[index].stderr
             assert stderr is not None
-            urls[index] = await _announced(stderr, r"(http://127\.0\.0\.1:\d+/mcp)")
+            found = await _announced(stderr, r"(http://127\.0\.0\.1:\d+/mcp)", *([_API] if api else []))
+            urls[index] = found[0].group(1).decode()
+            if api:  # its status API and the token that opens it
+                apis[index] = (found[1].group(1).decode(), found[1].group(2).decode())
 
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
@@ -171,7 +191,7 @@ async def replicas(
             for process in processes:
                 assert process.stderr is not None
                 tg.start_soon(_drain, process.stderr)
-            yield [Replica(process, url) for process, url in zip(processes, urls, strict=True)]
+            yield [Replica(p, url, *status) for p, url, status in zip(processes, urls, apis, strict=True)]
             tg.cancel_scope.cancel()
     finally:
         await _stop(processes)
@@ -215,7 +235,7 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
     redis = RedisServer(directory)
     await redis.start()
     try:
-        async with replicas(directory, redis.url) as backends, haproxy(directory, backends) as url:
+        async with replicas(directory, redis.url, api=True) as backends, haproxy(directory, backends) as url:
             yield Cluster(redis, backends, url, directory)
     finally:
         await redis.stop()
@@ -254,6 +274,33 @@ async def test_a_handle_made_on_one_replica_is_waited_on_read_listed_and_cancell
             assert all(h in listed for h in (quick, found.group(1), long)), listed
             raw = await call_text(on_b, "tool_output", {"handle": quick, "mode": "raw"})
             assert "slept 1 s" in raw
+
+
+async def test_the_status_api_of_a_replica_shows_the_calls_running_on_the_others(cluster: Cluster) -> None:
+    a, b, _ = cluster.replicas
+    async with client(a.url) as on_a, httpx2.AsyncClient(timeout=60) as http:
+        with anyio.fail_after(120):
+            handle = await background(on_a, "slow", {"seconds": 120})
+            try:
+                health = (await http.get(f"{a.api}v1/health", headers=_bearer(a))).json()
+                listed = (await http.get(f"{b.api}v1/tasks", headers=_bearer(b))).json()
+                own_only = (await http.get(f"{b.api}v1/tasks?instance={b.process.pid}", headers=_bearer(b))).json()
+                history = await http.get(f"{b.api}v1/tasks/{handle}", headers=_bearer(b))
+                refused = await http.get(f"{b.api}v1/tasks")
+            finally:
+                await call_text(on_a, "cancel_tool_output", {"handle": handle})
+    rows = [task for task in listed["tasks"] if task["handle"] == handle]
+    assert len(rows) == 1, listed
+    assert rows[0]["replica"] == health["replica"] != listed["replica"]  # marked as A's, answered by B
+    assert rows[0]["status"] == "running" and rows[0]["name"] == "demo__slow" and rows[0]["tool"] == "slow"
+    assert rows[0]["arguments"] is None and rows[0]["live"] is True  # arguments stay on the replica that runs it
+    assert all(task["handle"] != handle for task in own_only["tasks"])  # `instance` is a local process
+    assert history.status_code == 404  # the history stays local: B never recorded A's call
+    assert refused.status_code == 401
+
+
+def _bearer(replica: Replica) -> dict[str, str]:
+    return {"Authorization": f"Bearer {replica.token}"}
 
 
 async def test_another_principals_handle_is_unknown_on_every_replica(cluster: Cluster) -> None:

@@ -5,6 +5,7 @@ Keys (under `state.keyPrefix`, "cc:" by default):
   handle is returned; a final status is set by compare-and-set (Lua) and never undone. Kept while running,
   then for `retainSecs`.
 - `s:<session>` sorted set of the session's handles by start time (`list_tool_outputs`).
+- `running` sorted set of every replica's running handles by start time (the status API's live part),
 - `o:<replica>` set of the replica's running handles, `replica:<replica>` its liveness key (`SET … PX`,
   renewed three times a lease), `reaper` the lease of the one replica that fails a dead replica's handles.
 - channels `done` (a handle finished: waiters read again) and `cancel:<replica>` (cancel this handle).
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 _ERROR_CHARS = 2000
 
-# KEYS: hash, owner set, session zset. ARGV: status, retain ms, handle, started, done channel, fields…
+# KEYS: hash, owner set, session zset, running zset. ARGV: status, retain ms, handle, started, done channel, fields…
 _PUT = """
 local cur = redis.call('HGET', KEYS[1], 'status')
 if cur and cur ~= 'running' and cur ~= ARGV[1] then return 0 end
@@ -45,10 +46,12 @@ redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 if ARGV[1] == 'running' then
   redis.call('SADD', KEYS[2], ARGV[3])
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
   redis.call('PERSIST', KEYS[1])
   return 1
 end
 redis.call('SREM', KEYS[2], ARGV[3])
+redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if cur ~= ARGV[1] then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
 return 1
@@ -61,10 +64,11 @@ redis.call('HSET', KEYS[1], 'cancel', '1')
 redis.call('PUBLISH', ARGV[1] .. st[2], ARGV[2])
 return 1
 """
-# KEYS: hash, owner set. ARGV: owner, finished, error, retain ms, done channel, handle.
+# KEYS: hash, owner set, running zset. ARGV: owner, finished, error, retain ms, done channel, handle.
 _REAP = """
 redis.call('SREM', KEYS[2], ARGV[6])
 local st = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if st[1] ~= 'running' or st[2] == ARGV[1] then redis.call('ZREM', KEYS[3], ARGV[6]) end
 if st[1] ~= 'running' or st[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'failed', 'finished', ARGV[2], 'error', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -133,6 +137,20 @@ class RedisBackend:
             raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
         return [state for state in await self.get(handles) if state is not None]
 
+    async def running(self, limit: int) -> tuple[list[HandleState], int]:
+        """The newest `limit` running handles of every replica, in 2 + `limit` commands, and how many run."""
+        key = self._p + "running"
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zcard(key)
+                pipe.zrevrange(key, 0, max(0, limit - 1))
+                total, handles = await pipe.execute()
+            self.commands += 2
+        except self._errors as exc:
+            raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
+        states = await self.get(handles[:limit]) if limit > 0 else []
+        return [s for s in states if s is not None and s.status == "running"], int(total)
+
     async def request_cancel(self, handle: str) -> bool:
         try:
             asked = await self._cancel_script(keys=[self._p + "h:" + handle], args=[self._p + "cancel:", handle])
@@ -173,6 +191,7 @@ class RedisBackend:
 
     async def _write(self, state: HandleState) -> None:
         keys = [self._p + "h:" + state.handle, self._p + "o:" + state.owner, self._p + "s:" + state.session]
+        keys.append(self._p + "running")
         head = [state.status, self._retain_ms, state.handle, state.started, self._p + "done"]
         await self._put_script(keys=keys, args=[*head, *_fields(state)])
         self.commands += 1
@@ -245,7 +264,7 @@ class RedisBackend:
                 continue
             error = f"the replica running this call ({owner}) stopped: its lease ran out before the call finished"
             for handle in await self._redis.smembers(owners):
-                keys = [self._p + "h:" + handle, owners]
+                keys = [self._p + "h:" + handle, owners, self._p + "running"]
                 args = [owner, time.time(), error, self._retain_ms, self._p + "done", handle]
                 if await self._reap_script(keys=keys, args=args):
                     logger.warning("handle %s failed: %s", handle, error)

@@ -77,6 +77,10 @@ class StateBackend(Protocol):
         """Every known handle of a session, oldest first."""
         ...
 
+    async def running(self, limit: int) -> tuple[list[HandleState], int]:
+        """The newest `limit` running handles of every replica (newest first), and how many are running."""
+        ...
+
     async def request_cancel(self, handle: str) -> bool:
         """Ask the owner to cancel a running call; False when it is not running."""
         ...
@@ -109,6 +113,11 @@ class LocalBackend:
     async def of_session(self, session: str) -> list[HandleState]:
         found = [s for s in self._sessions.live if s.id == session]
         return [snapshot(c, self.replica) for s in found for c in s.handed_out()]
+
+    async def running(self, limit: int) -> tuple[list[HandleState], int]:
+        calls = [c for s in self._sessions.live for c in s.handed_out() if c.status == "running"]
+        calls.sort(key=lambda c: c.started, reverse=True)
+        return [snapshot(c, self.replica) for c in calls[:limit]], len(calls)
 
     async def request_cancel(self, handle: str) -> bool:
         for session in self._sessions.live:

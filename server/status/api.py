@@ -28,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.status.access import Access, dashboard_url
+from server.status.cluster import ClusterView
 from server.status.discovery import discovery_file
 from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
@@ -81,6 +82,7 @@ class StatusApi:
         relays: Any = None,
         outputs: OutputView | None = None,
         time_rule_secs: float | None = None,
+        cluster: ClusterView | None = None,
     ) -> None:
         self.hub = hub
         self.relays = relays  # a callable returning the shared claimcheck's attached relays, or None
@@ -94,6 +96,7 @@ class StatusApi:
         self.allow_origins = list(allow_origins)
         self.outputs = outputs  # stored outputs, for the dashboard's output view
         self.time_rule_secs = time_rule_secs  # asyncTimeoutSecs: the dashboard marks it on the timeline
+        self.cluster = cluster  # replicas sharing handles: the others' running calls join the live part
 
     def app(self, port: int) -> ASGIApp:
         """The routes behind the access checks of an API served on 127.0.0.1:`port`."""
@@ -138,6 +141,8 @@ class StatusApi:
             body["servers"] = self.servers()
         if self.relays is not None:  # the user's shared claimcheck: how many relays are attached
             body["relays"] = self.relays()
+        if self.cluster is not None:
+            body["replica"] = self.cluster.replica
         return JSONResponse(body)
 
     async def stats(self, request: Request) -> Response:
@@ -156,7 +161,13 @@ class StatusApi:
         filters = ("status", "server", "tool", "session", "search", "instance")
         query = TaskQuery(**{key: params.get(key) for key in filters})
         tasks, total = await self._run(self.history.tasks, query, limit, offset)
-        return JSONResponse({"tasks": tasks, "total": total, "limit": limit, "offset": offset})
+        body: dict[str, Any] = {"tasks": tasks, "total": total, "limit": limit, "offset": offset}
+        if self.cluster is not None:  # the other replicas' running calls, marked with theirs, on the first page
+            others, error = await self.cluster.tasks(query, limit) if offset == 0 else ([], None)
+            body.update(tasks=others + tasks, total=total + len(others), replica=self.cluster.replica)
+            if error is not None:
+                body["clusterError"] = error
+        return JSONResponse(body)
 
     async def task(self, request: Request) -> Response:
         found = await self._run(self.history.get, request.path_params["handle"])
