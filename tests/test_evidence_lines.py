@@ -22,6 +22,15 @@ def test_an_answer_made_only_of_an_evidence_section_keeps_its_lines() -> None:
     assert split_evidence("EVIDENCE:\n1. user0004\n2. user0033") == ("1. user0004\n2. user0033", [])
 
 
+def test_a_quote_without_the_marker_or_on_the_evidence_line_is_taken() -> None:
+    # as Qwen2.5-Coder-0.5B wrote them in bench/extraction_eval.py (issue 20)
+    answer = 'ERROR TLS handshake failed\nEVIDENCE: "TLS handshake failed with 10.1.2.3"\n "disk full on /var/lib/db"'
+    assert split_evidence(answer) == (
+        "ERROR TLS handshake failed",
+        ["TLS handshake failed with 10.1.2.3", "disk full on /var/lib/db"],
+    )
+
+
 @pytest.mark.anyio
 async def test_an_unwrapped_answer_is_asked_again_with_the_wrapper_named_once() -> None:
     seen: list[str] = []
