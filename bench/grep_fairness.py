@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from server.config import parse_config  # noqa: E402
+from server.downstream.connect import DownstreamSpec  # noqa: E402
 from server.downstream.pool import specs_from_config  # noqa: E402
-from server.downstream.server import DownstreamSpec  # noqa: E402
 from server.proxy import Proxy  # noqa: E402
 from server.upstream.surface import build_server  # noqa: E402
 

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))  # first: `python bench/handles.py` puts bench/ (a
 
 from extraction import estimate_tokens, exceeds  # noqa: E402
 from server.config import parse_config  # noqa: E402
+from server.downstream.connect import DownstreamSpec  # noqa: E402
 from server.downstream.pool import specs_from_config  # noqa: E402
-from server.downstream.server import DownstreamSpec  # noqa: E402
 from server.proxy import Proxy  # noqa: E402
 from server.upstream.surface import build_server  # noqa: E402
 

@@ -26,9 +26,10 @@ from extraction import Extractor, Policy, count_tokens
 from fs_sandbox import Sandbox
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.catalog import Catalog
+from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import Pool
 from server.downstream.relay import RootsParams, no_roots
-from server.downstream.server import CONNECT_TIMEOUT_S, DownstreamSpec
+from server.downstream.server import CONNECT_TIMEOUT_S
 from server.downstream.spool import SpoolPolicy
 from server.handles import questions
 from server.handles.sessions import Sessions

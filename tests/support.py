@@ -18,8 +18,8 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from server.config import parse_config
+from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import specs_from_config
-from server.downstream.server import DownstreamSpec
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 

@@ -23,8 +23,8 @@ from mcp.server.mcpserver import MCPServer
 from support import text_of
 
 from server.config import parse_config
+from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import specs_from_config
-from server.downstream.server import DownstreamSpec
 from server.proxy import Proxy
 from server.status.api import StatusApi, serve_api
 from server.status.events import EventHub

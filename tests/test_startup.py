@@ -21,8 +21,8 @@ from mcp.shared.message import SessionMessage
 from support import PYTHON, proxied_names, text_of
 
 from server.config import parse_config
+from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import specs_from_config
-from server.downstream.server import DownstreamSpec
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 

@@ -12,8 +12,9 @@ import mcp_types as types
 
 from server.config import CliOverrides, Config, Policy, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
+from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
-from server.downstream.server import CONNECT_TIMEOUT_S, Downstream, DownstreamSpec
+from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 
 __all__ = ["Pool", "Route", "specs_from_config"]
 

@@ -8,30 +8,23 @@ that dies after it was up keeps its tool list and is respawned by the next call 
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import warnings
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 import anyio
 import httpx2
-import mcp.client.sse
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
-from server.config import ServerConfig
 from server.downstream.chain import PASSTHROUGH, PROXIED, mark_of
-from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
+from server.downstream.connect import DownstreamSpec, Target, http_target
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.relay import Relay
@@ -42,7 +35,7 @@ from server.downstream.task_client import call_as_task
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable, clip
 from server.version import VERSION
 
-__all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "DownstreamSpec", "State"]
+__all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "State"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,27 +46,9 @@ GONE_REPORT_S = 10.0
 DOWNSTREAM_MESSAGE_LIMIT = 2000
 """The most characters of a downstream's JSON-RPC error message passed on (it may quote a huge argument)."""
 
-# The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
-# event, so every large result over SSE would kill the connection. Its module-level helper is
-# rebound here with the cap removed (streamable HTTP gets `max_sse_event_size=None` instead).
-_sse_module: Any = mcp.client.sse  # the helper is imported there, not exported
-_sse_module.sse_within_origin = functools.partial(_sse_module.sse_within_origin, max_event_size=None)
-
 State = Literal["starting", "ready", "down", "failed"]
-Target = Server[Any] | AbstractAsyncContextManager[Any] | str
 _IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class DownstreamSpec:
-    """A configured server; `target`, when given, replaces what the config says to connect to, and
-    `connect_timeout` the pool's (tests)."""
-
-    name: str
-    config: ServerConfig
-    target: Callable[[], Target] | None = None
-    connect_timeout: float | None = None
 
 
 class CatalogObserver(Protocol):
@@ -226,21 +201,7 @@ class Downstream:
             args, env, on_log = list(config.args), dict(config.env), self.in_flight.log
             self.process = StdioProcess(config.command, args, env, config.cwd, spool=self.spool, on_log=on_log)
             return self.process.connect()
-        assert config.url is not None
-        if config.kind == "sse":
-            if self.spool is None:
-                return sse_client(config.url, headers=dict(config.headers) or None)
-            factory = spooling_client_factory(self.spool)
-            return sse_client(config.url, headers=dict(config.headers) or None, httpx_client_factory=factory)
-        transport = SpoolingTransport(self.spool) if self.spool is not None else None
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers=dict(config.headers),
-                timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)),
-                transport=transport,
-            )
-        )
-        return streamable_http_client(config.url, http_client=http, max_sse_event_size=None)
+        return await http_target(config, self.spool, stack)
 
     def _client_for(self, target: Target) -> Client:
         return Client(

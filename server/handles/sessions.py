@@ -15,8 +15,6 @@ finished output is kept `settings.keepOutputsSecs` after it was last touched onc
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -28,33 +26,20 @@ import anyio.abc
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
-from extraction import (
-    Source,
-    Usage,
-    estimate_source_tokens,
-    estimate_tokens,
-    exceeds,
-    exceeds_by_length,
-    head_tokens,
-    read_all,
-    source_exceeds,
-)
+from extraction import Usage, estimate_tokens
 from server.config import Policy
 from server.downstream.rawcall import RawResult
 from server.downstream.relay import Relay, declares_roots
-from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
-from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
+from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
-from server.handles.store import OutputStore, SessionStore, StoreError
+from server.handles.store import OutputStore, SessionStore
 
 __all__ = ["SESSION_HEADER", "Session", "Sessions", "current_origin"]
-
-logger = logging.getLogger(__name__)
 
 _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
@@ -269,7 +254,7 @@ class Sessions:
                 call.error = str(exc)
                 call.finish("failed")
             else:
-                await self._settle(session, call, result, policy)
+                await settle(session, call, result, policy, self._max_output_bytes)
         if not call.finished.is_set():
             call.error = "the call was cancelled"
             call.finish("cancelled")
@@ -288,106 +273,6 @@ class Sessions:
         """Tell the backend this call's state as it is now."""
         await self.backend.put(snapshot(call, self.backend.replica))
 
-    async def _settle(
-        self, session: Session, call: Call, result: types.CallToolResult | RawResult, policy: Policy
-    ) -> None:
-        """Apply the size rule; store what a handle will need."""
-        if isinstance(result, RawResult):
-            if self._settle_raw(call, result, policy):
-                return
-            result = result.model()
-        spooled = claim(result)
-        if spooled is not None:
-            await self._settle_spooled(session, call, spooled, policy)
-            return
-        text = render_output(result)
-        total = len(text.encode("utf-8", "replace"))
-        if total > self._max_output_bytes:
-            cut = text.encode("utf-8", "replace")[: self._max_output_bytes].decode("utf-8", "ignore")
-            text = cut + CUT_MARKER.format(limit=self._max_output_bytes, total=total)
-        over = exceeds_by_length(text, policy.async_token_threshold)
-        if over is None:
-            over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
-        tokens: int | None = None  # an inline result never shows its count
-        exact = False
-        if over or call.handed_out:
-            tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
-        call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
-        call.produced, call.cut = total, total > self._max_output_bytes
-        call.result = None if over else result
-        if over or call.handed_out:
-            failure = await self._store(session, call, text)
-            if failure is not None and over:  # a small output stays in memory; a big one is lost but its start
-                self._not_stored(call, failure, text, policy)
-                return
-        self._finish(call, failed=result.is_error)
-
-    def _settle_raw(self, call: Call, result: RawResult, policy: Policy) -> bool:
-        """The fast path's common case, decided without waiting (so no handoff can come in between): a plain
-        text result under the threshold by its length alone, for a call not handed out. False: not that case."""
-        text = result.plain_text() if not call.handed_out else None
-        if text is None or exceeds_by_length(text, policy.async_token_threshold) is not False:
-            return False
-        if len(text.encode("utf-8", "replace")) > self._max_output_bytes:
-            return False
-        call.set_output(text, tokens=None, tokens_exact=False, over=False)
-        call.answer = result.result
-        self._finish(call, failed=False)
-        return True
-
-    async def _settle_spooled(self, session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> None:
-        """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""
-        call.set_stored_output(
-            bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, sha256=spooled.sha256, cut=spooled.cut
-        )
-        try:
-            if spooled.path is None:
-                raise StoreError(spooled.failure or "the disk refused it")
-            session.store.adopt(call.handle, spooled.path)
-            stored = await anyio.to_thread.run_sync(session.store.open_output, call.handle)  # the one door
-            with stored:
-                over = await anyio.to_thread.run_sync(source_exceeds, stored, policy.async_token_threshold)
-                if not over:  # small after all: answer as the tool did
-                    call.result = await anyio.to_thread.run_sync(_small_result, spooled, stored)
-                if over or call.handed_out:
-                    call.set_tokens(*await anyio.to_thread.run_sync(estimate_source_tokens, stored))
-        except StoreError as exc:
-            self._not_stored(call, exc.reason, spooled.head, policy)
-            return
-        finally:
-            if spooled.raw is not None:
-                spooled.raw.unlink(missing_ok=True)
-        call.over_threshold = over
-        call.stored = True
-        self._finish(call, failed=spooled.is_error)
-
-    def _not_stored(self, call: Call, reason: str, head: str, policy: Policy) -> None:
-        """The output is lost but for its first part: answer with that, truthfully, and fail the handle."""
-        shown = head_tokens(head[: policy.async_token_threshold * 8], policy.async_token_threshold // 2)
-        call.fallback = messages_not_stored(call, reason, shown)
-        call.over_threshold = True
-        call.result = None
-        call.error = call.fallback
-        call.finish("failed")
-
-    def _finish(self, call: Call, *, failed: bool) -> None:
-        if failed:
-            call.error = call.text if call.text is not None else _error_head(call)
-            call.finish("failed")
-        else:
-            call.finish("ready")
-        call.text = None  # the stored file holds it; memory holds only small results
-
-    async def _store(self, session: Session, call: Call, text: str) -> str | None:
-        """Write the output under its handle; the reason it failed, or None."""
-        try:
-            await session.store.write(call.handle, text)
-        except StoreError as exc:
-            logger.warning("%s", exc)
-            return exc.reason
-        call.stored = True
-        return None
-
     async def ensure_stored(self, session: Session, call: Call) -> None:
         """Store a finished small output once its handle has been handed out (for a mirror: read it back)."""
         if call.home is not None:
@@ -398,25 +283,8 @@ class Sessions:
         text = render_output(call.result)
         tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
         call.set_tokens(tokens, exact)
-        await self._store(session, call, text)
+        await store_text(session, call, text)
         await self.share(call)
-
-
-def _small_result(spooled: SpooledOutput, stored: Source) -> types.CallToolResult:
-    """The result of an output under the threshold: from the tool's own message when it was kept whole
-    (bounded by the spool's `raw_keep`), else from the stored text (under the threshold, so small)."""
-    if spooled.raw is not None:
-        try:
-            return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    text = read_all(stored)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
-
-
-def _error_head(call: Call) -> str:
-    """A failed output that is stored on disk is described, not held: its size and where it is."""
-    return f"the tool reported an error; its output ({call.bytes} bytes) is stored under the handle"
 
 
 def _digest(owner: str) -> str:
