@@ -156,13 +156,6 @@ class SessionStore:
             # The index under the final name first: when the output appears, its index is there already.
             async with aiofiles.open(_index_of(final), "wb", opener=_private_opener) as out:
                 await out.write(index.finish())
-        except OSError as exc:
-            _unlink_quietly(path)
-            _unlink_quietly(_index_of(final))
-            raise StoreError(
-                f'could not store the output of handle "{handle}": {_reason(exc)}', reason=_reason(exc)
-            ) from exc
-        try:
             os.rename(path, final)
         except OSError as exc:
             _unlink_quietly(path)
