@@ -28,7 +28,16 @@ from fs_sandbox import INDEX_SUFFIX, IndexBuilder
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 
-__all__ = ["CUT_MARKER", "META_KEY", "MessageSpool", "SpoolPolicy", "SpooledOutput", "claim", "materialize"]
+__all__ = [
+    "CUT_MARKER",
+    "META_KEY",
+    "MessageSpool",
+    "SpoolPolicy",
+    "SpooledOutput",
+    "claim",
+    "kept_result",
+    "materialize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +83,16 @@ def claim(result: types.CallToolResult) -> SpooledOutput | None:
     return _spooled.pop(token, None) if isinstance(token, str) else None
 
 
+def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
+    """The tool's own message when the spool kept it whole (it is then at most `raw_keep` bytes), else None."""
+    if spooled.raw is None:
+        return None
+    try:
+        return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def materialize(result: types.CallToolResult) -> types.CallToolResult:
     """A whole result in memory, for a caller that must pass it on as it is (a plain pass-through): the
     tool's own message when it was kept, else the stored text. Blocking; holds the output whole."""
@@ -81,11 +100,9 @@ def materialize(result: types.CallToolResult) -> types.CallToolResult:
     if spooled is None:
         return result
     try:
-        if spooled.raw is not None:
-            try:
-                return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
-            except (ValueError, KeyError, TypeError):
-                pass
+        kept = kept_result(spooled)
+        if kept is not None:
+            return kept
         if spooled.path is None:
             text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {spooled.failure}"
         else:

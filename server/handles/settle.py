@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from extraction import (
 )
 from server.config import Policy
 from server.downstream.rawcall import RawResult
-from server.downstream.spool import CUT_MARKER, SpooledOutput, claim
+from server.downstream.spool import CUT_MARKER, SpooledOutput, claim, kept_result
 from server.handles.calls import Call, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.store import StoreError
@@ -143,11 +142,9 @@ async def store_text(session: Session, call: Call, text: str) -> str | None:
 def _small_result(spooled: SpooledOutput, stored: Source) -> types.CallToolResult:
     """The result of an output under the threshold: from the tool's own message when it was kept whole
     (bounded by the spool's `raw_keep`), else from the stored text (under the threshold, so small)."""
-    if spooled.raw is not None:
-        try:
-            return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    kept = kept_result(spooled)
+    if kept is not None:
+        return kept
     text = read_all(stored)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
 

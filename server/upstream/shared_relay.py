@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from server.handles.run_root import pid_alive  # standard library only
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -145,12 +147,8 @@ def _pid_of(path: Path) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     try:  # a zombie (its parent, the relay that started it, is gone and nobody reaps it) has ended too
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     except (OSError, IndexError):
