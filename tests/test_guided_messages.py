@@ -354,3 +354,11 @@ def test_runs_of_elements_read_in_one_call_give_the_same_answers(monkeypatch: py
 )
 def test_shapes(document: Any, expected: str) -> None:
     assert shape(TextSource.of(json.dumps(document))) == (expected, "")
+
+
+def test_an_invalid_query_with_a_huge_token_is_quoted_briefly() -> None:
+    with pytest.raises(JsonViewError) as caught:
+        query(TextSource.of('{"a": ["x"]}'), "a " + "b" * 1_000_000, max_chars=1000, grep_hint="Grep")
+    message = str(caught.value)
+    assert message.startswith("Invalid JMESPath query: Unexpected token: bbb")
+    assert len(message) < 1000 and message.endswith(" bytes)")

@@ -26,6 +26,7 @@ from jmespath.exceptions import JMESPathError
 from jmespath.visitor import Options, TreeInterpreter
 
 from extraction import Source, TextSource
+from server.errors import clip
 from server.handles.json_reader import (
     KEY_MAX_CHARS,
     VALUE_MAX_CHARS,
@@ -136,7 +137,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
     try:
         parsed = jmespath.compile(expression)
     except JMESPathError as exc:
-        raise JsonViewError(f"Invalid JMESPath query: {str(exc).splitlines()[0]}") from None
+        raise JsonViewError(f"Invalid JMESPath query: {_reason(exc)}") from None
     interpreter = TreeInterpreter(Options())
 
     def visit(node: Any, value: Any) -> Any:
@@ -197,7 +198,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         notes.append(f"the JSON ends early or is broken ({exc}); results are from the part before that")
         array = array or bool(collected)
     except JMESPathError as exc:
-        raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
+        raise JsonViewError(f"The query failed: {_reason(exc)}") from None
     try:
         if plan.each:
             result: Any = collected if array or collected else None
@@ -207,7 +208,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         if plan.then is not None:
             result = visit(plan.then, result)
     except JMESPathError as exc:
-        raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
+        raise JsonViewError(f"The query failed: {_reason(exc)}") from None
     return _render(result, max_chars), "; ".join(notes)
 
 
@@ -227,7 +228,7 @@ def _whole(source: Source, parsed: Any, max_chars: int, grep_hint: str) -> tuple
     try:
         return _render(parsed.search(document), max_chars), ""
     except JMESPathError as exc:
-        raise JsonViewError(f"The query failed: {str(exc).splitlines()[0]}") from None
+        raise JsonViewError(f"The query failed: {_reason(exc)}") from None
 
 
 def _render(result: Any, max_chars: int) -> str:
@@ -408,3 +409,9 @@ def head_shape(head: bytes) -> tuple[str, list[str], str | None] | None:
     if recorded.top == "array" and (recorded.count or recorded.first_keys):
         return "array", recorded.first_keys or [], None
     return None
+
+
+def _reason(exc: Exception) -> str:
+    """The first line of a JMESPath error, quoted briefly: it may hold a token of the query or a value of the output."""
+    lines = str(exc).splitlines()
+    return clip(lines[0] if lines else type(exc).__name__)
