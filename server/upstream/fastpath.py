@@ -40,7 +40,7 @@ from server.upstream.extracting import llm_available
 from server.upstream.forwarding import answer, begin
 from server.upstream.surface import error_result, footer_lines
 
-__all__ = ["ENV", "Envelope", "FastPath", "enabled", "read_envelope"]
+__all__ = ["ENV", "Envelope", "FastPath", "enabled", "plain_route", "read_envelope", "respond"]
 
 logger = logging.getLogger(__name__)
 
@@ -168,16 +168,7 @@ class FastPath:
         return True
 
     def _route(self, envelope: Envelope) -> Route | None:
-        """The route of a call the fast path can make exactly as the SDK's path would, else None."""
-        if envelope.name in OWN_TOOLS or envelope.name in FILE_TOOLS:
-            return None
-        route = self._proxy.pool.route(envelope.name)
-        if route is None or not route.policy.async_enabled:
-            return None
-        arguments = envelope.arguments
-        if route.background_param is not None and arguments is not None and route.background_param in arguments:
-            return None
-        return route if raw_capable(route.downstream, route.tool) else None
+        return plain_route(self._proxy, envelope)
 
     async def _serve(
         self, envelope: Envelope, route: Route, client: ServerSession, session: Session, scope: anyio.CancelScope
@@ -191,31 +182,49 @@ class FastPath:
             self._running.pop(_key(envelope.id), None)
 
     async def _answer(self, envelope: Envelope, route: Route, client: ServerSession, session: Session) -> bytes:
-        proxy = self._proxy
-        proxy.sessions.of_connection(client._connection)  # this task's calls are the connection's own
+        self._proxy.sessions.of_connection(client._connection)  # this task's calls are the connection's own
         context = _Context(client, client.protocol_version)
-        args = dict(envelope.arguments) if envelope.arguments is not None else None
-        llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
-        try:
-            call, call_relay = begin(
-                proxy, route, args, session, FastRelay(context, proxy.log_level), background=False, raw=True
-            )
-            result, about = await answer(proxy, route, session, call, call_relay, background=False, llm=llm)
-        except ClaimcheckError as exc:
-            result, about = error_result(str(exc)), None
-        except Exception:  # what the SDK's dispatcher would turn into an internal error
-            logger.exception("the fast path failed on a call of %s", route.public)
-            error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
-            return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
-        lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
-        if isinstance(result, RawResult) and not lines:
-            return _line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
-        model = result.model() if isinstance(result, RawResult) else result
-        if lines:
-            extra = [types.TextContent(type="text", text=line) for line in lines]
-            model = model.model_copy(update={"content": [*model.content, *extra]})
-        dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return _line({"jsonrpc": "2.0", "id": envelope.id, "result": dumped})
+        return await respond(self._proxy, envelope, route, session, FastRelay(context, self._proxy.log_level), context)
+
+
+def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
+    """The route of a call the fast path can make exactly as the SDK's path would, else None (stdio and HTTP)."""
+    if envelope.name in OWN_TOOLS or envelope.name in FILE_TOOLS:
+        return None
+    route = proxy.pool.route(envelope.name)
+    if route is None or not route.policy.async_enabled:
+        return None
+    arguments = envelope.arguments
+    if route.background_param is not None and arguments is not None and route.background_param in arguments:
+        return None
+    return route if raw_capable(route.downstream, route.tool) else None
+
+
+async def respond(
+    proxy: Proxy, envelope: Envelope, route: Route, session: Session, relay: RequestRelay, context: Any
+) -> bytes:
+    """The JSON-RPC response line to a fast-path call (stdio and HTTP): started with `begin`, waited for with
+    `answer`, as the SDK's path does; `context` is what `llm_available` reads of a request context."""
+    args = dict(envelope.arguments) if envelope.arguments is not None else None
+    llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
+    try:
+        call, call_relay = begin(proxy, route, args, session, relay, background=False, raw=True)
+        result, about = await answer(proxy, route, session, call, call_relay, background=False, llm=llm)
+    except ClaimcheckError as exc:
+        result, about = error_result(str(exc)), None
+    except Exception:  # what the SDK's dispatcher would turn into an internal error
+        logger.exception("the fast path failed on a call of %s", route.public)
+        error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
+        return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
+    lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
+    if isinstance(result, RawResult) and not lines:
+        return _line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
+    model = result.model() if isinstance(result, RawResult) else result
+    if lines:
+        extra = [types.TextContent(type="text", text=line) for line in lines]
+        model = model.model_copy(update={"content": [*model.content, *extra]})
+    dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return _line({"jsonrpc": "2.0", "id": envelope.id, "result": dumped})
 
 
 def _line(message: dict[str, Any]) -> bytes:
