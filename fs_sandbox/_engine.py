@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fs_sandbox._prefilter import Prefilter, Searchable
+
 MAX_PATTERN_CHARS = 1000
 RE2_MAX_MEM = 64 << 20  # DFA memory per pattern: generous, so RE2 stays on its fast path
 
@@ -104,14 +106,38 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
 
 class Finder:
     """Searches bytes for a pattern: `find(data, at, stop)` is the (start, end) of the first match in
-    data[at:stop] (the bytes around it are context for `^`, `$` and `\\b`), or (-1, -1)."""
+    data[at:stop] (the bytes around it are context for `^`, `$` and `\\b`), or (-1, -1).
 
-    def __init__(self, pattern: str, case_sensitive: bool) -> None:
+    Given a `sample` of the file, a `Prefilter` on a rare byte every match contains may skip to the lines
+    worth RE2's time (`find`'s `raw`: the same bytes as `data`, searchable with memchr)."""
+
+    def __init__(self, pattern: str, case_sensitive: bool, sample: bytes = b"") -> None:
         self.plan = check(pattern, case_sensitive)
         self._regexp = None if self.plan.backtracking else _re2_compile(pattern, case_sensitive)
         self.compiled = _python(pattern, case_sensitive)  # for the backtracking plan, on decoded text
+        self.prefilter = Prefilter.make(pattern, case_sensitive, sample) if sample and self._regexp else None
 
-    def find(self, data: bytes | bytearray | memoryview, at: int, stop: int) -> tuple[int, int]:
-        assert self._regexp is not None
-        span: tuple[int, int] = self._regexp.Match(_UNANCHORED, data, at, stop)[0]
-        return span
+    def find(
+        self, data: bytes | bytearray | memoryview, at: int, stop: int, raw: Searchable | None = None
+    ) -> tuple[int, int]:
+        regexp = self._regexp
+        assert regexp is not None
+        prefilter = self.prefilter
+        if raw is None or prefilter is None or not prefilter.active:
+            span: tuple[int, int] = regexp.Match(_UNANCHORED, data, at, stop)[0]
+            return span
+        while at < stop:  # no match spans lines: RE2 on each line that holds a candidate byte
+            candidate = prefilter.candidate(raw, at, stop)
+            if candidate < 0:
+                break
+            prefilter.note(at, candidate)
+            line = raw.rfind(b"\n", at, candidate) + 1 or at
+            end = raw.find(b"\n", candidate, stop)
+            end = stop if end < 0 else end
+            span = regexp.Match(_UNANCHORED, data, line, end)[0]
+            if span[0] >= 0:
+                return span
+            at = end + 1
+            if not prefilter.active:
+                return self.find(data, min(at, stop), stop)
+        return (-1, -1)

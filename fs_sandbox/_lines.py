@@ -8,6 +8,7 @@ cut to `clip` characters (its full length still counted). Stdlib only: the grep 
 from __future__ import annotations
 
 import codecs
+import mmap
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ SNIPPET_BYTES = CONTEXT_CHARS * 4
 MATCH_BYTES = MATCH_CHARS * 4
 _CONTINUATION = bytes(range(0x80, 0xC0))
 Ranges = Sequence[tuple[int, int]]  # 1-based, inclusive, sorted and disjoint
+Buffer = bytearray | mmap.mmap  # what a Grep window's bytes are in: the scanner's buffer, or the mapped file
 
 
 def pieces(fd: int, size: int, offset: int = 0, piece: int = 0) -> Iterator[bytes]:
@@ -292,10 +294,11 @@ def read_lines(
 class Window:
     """Whole lines to search, data[start:end], with what comes before (lookbehind) and after, up to `stop`.
 
-    `data` is the scanner's own buffer, valid until the next window is asked for: nothing is copied.
+    `data` is the scanner's own buffer, valid until the next window is asked for (nothing is copied), or
+    the whole file mapped.
     """
 
-    data: bytearray
+    data: Buffer
     start: int
     end: int
     stop: int
@@ -342,6 +345,23 @@ def windows(fd: int, size: int, *, numbered: bool = True, carriage: list[bool] |
         start = cut
 
 
+def mapped_windows(data: mmap.mmap, size: int) -> Iterator[Window]:
+    """The windows of a mapped file without CR (its bytes are its normalized text), lines not counted.
+
+    Cut as `windows` cuts them, so a match may reach as far past its window; nothing is read or copied here:
+    the search reads the pages it looks at, at memchr speed when the prefilter skips.
+    """
+    start = line_start = 0
+    while size - start > WINDOW + AHEAD:
+        cut = data.rfind(b"\n", start, start + WINDOW) + 1 or boundary(data, start + WINDOW)
+        yield Window(data, start, cut, boundary(data, cut + AHEAD), 1, False, 0, line_start)
+        last = data.rfind(b"\n", start, cut)
+        if last >= 0:
+            line_start = last + 1
+        start = cut
+    yield Window(data, start, size, size, 1, True, 0, line_start)
+
+
 def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tuple[int, int, bool]:
     """Read the next piece into buffer[length:], CRLF and lone CR made LF; the new (length, offset), and
     whether the piece had a CR."""
@@ -359,7 +379,7 @@ def _fill(fd: int, size: int, buffer: bytearray, length: int, offset: int) -> tu
     return length + len(text), offset, True
 
 
-def boundary(data: bytes | bytearray, at: int, *, forward: bool = False) -> int:
+def boundary(data: bytes | Buffer, at: int, *, forward: bool = False) -> int:
     """The nearest UTF-8 character boundary at or before `at` (after it with `forward`), within 3 bytes."""
     if at >= len(data):
         return len(data)

@@ -4,24 +4,26 @@ Searches run in a separate process because CPython's `re` cannot be interrupted:
 backtracks catastrophically would hold the GIL, and the whole server with it. The parent kills the
 worker when its time is up. The worker (`_worker.py`, stdlib only) gets the file the parent opened as a
 descriptor passed over a Unix socket (SCM_RIGHTS), so it reads exactly what the parent's door let
-through; results cross back as plain tuples. The file is read in windows (`fs_sandbox._lines`).
+through; results cross back as plain tuples. The file is read in windows (`fs_sandbox._lines`), or mapped.
 """
 
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import pickle
 import re
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from fs_sandbox._engine import Finder
 from fs_sandbox._index import LineIndex
-from fs_sandbox._lines import PIECE, Snippet, Span, Window, boundary, collect, windows
+from fs_sandbox._lines import PIECE, Buffer, Snippet, Span, Window, boundary, collect, mapped_windows, windows
+from fs_sandbox._prefilter import SAMPLE_BYTES
 
 Line = tuple[int, str, bool, int, tuple[Snippet, ...], bool]
 # a grep line: (number, text, is a match, full length, snippets around its matches when it is long,
@@ -58,13 +60,16 @@ def find_matches(
 
     Matches are searched over whole windows of text, not line by line, so a pattern may span lines (as far as
     `AHEAD`); after a match that spans lines the search goes on at the start of the next line. RE2 searches
-    the bytes (a case-sensitive ASCII literal: `bytes.find`); a pattern only `re` can run is searched in the
-    decoded text. With a line index of a file without CR, newlines are not counted as the windows go: the
-    lines found are numbered afterwards from the index, counting only from the entry before each.
+    the bytes, behind a prefilter when the pattern requires a byte rare in the file (`fs_sandbox._prefilter`);
+    a pattern only `re` can run is searched in the decoded text. With a line index of a file without CR, the
+    file is mapped (its bytes are the text: nothing is copied into a buffer) and newlines are not counted as
+    the windows go: the lines found are numbered afterwards from the index, counting only from the entry
+    before each. (A mapped file cut short meanwhile would kill the worker with SIGBUS: the search fails with
+    "the search worker stopped unexpectedly", the server goes on.)
     """
-    finder = Finder(pattern, case_sensitive)
-    found = _Found(max_matches)
     numbered = index is None or index.size != size or index.carriage_returns > 0
+    finder = Finder(pattern, case_sensitive, _sample(fd, size))
+    found = _Found(max_matches)
     if finder.plan.backtracking:
         compiled = finder.compiled
         for window in windows(fd, size):
@@ -72,23 +77,40 @@ def find_matches(
             if found.more:
                 break
         return found
-    find = finder.find  # RE2 for literals too: faster than bytes.find here (memchr on a rare byte, then DFA)
-    carriage: list[bool] = []
-    for window in windows(fd, size, numbered=numbered, carriage=carriage):
-        data, stop = window.data, window.stop
-        with memoryview(data) as view, view[:stop] as text:  # the buffer's bytes past `stop` are no context
-
-            def search(at: int, text: memoryview = text, stop: int = stop) -> tuple[int, int]:
-                return find(text, at, stop)
-
-            _search(window, data, window.start, window.end, stop, search, found, numbered=numbered)
-        if found.more:
-            break
-    found.raw_offsets = not carriage
+    if not numbered and size > 0:  # no CR to turn into LF: the file's own bytes, mapped, are the text
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            _search_windows(mapped_windows(mapped, size), finder, found, numbered=False)
+        found.raw_offsets = True
+    else:
+        carriage: list[bool] = []
+        _search_windows(windows(fd, size, numbered=numbered, carriage=carriage), finder, found, numbered=numbered)
+        found.raw_offsets = not carriage
     if not numbered:
         assert index is not None
         _number_from_index(fd, found, index)
     return found
+
+
+def _sample(fd: int, size: int) -> bytes:
+    """Bytes of the file at its start and middle, for the prefilter to judge how rare a byte is."""
+    sample = os.pread(fd, SAMPLE_BYTES, 0)
+    if size > 2 * SAMPLE_BYTES:
+        sample += os.pread(fd, SAMPLE_BYTES, size // 2)
+    return sample
+
+
+def _search_windows(source: Iterator[Window], finder: Finder, found: _Found, *, numbered: bool) -> None:
+    find = finder.find  # RE2 (behind the prefilter when there is one)
+    for window in source:
+        data, stop = window.data, window.stop
+        with memoryview(data) as view, view[:stop] as text:  # the bytes past `stop` are no context
+
+            def search(at: int, text: memoryview = text, stop: int = stop, raw: Buffer = data) -> tuple[int, int]:
+                return find(text, at, stop, raw)
+
+            _search(window, data, window.start, window.end, stop, search, found, numbered=numbered)
+        if found.more:
+            break
 
 
 def _number_from_index(fd: int, found: _Found, index: LineIndex) -> None:
@@ -135,7 +157,7 @@ def _search_text(window: Window, compiled: re.Pattern[str], found: _Found) -> No
     _search(window, text, first, last, len(text), regex, found, to_bytes)
 
 
-Text = TypeVar("Text", str, bytearray)
+Text = TypeVar("Text", str, Buffer)
 
 
 def _search(
@@ -179,6 +201,7 @@ def _search(
         last_newline = text.rfind(newline, counted, at)
         if last_newline >= 0:
             if numbered:
+                assert not isinstance(text, mmap.mmap)  # a mapped file is searched only with a line index
                 line += text.count(newline, counted, at)
             line_start = absolute(last_newline + 1)
         counted = at
@@ -210,11 +233,11 @@ def _search(
         found.next_at = base + position
 
 
-def _next_char(text: str | bytearray, at: int) -> int:
+def _next_char(text: str | Buffer, at: int) -> int:
     """The offset of the character after the one at `at` (an empty match moves the search on by one)."""
     if isinstance(text, str):
         return at + 1
-    return boundary(text, at + 1, forward=True)
+    return max(at + 1, boundary(text, at + 1, forward=True))  # past the end of a mapped file too
 
 
 def grep(
