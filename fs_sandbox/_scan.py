@@ -123,7 +123,7 @@ def _number_from_index(fd: int, found: _Found, index: LineIndex) -> None:
         if entry[0] > offset:
             offset, line = entry
         while offset < start:
-            data = os.pread(fd, min(PIECE, start - offset), offset)
+            data = os.pread(fd, min(PIECE // 4, start - offset), offset)  # counted while still in cache
             if not data:
                 break
             line += data.count(b"\n")

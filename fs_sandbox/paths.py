@@ -11,20 +11,23 @@ from __future__ import annotations
 import errno
 import os
 import re
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from fs_sandbox._index import SUFFIX, LineIndex
-from fs_sandbox.errors import NotAFile, NotFound, PathRefused
+from fs_sandbox._index import build as build_index
+from fs_sandbox.errors import NotAFile, NotFound, PathRefused, SandboxError
 
-__all__ = ["OpenFile", "confine", "open_file", "split_name"]
+__all__ = ["OpenFile", "confine", "keep_index", "open_file", "split_name"]
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_INDEX_BYTES = 64 << 20  # an index entry per MiB: enough for 2 PiB
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(eq=False, slots=True)
@@ -38,6 +41,7 @@ class OpenFile:
     size: int
     name: str
     index: LineIndex | None = None  # the line index kept beside the file (`<name>.lines`), when it fits the size
+    root: str | None = None  # the root `name` was opened under (`open_file`), for `keep_index`
 
     def read(self, offset: int, length: int) -> bytes:
         """Up to `length` bytes from `offset` (blocking; call it in a worker thread)."""
@@ -102,7 +106,54 @@ def open_file(root: Path | str, name: str) -> OpenFile:
             directory = inner
         opened = _open_regular(directory, parts[-1], name)
         opened.index = _read_index(directory, parts[-1], opened.size)
+        opened.root = os.fspath(root)
         return opened
+    finally:
+        os.close(directory)
+
+
+def keep_index(opened: OpenFile) -> LineIndex | None:
+    """Build the line index of a file opened without one, give it to `opened`, and keep it beside the file
+    (`<name>.lines`, as claimcheck's writers keep one) so that the next open finds it.
+
+    The index is written under a fresh name in the file's directory, reached again through the door (by
+    descriptor, no link followed), and renamed over `<name>.lines` only while `name` is still the file
+    `opened` holds. Where it cannot be written (a read-only directory, say), it still serves this `opened`.
+    Blocking: call it in a worker thread.
+    """
+    if opened.index is not None:
+        return opened.index
+    data = build_index(opened.fd, opened.size)
+    opened.index = LineIndex.parse(data, opened.size)
+    if opened.root is not None:
+        try:
+            _write_index(opened, data)
+        except (OSError, SandboxError):
+            pass  # the index is an optimisation: the next open builds it again
+    return opened.index
+
+
+def _write_index(opened: OpenFile, data: bytes) -> None:
+    parts = split_name(opened.name)
+    assert opened.root is not None
+    directory = os.open(opened.root, _DIRECTORY_FLAGS)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        now, held = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False), os.fstat(opened.fd)
+        if (now.st_dev, now.st_ino, now.st_size) != (held.st_dev, held.st_ino, opened.size):
+            return  # replaced or changed since it was opened: an index of what `opened` holds would be wrong
+        temporary = f".{parts[-1]}{SUFFIX}.{secrets.token_hex(8)}.part"
+        fd = os.open(temporary, _NEW_FILE_FLAGS, 0o600, dir_fd=directory)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.rename(temporary, parts[-1] + SUFFIX, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            os.unlink(temporary, dir_fd=directory)
+            raise
     finally:
         os.close(directory)
 

@@ -29,7 +29,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from fs_sandbox import _engine, _lines, _scan
 from fs_sandbox._fair import FairQueue
 from fs_sandbox.errors import NotAFile, PatternError, PatternTimeout, SandboxError
-from fs_sandbox.paths import OpenFile, open_file
+from fs_sandbox.paths import OpenFile, keep_index, open_file
 
 __all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox", "Snippet"]
 
@@ -38,6 +38,7 @@ _RE2_SPEC = importlib.util.find_spec("re2")
 _RE2_HOME = [str(Path(_RE2_SPEC.origin).parent.parent)] if _RE2_SPEC and _RE2_SPEC.origin else []
 GUARD_BYTES_PER_S = 20e6  # the slowest RE2 goes (its NFA, when a pattern's DFA outgrows its memory)
 MAX_LINE_CHARS = 2000
+INDEX_FROM_BYTES = 1 << 20  # a file read or searched without a line index gets one kept beside it from this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,8 @@ class Sandbox:
         async with self._opened(file) as opened:
 
             def blocking() -> ReadResult:
+                if opened.index is None and opened.size >= INDEX_FROM_BYTES:
+                    keep_index(opened)  # one pass, instead of the count from the start every Read would make
                 shown, total, omitted = _lines.read_lines(
                     opened.fd,
                     opened.size,
@@ -190,19 +193,22 @@ class Sandbox:
             why = f"invalid regular expression: {exc}" if isinstance(exc, re.error) else str(exc)
             raise PatternError(why) from None
         with self._queue.admitted(owner):
-            async with self._opened(file) as opened, self._queue.turn(owner):
-                request = (
-                    opened.size,
-                    pattern,
-                    case_sensitive,
-                    before,
-                    after,
-                    max_matches,
-                    max_line_chars,
-                    max_chars,
-                    opened.index,
-                )
-                reply = await self._ask(opened.fd, request, pattern, plan, opened.size)
+            async with self._opened(file) as opened:
+                if opened.index is None and opened.size >= INDEX_FROM_BYTES:  # then numbered from it, and mapped
+                    await anyio.to_thread.run_sync(keep_index, opened)
+                async with self._queue.turn(owner):
+                    request = (
+                        opened.size,
+                        pattern,
+                        case_sensitive,
+                        before,
+                        after,
+                        max_matches,
+                        max_line_chars,
+                        max_chars,
+                        opened.index,
+                    )
+                    reply = await self._ask(opened.fd, request, pattern, plan, opened.size)
         if reply[0] == "error":
             kind, message = reply[1], str(reply[2])
             raise PatternError(message) if kind == "pattern" else NotAFile(message)
