@@ -23,7 +23,7 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["LINK", "SESSION_HEADER", "USER", "connection_of", "owner_key"]
+__all__ = ["LINK", "SESSION_HEADER", "USER", "connection_of", "owner_key", "principal"]
 
 SESSION_HEADER = "claimcheck-session"
 USER = "user"
@@ -49,12 +49,17 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
         return None  # stdio: one client, whose session is the connection
     authorization = headers.get("authorization", "")
     if authorization:
-        return "principal:" + _digest(authorization, headers.get(SESSION_HEADER, ""))
+        return principal(authorization, headers.get(SESSION_HEADER, ""))
     if connection_of(ctx) is None:
         params = ctx.session.client_params
         client = params.client_info.name if params is not None else ""
         return "client:" + _digest(client, headers.get(SESSION_HEADER, ""))
     return None
+
+
+def principal(authorization: str, claimcheck_session: str) -> str:
+    """The owner key of an HTTP request with an `Authorization` header (and its `Claimcheck-Session` header)."""
+    return "principal:" + _digest(authorization, claimcheck_session)
 
 
 def _digest(*parts: str) -> str:

@@ -34,7 +34,7 @@ from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
-from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
+from server.handles.owners import LINK, SESSION_HEADER, USER, connection_of, owner_key
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, SessionStore
@@ -136,6 +136,25 @@ class Sessions:
         session = connection.state.get(_STATE_KEY)
         if not isinstance(session, Session) or session.owner is not None or session.closed:
             return None
+        session.last_request = time.monotonic()
+        _ORIGIN.set(connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex))
+        return session
+
+    def of_http_connection(self, connection: Any, client: Any, owner: str | None) -> Session | None:
+        """For the HTTP fast path (no request context): the session `for_request` would give a handshake-era
+        request on `connection` whose owner key is `owner` (`owners.principal`, or None without a token), if
+        it needs nothing made or attached first (else None: the SDK's path does that); the current task's
+        calls are the connection's own. `client`: a `ServerSession` of the connection (what it declared)."""
+        attached = connection.state.get(_STATE_KEY)
+        if attached is None:
+            return None
+        owner = USER if self.shared else owner
+        session = attached if owner is None else self._owned.get(owner)
+        if not isinstance(session, Session) or session.closed or session.owner != owner:
+            return None
+        if owner is not None:
+            session.touched = time.time()
+        session.lists_roots = declares_roots(client)
         session.last_request = time.monotonic()
         _ORIGIN.set(connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex))
         return session

@@ -24,6 +24,7 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.session import ServerSession
+from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server.config import FAST_PATH_ENV
@@ -224,7 +225,8 @@ async def respond(
         extra = [types.TextContent(type="text", text=line) for line in lines]
         model = model.model_copy(update={"content": [*model.content, *extra]})
     dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return _line({"jsonrpc": "2.0", "id": envelope.id, "result": dumped})
+    wire = serialize_server_result("tools/call", context.protocol_version, dumped)  # as the SDK's path shapes it
+    return _line({"jsonrpc": "2.0", "id": envelope.id, "result": wire})
 
 
 def _line(message: dict[str, Any]) -> bytes:

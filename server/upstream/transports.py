@@ -31,6 +31,7 @@ from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, s
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
+from server.upstream.http_fast import HttpFastPath
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import Take, Write, stdio_streams
 from server.upstream.surface import build_server
@@ -103,8 +104,15 @@ async def serve_http(
         async with proxy.running(), server.session_manager.run():
             yield
 
+    fast = HttpFastPath(proxy, server.session_manager) if fast_path_enabled(proxy.config.settings) else None
+    if fast is not None:  # plain calls answered without the SDK's transport (issue 22)
+        server.middleware.append(fast.middleware)
+
+    def endpoint(app: ASGIApp) -> ASGIApp:
+        return app if fast is None else fast.app(app)
+
     routes = [
-        Route(route.path, endpoint=standing.app(SessionScopedEvents(route.endpoint)), name=route.name)
+        Route(route.path, endpoint=standing.app(endpoint(SessionScopedEvents(route.endpoint))), name=route.name)
         if isinstance(route, Route)
         else route
         for route in inner.routes

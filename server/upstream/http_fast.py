@@ -1,0 +1,365 @@
+"""The fast path for a plain `tools/call` over streamable HTTP (issue 22): no SDK transport or dispatch for it.
+
+`HttpFastPath.app` wraps the `/mcp` endpoint, inside every edge rule (the bearer token, one Authorization and
+Origin header, the body limit, the request deadline: `server.status.edges`). It takes a POST only when the SDK
+would serve it as an ordinary request of a live, initialized handshake-era session, and answers it as that
+session would:
+
+- the `mcp-session-id` is a session of the SDK's manager, not ended, owned by the request's credential, with
+  an `mcp-protocol-version` header of the handshake era that is the session's own; Host, Origin (the SDK's
+  DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
+- the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token
+  or task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the
+  SDK's path would pick (`Sessions.of_http_connection`, with issue 23's owner key from the Authorization
+  header) and whose answer carries no status footer.
+
+The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
+so the time rule, handles, the size rule, history and the status API see it. The answer is one
+`application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream. What the call
+sends the client on its way (the downstream's logs, its questions: sampling, elicitation, roots) is routed by
+the session's own message router, as for any request of the session, to a stand-in for the request's stream
+(`_Stream`): the first such message turns the response into an SSE stream carrying it at once, with the
+event ids of the event store, and the answer then follows through the router, in order.
+
+A `notifications/cancelled` for a call taken here cancels it; as the SDK's 2025-era HTTP transport does, the
+cancelled request is then answered with a "Request cancelled" error (-32800). A client that disconnects
+mid-call leaves the call running to its end (the time rule still applies), as on the SDK's path. Everything
+else goes to the SDK: initialize, GET streams, DELETE, notifications, responses, batches, calls with `_meta`,
+claimcheck's own tools, 2026-07-28 requests, and all requests while the fast path is off
+(`settings.fastPath`, `CLAIMCHECK_FAST_PATH=off`). The SDK has no public way in for any of this: the
+session manager's table of transports, a transport's table of request streams and its idle count, and the
+dispatcher's request context are reached by their private names (mcp 2.3.0; `tests/test_http_fast.py`
+fails if they move).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http import (
+    REQUEST_CANCELLED,
+    EventMessage,
+    StreamableHTTPServerTransport,
+    check_accept_headers,
+)
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from sse_starlette.event import ServerSentEvent
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.downstream.relay import RequestRelay
+from server.handles.owners import SESSION_HEADER, principal
+from server.proxy import Proxy
+from server.upstream.fastpath import Envelope, _cancelled_id, plain_route, read_envelope, respond
+from server.upstream.surface import footer_lines
+
+__all__ = ["HttpFastPath"]
+
+_SESSION = b"mcp-session-id"
+_VERSION = b"mcp-protocol-version"
+_ACCEPT = b"accept"
+_LAST_EVENT = b"last-event-id"
+_AUTHORIZATION = b"authorization"
+_CLAIMCHECK_SESSION = SESSION_HEADER.encode()
+_SSE_HEADERS = [
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What a `RequestRelay` and `llm_available` read of a request context."""
+
+    session: ServerSession
+    protocol_version: str
+    request_id: int | str
+
+
+class _Channel(_JSONRPCDispatchContext[TransportContext]):
+    """The request-scoped channel of a fast-path call, as the dispatcher makes one for each request it reads;
+    `used` says whether anything went to the client on it (then the answer must follow it through the router)."""
+
+    used: bool = False
+
+    async def notify(self, method: str, params: Any, opts: Any = None) -> None:
+        self.used = True
+        await super().notify(method, params, opts)
+
+    async def send_raw_request(self, method: str, params: Any, opts: Any = None) -> dict[str, Any]:
+        self.used = True
+        return await super().send_raw_request(method, params, opts)
+
+
+class _Stream:
+    """Stands in a transport's table of request streams for a fast-path call: what the session's message router
+    routes to the call is written to the client at once, as the SSE events the SDK's stream would carry."""
+
+    def __init__(self, send: Send, session_id: bytes, request_id: str) -> None:
+        self._send = send
+        self._session_id = session_id
+        self._request_id = request_id
+        self._lock = anyio.Lock()
+        self.started = False
+        self.done = anyio.Event()
+        """Set once the answer went out (or nothing more can: the session ended)."""
+
+    async def send(self, event: EventMessage) -> None:
+        """From the router, in the session's order (it must never fail: the router serves the whole session)."""
+        message = event.message
+        last = isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and str(message.id) == self._request_id
+        data = ServerSentEvent(
+            data=message.model_dump_json(by_alias=True, exclude_unset=True), event="message", id=event.event_id
+        ).encode()
+        async with self._lock:
+            try:
+                if not self.started:
+                    self.started = True
+                    headers = [*_SSE_HEADERS, (_SESSION, self._session_id)]
+                    await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+                await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+            except Exception:  # the client is gone: what it missed stays in the event store
+                last = True
+        if last:
+            self.done.set()
+
+    async def aclose(self) -> None:
+        """The transport ends the request's stream (the session is over)."""
+        self.done.set()
+
+
+class HttpFastPath:
+    """Takes plain tool calls of streamable HTTP sessions off the SDK's hands (see the module's doc)."""
+
+    def __init__(self, proxy: Proxy, manager: StreamableHTTPSessionManager) -> None:
+        self._proxy = proxy
+        self._manager = manager
+        self._connections: dict[str, Connection] = {}
+        self._running: dict[tuple[bytes, bool, int | str], anyio.CancelScope] = {}
+        self.taken = 0
+        """Calls answered here: a test's proof that routing did not fall back to the SDK."""
+
+    async def middleware(
+        self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
+    ) -> Any:
+        """A `Server.middleware`: notes the `Connection` of each streamable HTTP session as its requests pass."""
+        connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
+        session_id = getattr(connection, "session_id", None)
+        if connection is not None and session_id is not None and session_id not in self._connections:
+            self._connections[session_id] = connection
+            connection.exit_stack.callback(self._connections.pop, session_id, None)
+        return await call_next(ctx)
+
+    def app(self, inner: ASGIApp) -> ASGIApp:
+        """`inner` (the streamable HTTP endpoint), with plain calls taken off its hands."""
+
+        async def fast(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http" or scope["method"] != "POST":
+                await inner(scope, receive, send)
+                return
+            await self._post(inner, scope, receive, send)
+
+        return fast
+
+    async def _post(self, inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        found = await self._session_of(scope)
+        if found is None:
+            await inner(scope, receive, send)
+            return
+        session_id, connection, transport = found
+        body, messages = await _read_body(receive)
+        replayed = _replay(messages, receive)
+        if body is None:
+            await inner(scope, replayed, send)
+            return
+        if self._running and (cancelled := _cancelled_id(body)) is not None:
+            running = self._running.get((session_id, *_key(cancelled)))
+            if running is not None:
+                running.cancel()
+                headers = [(b"content-length", b"0"), (b"content-type", b"application/json"), (_SESSION, session_id)]
+                await send({"type": "http.response.start", "status": 202, "headers": headers})
+                await send({"type": "http.response.body", "body": b""})
+                return
+        envelope = read_envelope(body)
+        if envelope is None or not await self._call(envelope, scope, send, session_id, connection, transport):
+            await inner(scope, replayed, send)
+
+    async def _session_of(self, scope: Scope) -> tuple[bytes, Connection, StreamableHTTPServerTransport] | None:
+        """The session a POST is for, if the SDK would serve it as an ordinary request of a live handshake-era
+        session (before its body is read: the checks of the manager and the transport, in their order)."""
+        session_id = version = None
+        for name, value in scope["headers"]:
+            if name == _SESSION:
+                session_id = value
+            elif name == _VERSION:
+                version = value
+            elif name == _LAST_EVENT:
+                return None
+        if session_id is None or version is None:
+            return None
+        key = session_id.decode("latin-1")
+        connection = self._connections.get(key)
+        manager = self._manager
+        transport = manager._server_instances.get(key)
+        if connection is None or transport is None or transport.is_terminated or manager.json_response:
+            return None
+        user = scope.get("user")
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        if requestor != manager._session_owners.get(key):
+            return None  # the SDK answers as for an unknown session
+        if transport.idle_scope is not None and transport.idle_scope.cancel_called:
+            return None
+        if not connection.initialized.is_set() or version.decode("latin-1") != connection.protocol_version:
+            return None
+        if connection.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return None
+        request = Request(scope)
+        if await transport._security.validate_request(request, is_post=True) is not None:
+            return None  # Host, Origin or Content-Type refused: the SDK says which
+        if not _accepts(request) or not transport._check_content_type(request):
+            return None
+        return session_id, connection, transport
+
+    async def _call(
+        self,
+        envelope: Envelope,
+        scope: Scope,
+        send: Send,
+        session_id: bytes,
+        connection: Connection,
+        transport: StreamableHTTPServerTransport,
+    ) -> bool:
+        """Answer the call here; False (having done nothing) when it is the SDK's to answer after all."""
+        proxy = self._proxy
+        route = plain_route(proxy, envelope)
+        running_key = (session_id, *_key(envelope.id))
+        request_id = str(envelope.id)
+        if route is None or running_key in self._running or request_id in transport._request_streams:
+            return False
+        dispatcher = connection.outbound
+        if not isinstance(dispatcher, JSONRPCDispatcher):
+            return False
+        channel = _Channel(
+            transport=TransportContext(kind="jsonrpc", can_send_request=True),
+            _dispatcher=dispatcher,
+            _request_id=envelope.id,
+            message_metadata=ServerMessageMetadata(request_context=Request(scope), can_send_request=True),
+        )
+        client = ServerSession(channel, connection)
+        headers = dict(scope["headers"])
+        authorization = headers.get(_AUTHORIZATION, b"").decode("latin-1")
+        owner = (
+            principal(authorization, headers.get(_CLAIMCHECK_SESSION, b"").decode("latin-1")) if authorization else None
+        )
+        session = proxy.sessions.of_http_connection(connection, client, owner)
+        if session is None or footer_lines(session, None):
+            return False  # a session still to be made or attached, or a result with a footer: the SDK's path
+        stream = _Stream(send, session_id, request_id)
+        transport._request_streams[request_id] = cast(Any, (stream, stream))
+        cancel = self._running[running_key] = anyio.CancelScope()
+        self.taken += 1
+        context = _Context(client, connection.protocol_version, envelope.id)
+        try:
+            with _in_flight(transport):
+                with cancel:
+                    data = await respond(
+                        proxy, envelope, route, session, RequestRelay(cast(Any, context), proxy.log_level), context
+                    )
+                channel.close()
+                if cancel.cancelled_caught:
+                    error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
+                    data = json.dumps({"jsonrpc": "2.0", "id": envelope.id, "error": error}).encode()
+                if channel.used or stream.started:  # behind what the router carries for this request
+                    message = types.jsonrpc_message_adapter.validate_json(data, by_name=False)
+                    try:
+                        await dispatcher._write(message)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return True  # the session ended under the call: its stream is over
+                    await stream.done.wait()
+                else:
+                    await _json_response(send, session_id, data)
+        finally:
+            self._running.pop(running_key, None)
+            if cast(Any, transport._request_streams.get(request_id, (None,)))[0] is stream:
+                transport._request_streams.pop(request_id, None)
+        return True
+
+
+def _key(ident: int | str) -> tuple[bool, int | str]:
+    return type(ident) is str, ident  # 1 and "1" are different requests
+
+
+def _accepts(request: Request) -> bool:
+    has_json, has_sse = check_accept_headers(request)
+    return has_json and has_sse  # what the SDK's transport asks of a POST when it answers with SSE streams
+
+
+async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
+    """The whole body (None if the client left first) and the messages it came in, for a replay."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return None, messages
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` for the SDK, which reads the body again: the messages already read, then the rest."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
+async def _json_response(send: Send, session_id: bytes, data: bytes) -> None:
+    headers = [
+        (b"content-length", str(len(data)).encode()),
+        (b"content-type", b"application/json"),
+        (_SESSION, session_id),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+@contextmanager
+def _in_flight(transport: StreamableHTTPServerTransport) -> Any:
+    """A request in flight holds the session open, as in the SDK's `handle_request` (its idle countdown)."""
+    idle = transport.idle_scope
+    timeout = transport._idle_timeout
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout

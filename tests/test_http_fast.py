@@ -1,0 +1,241 @@
+"""The HTTP fast path (issue 22) answers as the SDK's streamable HTTP transport does, through two real claimcheck
+processes (`serve --transport http`, the demo server behind each over stdio), one with the fast path forced
+on and one forced off, driven by plain HTTP requests so the test sees the wire:
+
+- a plain call is answered with one `application/json` body when the fast path is on (an SSE stream when it
+  is off: the proof that the fast path took it) and with the same JSON-RPC result either way, for unicode,
+  empty, error, missing-argument and unknown-tool calls;
+- what the SDK refuses is refused alike (unknown session, no session header, JSON-only Accept, wrong token,
+  a foreign Origin), and what the fast path leaves alone (`_meta`, claimcheck's own tools) is the SDK's;
+- a call that logs gets its log message before its answer, on an SSE stream;
+- a cancelled call is answered "Request cancelled" (-32800), as the SDK's 2025-era transport answers it;
+- a client that leaves mid-call leaves the call running to its end, on both paths (the output it made is
+  listed for the session afterwards).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from support import announced_url, demo_server_entry, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+CALL_S = 120
+VERSION = "2025-11-25"
+TOKEN = "fast-path-token"
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+_SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
+
+
+@asynccontextmanager
+async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any] | None = None) -> AsyncIterator[str]:
+    """The URL of a claimcheck serving streamable HTTP with the fast path `fast` (on/off), token `TOKEN`."""
+    data: dict[str, Any] = {"mcpServers": {"demo": demo_server_entry()}, "settings": settings or {}}
+    (tmp_path / fast).mkdir()
+    config = write_config(tmp_path / fast, data)
+    command = [
+        "env",
+        f"CLAIMCHECK_FAST_PATH={fast}",
+        f"FAST_TEST_TOKEN={TOKEN}",
+        sys.executable,
+        "-m",
+        "server",
+        "serve",
+        "--no-api",
+    ]
+    command += ["--config", str(config), "--transport", "http", "--port", "0", "--auth-token-env", "FAST_TEST_TOKEN"]
+    async with announced_url(command, _SERVING) as url:
+        yield url
+
+
+class Peer:
+    """A plain HTTP client of one MCP session (no SDK client: the test reads the wire)."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self.http, self.url, self.session = http, url, ""
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        headers = {**ACCEPT, "authorization": f"Bearer {TOKEN}"}
+        if self.session:
+            headers |= {"mcp-session-id": self.session, "mcp-protocol-version": VERSION}
+        return headers | extra
+
+    async def post(self, body: dict[str, Any], **headers: str) -> httpx2.Response:
+        content = json.dumps(body, ensure_ascii=False).encode()  # as SDK clients send it: UTF-8, not \u escapes
+        return await self.http.post(self.url, content=content, headers=self.headers(**headers))
+
+    async def open(self) -> None:
+        params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "fast-test", "version": "1"}}
+        response = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        assert response.status_code == 200, response.text
+        self.session = response.headers["mcp-session-id"]
+        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})).status_code == 202
+        listed = messages(await self.post({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))
+        assert "demo__echo" in {tool["name"] for tool in listed[-1]["result"]["tools"]}
+
+    async def call(
+        self, ident: int | str, name: str, arguments: dict[str, Any] | None, **params: Any
+    ) -> httpx2.Response:
+        request_params: dict[str, Any] = {"name": name, **params}
+        if arguments is not None:
+            request_params["arguments"] = arguments
+        return await self.post({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": request_params})
+
+
+def messages(response: httpx2.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a response: its JSON body, or the data of its SSE events (in order)."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        found = []
+        for line in response.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                found.append(json.loads(line[5:]))
+        return found
+    return [response.json()]
+
+
+def kind(response: httpx2.Response) -> str:
+    return response.headers.get("content-type", "").split(";")[0]
+
+
+@asynccontextmanager
+async def peers(tmp_path: Path, **settings: Any) -> AsyncIterator[dict[str, Peer]]:
+    """One opened session on a fast-path-on and one on a fast-path-off claimcheck."""
+    async with (
+        claimcheck(tmp_path, "on", settings) as on,
+        claimcheck(tmp_path, "off", settings) as off,
+        httpx2.AsyncClient(timeout=CALL_S) as http,
+    ):
+        opened = {"on": Peer(http, on), "off": Peer(http, off)}
+        with anyio.fail_after(CALL_S):
+            for peer in opened.values():
+                while True:  # the demo server may still be starting: a call before it is up is an error
+                    await peer.open() if not peer.session else None
+                    answer = messages(await peer.call("ready", "demo__echo", {"text": "ready?"}))[-1]
+                    if answer.get("result", {}).get("content", [{}])[0].get("text") == "ready?":
+                        break
+                    await anyio.sleep(0.2)
+        yield opened
+
+
+async def test_plain_calls_are_answered_in_json_with_the_sdk_paths_results(tmp_path: Path) -> None:
+    calls: list[tuple[int | str, str, dict[str, Any] | None]] = [
+        (1, "demo__echo", {"text": 'plain, "quoted", é 中 \U0001f600 \\ \n'}),
+        ("two", "demo__echo", {"text": ""}),
+        (3, "demo__big", {"kb": 4}),
+        (4, "demo__fail", {"message": "it failed"}),
+        (5, "demo__echo", {}),  # a missing argument: the server's own error
+        (6, "demo__echo", None),  # no arguments at all
+        (7, "demo__nope", {}),  # an unknown tool: claimcheck's error
+    ]
+    async with peers(tmp_path) as both:
+        with anyio.fail_after(CALL_S):
+            answers = {mode: [await peer.call(*call) for call in calls] for mode, peer in both.items()}
+    assert [kind(response) for response in answers["on"]] == ["application/json"] * 6 + ["text/event-stream"]
+    assert {kind(response) for response in answers["off"]} == {"text/event-stream"}
+    for on, off in zip(answers["on"], answers["off"], strict=True):
+        assert on.status_code == off.status_code == 200
+        assert on.headers["mcp-session-id"] and messages(on)[-1] == messages(off)[-1]
+    first = messages(answers["on"][0])[-1]
+    assert first == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": 'plain, "quoted", é 中 \U0001f600 \\ \n'}], "isError": False},
+    }
+    assert messages(answers["on"][3])[-1]["result"]["isError"] is True
+
+
+async def test_what_the_sdk_refuses_is_refused_alike_and_the_rest_is_the_sdks(tmp_path: Path) -> None:
+    async with peers(tmp_path) as both:
+        results: dict[str, list[tuple[int, str, Any]]] = {}
+        with anyio.fail_after(CALL_S):
+            for mode, peer in both.items():
+                params = {"name": "demo__echo", "arguments": {"text": "x"}}
+                call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+                refused = [
+                    await peer.post(call, **{"mcp-session-id": "0" * 32}),  # an unknown session
+                    await peer.post(call, accept="application/json"),  # no SSE in Accept
+                    await peer.post(call, authorization="Bearer wrong"),
+                    await peer.post(call, origin="http://evil.example"),
+                    await peer.post(call, **{"content-type": "text/plain"}),
+                    await peer.http.post(
+                        peer.url, content=json.dumps(call), headers={**ACCEPT, "authorization": f"Bearer {TOKEN}"}
+                    ),
+                ]
+                sdk = [
+                    await peer.call(10, "demo__echo", {"text": "meta"}, _meta={"progressToken": "p"}),
+                    await peer.call(11, "list_tool_outputs", {}),
+                ]
+                results[mode] = [(r.status_code, kind(r), _body(r)) for r in refused]
+                results[mode] += [(r.status_code, kind(r), messages(r)[-1]) for r in sdk]
+    assert results["on"] == results["off"]
+    assert [status for status, _, _ in results["on"]] == [404, 406, 401, 403, 400, 400, 200, 200]
+    assert [content for _, content, _ in results["on"][-2:]] == ["text/event-stream"] * 2
+
+
+def _body(response: httpx2.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+async def test_a_call_that_logs_gets_its_log_message_before_its_answer(tmp_path: Path) -> None:
+    async with peers(tmp_path) as both:
+        with anyio.fail_after(CALL_S):
+            answers = {mode: await peer.call(1, "demo__log", {"message": "hello é"}) for mode, peer in both.items()}
+    for response in answers.values():
+        assert kind(response) == "text/event-stream"
+        sent = messages(response)
+        assert [message.get("method") for message in sent] == ["notifications/message", None]
+        assert sent[0]["params"]["data"] == "hello é" and sent[1]["result"]["content"][0]["text"] == "logged hello é"
+    assert messages(answers["on"]) == messages(answers["off"])
+    assert re.search(r"^id: \S+", answers["on"].text, re.M)  # events the event store keeps, for a resumption
+
+
+async def test_a_cancelled_call_is_answered_request_cancelled_as_by_the_sdk(tmp_path: Path) -> None:
+    async with peers(tmp_path) as both:
+        for peer in both.values():
+            with anyio.fail_after(CALL_S):
+                answer: list[httpx2.Response] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def slow(peer: Peer = peer, answer: list[httpx2.Response] = answer) -> None:
+                        answer.append(await peer.call(5, "demo__slow", {"seconds": 30}))
+
+                    tg.start_soon(slow)
+                    await anyio.sleep(1)  # not a synchronisation: the cancellation is valid whenever it comes
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
+                    assert (await peer.post(cancel)).status_code == 202
+            error = messages(answer[0])[-1]
+            assert error == {"jsonrpc": "2.0", "id": 5, "error": {"code": -32800, "message": "Request cancelled"}}
+            after = messages(await peer.call(6, "demo__echo", {"text": "after"}))[-1]
+            assert after["result"]["content"][0]["text"] == "after"
+
+
+async def test_a_client_that_leaves_mid_call_leaves_the_call_running_to_its_end(tmp_path: Path) -> None:
+    """The call outlives the time rule's wait (2 s here), so it gets a handle: listed once it completed."""
+    async with peers(tmp_path, asyncTimeoutSecs=2) as both:
+        for mode, peer in both.items():
+            with anyio.fail_after(CALL_S):
+                async with httpx2.AsyncClient(timeout=CALL_S) as leaving:
+                    gone = Peer(leaving, peer.url)
+                    gone.session = peer.session
+                    with anyio.move_on_after(0.5):  # the client gives up and closes its connection
+                        await gone.call(1, "demo__slow", {"seconds": 3})
+                while True:
+                    listed = messages(await peer.call("list", "list_tool_outputs", {}))[-1]
+                    text = listed["result"]["content"][0]["text"]
+                    if "demo__slow" in text and "running" not in text:
+                        break
+                    await anyio.sleep(0.5)
+            assert "demo__slow: ready after" in text, (mode, text)
