@@ -34,7 +34,7 @@ _NEWLINE = 10
 _NEWLINE_CATEGORIES = {"CATEGORY_SPACE", "CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD", "CATEGORY_LINEBREAK"}
 _NO_NEWLINE_CATEGORIES = {"CATEGORY_NOT_SPACE", "CATEGORY_DIGIT", "CATEGORY_WORD", "CATEGORY_NOT_LINEBREAK"}
 _FOLDS_BEYOND_ASCII = frozenset(b"kKsS")  # RE2 folds U+212A (Kelvin) into k and U+017F (long s) into s
-SAMPLE_BYTES = 256 << 10  # of the file, at its start and middle, to count how frequent each byte is
+SAMPLE_BYTES = 64 << 10  # of the file, at its start and middle, to count how frequent each byte is
 MAX_SHARE = 1 / 2048  # a byte more frequent than this in the sample: RE2 alone is faster
 _MIN_CANDIDATES = 256  # checked before the prefilter judges itself ...
 _MIN_GAP = 2048  # ... and switches off when candidates came closer than this many bytes on average
@@ -176,8 +176,9 @@ class Prefilter:
             return sum(sample.count(needle) for needle in choice)
 
         limit = max(1, len(sample)) * MAX_SHARE
-        single = [choice for choice in choices if len(choice[0]) == 1]
-        runs = [choice for choice in choices if len(choice[0]) > 1]
+        unique = dict.fromkeys(choices)  # each counted once (a pattern has at most 1000 characters)
+        single = [choice for choice in unique if len(choice[0]) == 1]
+        runs = sorted((choice for choice in unique if len(choice[0]) > 1), key=lambda choice: -len(choice[0]))[:4]
         byte = min(single, key=count, default=None)
         run = min(runs, key=lambda choice: (count(choice), -len(choice[0])), default=None)
         if byte is not None and count(byte) <= limit / 8:
