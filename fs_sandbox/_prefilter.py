@@ -188,8 +188,13 @@ class Prefilter:
                 return cls(choice)
         return None
 
+    def forget(self) -> None:
+        """The bytes searched change (the next window of the scanner's buffer): drop what was found in them."""
+        self._data = None
+
     def candidate(self, data: Searchable, at: int, stop: int) -> int:
-        """The first offset in data[at:stop] holding one of the needles, or -1."""
+        """The first offset in data[at:stop] holding one of the needles, or -1 (what each needle's last search
+        found is reused while it is still ahead, until `forget`)."""
         if data is not self._data or stop != self._stop:
             self._data, self._stop = data, stop
             self._known = [(stop, -1)] * len(self.needles)

@@ -103,6 +103,8 @@ def _search_windows(source: Iterator[Window], finder: Finder, found: _Found, *, 
     find = finder.find  # RE2 (behind the prefilter when there is one)
     for window in source:
         data, stop = window.data, window.stop
+        if finder.prefilter is not None:
+            finder.prefilter.forget()  # the buffer's bytes moved, or the window ends elsewhere
         with memoryview(data) as view, view[:stop] as text:  # the bytes past `stop` are no context
 
             def search(at: int, text: memoryview = text, stop: int = stop, raw: Buffer = data) -> tuple[int, int]:

@@ -177,3 +177,36 @@ async def test_a_rare_needle_in_a_large_file_is_found_case_insensitively_through
         await sandbox.aclose()
     assert [line.number for block in found.blocks for line in block] == [4, 100_000, 199_999]
     assert all(line.text.endswith("Needle_Xyzzy") for block in found.blocks for line in block)
+
+
+@EXAMPLES
+@given(
+    pattern=PATTERNS,
+    lines=st.lists(st.tuples(TEXTS, st.sampled_from(["\n", "\r\n", "\r"])), max_size=6),
+    case_sensitive=st.booleans(),
+    max_matches=st.integers(1, 4),
+)
+def test_grep_in_the_window_buffer_with_the_prefilter_is_grep_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+    folder: Path,
+    pattern: str,
+    lines: list[tuple[str, str]],
+    case_sensitive: bool,
+    max_matches: int,
+) -> None:
+    """Files with CR (or no index) are read into a buffer that is reused window after window."""
+    assume(runs_on_re2(pattern, case_sensitive))
+    monkeypatch.setattr(_lines, "PIECE", 3)
+    monkeypatch.setattr(_lines, "WINDOW", 8)
+    monkeypatch.setattr(_lines, "AHEAD", 6)
+    monkeypatch.setattr(_lines, "BEHIND", 4)
+    monkeypatch.setattr(_lines, "SPAN", 1)
+    data = "".join(text + end for text, end in lines).encode()
+    (folder / "g").write_bytes(data)
+    with open_file(folder, "g") as opened:
+        args = (opened.fd, opened.size, pattern, case_sensitive, 1, 0, max_matches, 4, 200)
+        monkeypatch.setattr(_prefilter, "MAX_SHARE", 1e9)
+        monkeypatch.setattr(_prefilter, "_MIN_CANDIDATES", 1 << 60)
+        prefiltered = _scan.grep(*args)
+        monkeypatch.setattr(_prefilter, "MAX_SHARE", -1.0)  # no byte is rare enough: no prefilter
+        assert prefiltered == _scan.grep(*args)
