@@ -9,7 +9,8 @@ Servers (each a process of its own, all on 127.0.0.1):
 Each client is a plain httpx2 client (not an MCP SDK client, so the load generator stays light): it
 initializes a session, then makes sequential `tools/call`s (Accept: JSON and SSE, as SDK clients send),
 checking every answer is its own text. For each level the servers are run in a rotating order; the
-measure is calls/s, p50 and p95 per call, and the server process's CPU ms per call (/proc).
+measure is calls/s, p50 and p95 per call, the server process's CPU ms per call (/proc), its downstream's
+(the demo server, a child of the proxy; none for the floor), and the load generator's own.
 
 Run from the repo root in the project's venv:
   python bench/http_load.py [--calls 400] [--levels 1,8,32] [--fastmcp-python bench/.venv-fastmcp/bin/python]
@@ -134,6 +135,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (the downstream server behind a proxy)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def tree_cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            continue
+    return total
+
+
 async def level(url_tool: str, pid: int, clients: int, calls: int) -> dict[str, float]:
     url, tool = url_tool.split("#")
     samples: list[float] = []
@@ -148,11 +170,15 @@ async def level(url_tool: str, pid: int, clients: int, calls: int) -> dict[str, 
                 await _call(http, url, session, tool, f"client {number} call {i}", ident=i + 1)
                 samples.append((time.perf_counter() - start) * 1000)
 
+        downstream = children(pid)
         cpu_before, started = cpu_seconds(pid), time.perf_counter()
+        downstream_before, client_before = tree_cpu_seconds(downstream), time.process_time()
         async with anyio.create_task_group() as tg:
             for number, session in enumerate(sessions):
                 tg.start_soon(one, number, session)
         wall, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu_before
+        downstream_cpu = tree_cpu_seconds(downstream) - downstream_before
+        client_cpu = time.process_time() - client_before
     quantiles = statistics.quantiles(samples, n=100, method="inclusive")
     return {
         "calls": len(samples),
@@ -160,6 +186,8 @@ async def level(url_tool: str, pid: int, clients: int, calls: int) -> dict[str, 
         "p50_ms": quantiles[49],
         "p95_ms": quantiles[94],
         "cpu_ms_per_call": 1000 * cpu / len(samples),
+        "downstream_cpu_ms_per_call": 1000 * downstream_cpu / len(samples),
+        "client_cpu_ms_per_call": 1000 * client_cpu / len(samples),
     }
 
 
@@ -195,15 +223,17 @@ async def run(names: Sequence[str], levels: Sequence[int], calls: int, fastmcp: 
 
 def markdown(results: dict[str, Any], levels: Sequence[int]) -> str:
     lines = [
-        "| server | clients | calls/s | p50 ms | p95 ms | server CPU ms/call |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| server | clients | calls/s | p50 ms | p95 ms | server CPU ms/call | downstream CPU ms/call "
+        "| load generator CPU ms/call |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for clients in levels:
         for name, by_level in results.items():
             row = by_level[clients]
             lines.append(
                 f"| {name} | {clients} | {row['calls_per_s']:.0f} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} "
-                f"| {row['cpu_ms_per_call']:.2f} |"
+                f"| {row['cpu_ms_per_call']:.2f} | {row['downstream_cpu_ms_per_call']:.2f} "
+                f"| {row['client_cpu_ms_per_call']:.2f} |"
             )
     return "\n".join(lines)
 
