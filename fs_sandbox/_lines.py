@@ -22,6 +22,8 @@ WINDOW = 1 << 20  # bytes of whole lines a search looks at before it moves on
 AHEAD = 64 << 10  # how far past its window a match that starts in it may reach
 BEHIND = 4 << 10  # how much before its window a lookbehind or \b may see
 SPAN = 8  # windows the search buffer holds before what it still needs is moved to its front
+RELEASE = 8 << 20  # a mapped file's pages behind the search are let go this many bytes at a time
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
 Shown = tuple[int, str, int]  # (1-based line number, text cut to `clip` characters, full length in characters)
 Span = tuple[int, int]  # a match's start and end, in bytes from the start of its line
@@ -349,9 +351,11 @@ def mapped_windows(data: mmap.mmap, size: int) -> Iterator[Window]:
     """The windows of a mapped file without CR (its bytes are its normalized text), lines not counted.
 
     Cut as `windows` cuts them, so a match may reach as far past its window; nothing is read or copied here:
-    the search reads the pages it looks at, at memchr speed when the prefilter skips.
+    the search reads the pages it looks at, at memchr speed when the prefilter skips. The pages behind the
+    search are let go every `RELEASE` bytes (MADV_DONTNEED: they stay in the page cache, a later look faults
+    them in again), so the process's resident memory does not grow with the file.
     """
-    start = line_start = 0
+    start = line_start = released = 0
     while size - start > WINDOW + AHEAD:
         cut = data.rfind(b"\n", start, start + WINDOW) + 1 or boundary(data, start + WINDOW)
         yield Window(data, start, cut, boundary(data, cut + AHEAD), 1, False, 0, line_start)
@@ -359,6 +363,10 @@ def mapped_windows(data: mmap.mmap, size: int) -> Iterator[Window]:
         if last >= 0:
             line_start = last + 1
         start = cut
+        behind = max(0, start - BEHIND) // mmap.PAGESIZE * mmap.PAGESIZE
+        if behind - released >= RELEASE and _DONTNEED is not None:
+            data.madvise(_DONTNEED, released, behind - released)
+            released = behind
     yield Window(data, start, size, size, 1, True, 0, line_start)
 
 
