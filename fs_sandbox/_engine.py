@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fs_sandbox import _prefilter
 from fs_sandbox._prefilter import Prefilter, Searchable
 
 MAX_PATTERN_CHARS = 1000
@@ -87,8 +88,12 @@ def _re2_compile(pattern: str, case_sensitive: bool) -> Any:
 
 
 def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
-    """`find(data, at)`: where `needle` next occurs in `data` from `at`, or -1; RE2 (a literal is a memchr for
-    a rare byte, then its DFA: several times `bytes.find` on text), or `bytes.find` without google-re2."""
+    """`find(data, at)`: where `needle` next occurs in `data` from `at`, or -1.
+
+    RE2's literal search skips with memchr on the needle's first byte, which may be on every line. So, as
+    Grep's prefilter does, the needle's byte rarest in the first data searched (its first 64 KiB) is
+    searched with memchr instead and each hit checked in place, while hits stay rarer than one per 2 KiB;
+    else RE2 (or `bytes.find` without google-re2)."""
     if _re2 is None:  # pragma: no cover
         return lambda data, at: data.find(needle, at)
     options = _re2_module.Options()
@@ -96,10 +101,33 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
     options.never_capture = True
     options.log_errors = False
     compiled = _re2.RE2(needle, options)
+    rare: list[tuple[bytes, int]] = []  # (the rare byte, where it is in the needle), once chosen
+    judged = [0, 0]  # hits checked, bytes skipped to reach them
 
-    def find(data: bytes, at: int) -> int:
+    def engine(data: bytes, at: int) -> int:
         start: int = compiled.Match(_UNANCHORED, data, at, len(data))[0][0]
         return start
+
+    def find(data: bytes, at: int) -> int:
+        if not rare:
+            sample = data[: _prefilter.SAMPLE_BYTES]
+            byte = min(set(needle), key=lambda value: sample.count(value))
+            share = sample.count(byte) / max(1, len(sample))
+            rare.append((bytes([byte]), needle.index(byte)) if share <= _prefilter.MAX_SHARE else (b"", 0))
+        byte, shift = rare[0]
+        while byte:
+            hit = data.find(byte, at + shift)
+            if hit < 0:
+                return -1
+            judged[0] += 1
+            judged[1] += hit - at - shift
+            if data.startswith(needle, hit - shift):
+                return hit - shift
+            at = hit - shift + 1
+            if judged[0] >= 256 and judged[1] < judged[0] * 2048:  # hits too close: RE2 from here on
+                rare[0] = (b"", 0)
+                break
+        return engine(data, at)
 
     return find
 

@@ -210,3 +210,28 @@ def test_grep_in_the_window_buffer_with_the_prefilter_is_grep_without_it(
         prefiltered = _scan.grep(*args)
         monkeypatch.setattr(_prefilter, "MAX_SHARE", -1.0)  # no byte is rare enough: no prefilter
         assert prefiltered == _scan.grep(*args)
+
+
+@EXAMPLES
+@given(
+    text=st.text(alphabet="ab_\né\u212a", max_size=60),
+    needle=st.text(alphabet="ab_\né\u212a", min_size=1, max_size=4),
+    forced_on=st.booleans(),
+)
+@example(text="__aaaa", needle="_a", forced_on=True)  # a failed check at 0, the needle at 1
+def test_the_literal_finder_of_anchor_slices_finds_what_bytes_find_finds(
+    monkeypatch: pytest.MonkeyPatch, text: str, needle: str, forced_on: bool
+) -> None:
+    if forced_on:  # the rare-byte path whatever the byte's frequency, never switching to RE2
+        monkeypatch.setattr(_prefilter, "MAX_SHARE", 1e9)
+    data, wanted = text.encode(), needle.encode()
+    find = _engine.literal_finder(wanted)
+    hits, at = [], 0
+    while (hit := find(data, at)) >= 0:
+        hits.append(hit)
+        at = hit + 1
+    expected, at = [], 0
+    while (hit := data.find(wanted, at)) >= 0:
+        expected.append(hit)
+        at = hit + 1
+    assert hits == expected
