@@ -111,9 +111,9 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
     def find(data: bytes, at: int) -> int:
         if not rare:
             sample = data[: _prefilter.SAMPLE_BYTES]
-            byte = min(set(needle), key=lambda value: sample.count(value))
-            share = sample.count(byte) / max(1, len(sample))
-            rare.append((bytes([byte]), needle.index(byte)) if share <= _prefilter.MAX_SHARE else (b"", 0))
+            value = min(set(needle), key=lambda value: sample.count(value))
+            share = sample.count(value) / max(1, len(sample))
+            rare.append((bytes([value]), needle.index(value)) if share <= _prefilter.MAX_SHARE else (b"", 0))
         byte, shift = rare[0]
         while byte:
             hit = data.find(byte, at + shift)
