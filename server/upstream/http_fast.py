@@ -15,7 +15,8 @@ session would:
 
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
 so the time rule, handles, the size rule, history and the status API see it. The answer is one
-`application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream. What the call
+`application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream (and by which a
+test tells that the fast path took a call). What the call
 sends the client on its way (the downstream's logs, its questions: sampling, elicitation, roots) is routed by
 the session's own message router, as for any request of the session, to a stand-in for the request's stream
 (`_Stream`): the first such message turns the response into an SSE stream carrying it at once, with the
@@ -153,8 +154,6 @@ class HttpFastPath:
         self._manager = manager
         self._connections: dict[str, Connection] = {}
         self._running: dict[tuple[bytes, bool, int | str], anyio.CancelScope] = {}
-        self.taken = 0
-        """Calls answered here: a test's proof that routing did not fall back to the SDK."""
 
     async def middleware(
         self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
@@ -274,7 +273,6 @@ class HttpFastPath:
         stream = _Stream(send, session_id, request_id)
         transport._request_streams[request_id] = cast(Any, (stream, stream))
         cancel = self._running[running_key] = anyio.CancelScope()
-        self.taken += 1
         context = _Context(client, connection.protocol_version, envelope.id)
         try:
             with _in_flight(transport):
