@@ -93,10 +93,10 @@ def test_with_the_prefilter_the_matches_are_those_without_it_and_res(
 @pytest.mark.parametrize(
     ("pattern", "case_sensitive", "needles"),
     [
-        ("NEEDLE_XYZZY", True, {b"N", b"E", b"D", b"L", b"_", b"X", b"Y", b"Z", b"NEEDLE_XYZZY"}),
+        ("NEEDLE_XYZZY", True, {b"N", b"E", b"D", b"L", b"_", b"X", b"Y", b"Z"}),
         ("needle_x", False, {b"nN", b"eE", b"dD", b"lL", b"_", b"xX"}),
         ("(?i)k-s", True, {b"-"}),  # k and s fold into the Kelvin sign and the long s: not searched as bytes
-        (r"gamma\d{2}777 delta", True, {b"g", b"a", b"m", b"7", b" ", b"d", b"e", b"l", b"t", b"gamma", b"777 delta"}),
+        (r"gamma\d{2}777 delta", True, {b"g", b"a", b"m", b"7", b" ", b"d", b"e", b"l", b"t"}),
         ("é", True, {b"\xc3", b"\xa9"}),
         ("x(?:ab)+y|z", True, set()),  # an alternation: nothing is required of every match
     ],
