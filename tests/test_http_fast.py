@@ -28,6 +28,8 @@ import httpx2
 import pytest
 from support import announced_url, demo_server_entry, write_config
 
+from server.upstream.http_fast import PRIME_ENV
+
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 CALL_S = 120
@@ -38,14 +40,18 @@ _SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 
 
 @asynccontextmanager
-async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any] | None = None) -> AsyncIterator[str]:
-    """The URL of a claimcheck serving streamable HTTP with the fast path `fast` (on/off), token `TOKEN`."""
+async def claimcheck(
+    tmp_path: Path, fast: str, settings: dict[str, Any] | None = None, prime: float = 60
+) -> AsyncIterator[str]:
+    """The URL of a claimcheck serving streamable HTTP with the fast path `fast` (on/off), token `TOKEN`; a
+    fast-path call still running after `prime` seconds is answered on a resumable SSE stream (else in JSON)."""
     data: dict[str, Any] = {"mcpServers": {"demo": demo_server_entry()}, "settings": settings or {}}
     (tmp_path / fast).mkdir()
     config = write_config(tmp_path / fast, data)
     command = [
         "env",
         f"CLAIMCHECK_FAST_PATH={fast}",
+        f"{PRIME_ENV}={prime}",
         f"FAST_TEST_TOKEN={TOKEN}",
         sys.executable,
         "-m",
@@ -109,11 +115,11 @@ def kind(response: httpx2.Response) -> str:
 
 
 @asynccontextmanager
-async def peers(tmp_path: Path, **settings: Any) -> AsyncIterator[dict[str, Peer]]:
+async def peers(tmp_path: Path, prime: float = 60, **settings: Any) -> AsyncIterator[dict[str, Peer]]:
     """One opened session on a fast-path-on and one on a fast-path-off claimcheck."""
     async with (
-        claimcheck(tmp_path, "on", settings) as on,
-        claimcheck(tmp_path, "off", settings) as off,
+        claimcheck(tmp_path, "on", settings, prime) as on,
+        claimcheck(tmp_path, "off", settings, prime) as off,
         httpx2.AsyncClient(timeout=CALL_S) as http,
     ):
         opened = {"on": Peer(http, on), "off": Peer(http, off)}
@@ -273,3 +279,37 @@ async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_
             assert b_handle in listed["b"] and b_handle not in listed["a"] and b_handle not in listed["a-again"], mode
             if mode == "on":
                 assert [kind(answer) for answer in answers] == ["application/json"] * 2  # the fast path took them
+
+
+async def test_a_client_whose_stream_drops_resumes_it_with_last_event_id(tmp_path: Path) -> None:
+    """A call still running after a moment is answered on an SSE stream that begins with a priming event, as on
+    the SDK's path: a client that drops the stream there gets the answer by a GET with `Last-Event-ID`."""
+    async with peers(tmp_path, prime=0.1) as both:
+        for mode, peer in both.items():
+            with anyio.fail_after(CALL_S):
+                body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+                body["params"] = {"name": "demo__slow", "arguments": {"seconds": 2}}
+                content = json.dumps(body).encode()
+                last_id = ""
+                async with httpx2.AsyncClient(timeout=CALL_S) as dropping:
+                    async with dropping.stream("POST", peer.url, content=content, headers=peer.headers()) as response:
+                        assert kind(response) == "text/event-stream", mode
+                        async for line in response.aiter_lines():
+                            if line.startswith("id:"):
+                                last_id = line[3:].strip()
+                                break  # the priming event: the client drops the stream here
+                assert last_id, mode
+                answer: list[dict[str, Any]] = []
+                while not answer:  # until the call has ended, a GET may get the events so far and end: ask again
+                    headers = peer.headers(**{"last-event-id": last_id})
+                    async with peer.http.stream("GET", peer.url, headers=headers) as resumed:
+                        assert resumed.status_code == 200, mode
+                        async for line in resumed.aiter_lines():
+                            if line.startswith("data:") and line[5:].strip():
+                                answer.append(json.loads(line[5:]))
+                                break
+                            if line.startswith("id:"):
+                                last_id = line[3:].strip()
+                    if not answer:
+                        await anyio.sleep(0.2)  # a poll's pace (the server suggests 1 s), not a synchronisation
+            assert answer[0]["id"] == 3 and answer[0]["result"]["content"][0]["text"] == "slept 2 s", (mode, answer)

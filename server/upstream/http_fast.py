@@ -16,11 +16,13 @@ session would:
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
 so the time rule, handles, the size rule, history and the status API see it. The answer is one
 `application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream (and by which a
-test tells that the fast path took a call). What the call
-sends the client on its way (the downstream's logs, its questions: sampling, elicitation, roots) is routed by
-the session's own message router, as for any request of the session, to a stand-in for the request's stream
-(`_Stream`): the first such message turns the response into an SSE stream carrying it at once, with the
-event ids of the event store, and the answer then follows through the router, in order.
+test tells that the fast path took a call); a call still running after `_PRIME_AFTER_SECS` is answered on an
+SSE stream begun with the SDK's priming event instead, so that a client whose connection drops can resume it
+with `Last-Event-ID`. What the call sends the client on its way (the downstream's logs, its questions:
+sampling, elicitation, roots) is routed by the session's own message router, as for any request of the
+session, to a stand-in for the request's stream (`server.upstream.http_stream`): the first such message
+turns the response into an SSE stream carrying it at once, with the event ids of the event store, and the
+answer then follows through the router, in order.
 
 A `notifications/cancelled` for a call taken here cancels it; as the SDK's 2025-era HTTP transport does, the
 cancelled request is then answered with a "Request cancelled" error (-32800). A client that disconnects
@@ -35,8 +37,11 @@ fails if they move).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import math
+import os
 from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,7 +55,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import (
     REQUEST_CANCELLED,
-    EventMessage,
     StreamableHTTPServerTransport,
     check_accept_headers,
 )
@@ -59,7 +63,6 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchCon
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from sse_starlette.event import ServerSentEvent
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -67,9 +70,10 @@ from server.downstream.relay import RequestRelay
 from server.handles.owners import SESSION_HEADER, principal
 from server.proxy import Proxy
 from server.upstream.fastpath import Envelope, _cancelled_id, plain_route, read_envelope, respond
+from server.upstream.http_stream import RequestStream
 from server.upstream.surface import footer_lines
 
-__all__ = ["HttpFastPath"]
+__all__ = ["PRIME_ENV", "HttpFastPath"]
 
 _SESSION = b"mcp-session-id"
 _VERSION = b"mcp-protocol-version"
@@ -77,12 +81,10 @@ _ACCEPT = b"accept"
 _LAST_EVENT = b"last-event-id"
 _AUTHORIZATION = b"authorization"
 _CLAIMCHECK_SESSION = SESSION_HEADER.encode()
-_SSE_HEADERS = [
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"x-accel-buffering", b"no"),
-]
+PRIME_ENV = "CLAIMCHECK_FAST_PATH_PRIME_SECS"
+_PRIME_AFTER_SECS = 0.5
+"""A call still running after this long (or `PRIME_ENV`'s seconds) is answered on an SSE stream begun with a
+priming event, so that it can be resumed; a quicker one in one JSON body."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,43 +111,6 @@ class _Channel(_JSONRPCDispatchContext[TransportContext]):
         return await super().send_raw_request(method, params, opts)
 
 
-class _Stream:
-    """Stands in a transport's table of request streams for a fast-path call: what the session's message router
-    routes to the call is written to the client at once, as the SSE events the SDK's stream would carry."""
-
-    def __init__(self, send: Send, session_id: bytes, request_id: str) -> None:
-        self._send = send
-        self._session_id = session_id
-        self._request_id = request_id
-        self._lock = anyio.Lock()
-        self.started = False
-        self.done = anyio.Event()
-        """Set once the answer went out (or nothing more can: the session ended)."""
-
-    async def send(self, event: EventMessage) -> None:
-        """From the router, in the session's order (it must never fail: the router serves the whole session)."""
-        message = event.message
-        last = isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and str(message.id) == self._request_id
-        data = ServerSentEvent(
-            data=message.model_dump_json(by_alias=True, exclude_unset=True), event="message", id=event.event_id
-        ).encode()
-        async with self._lock:
-            try:
-                if not self.started:
-                    self.started = True
-                    headers = [*_SSE_HEADERS, (_SESSION, self._session_id)]
-                    await self._send({"type": "http.response.start", "status": 200, "headers": headers})
-                await self._send({"type": "http.response.body", "body": data, "more_body": not last})
-            except Exception:  # the client is gone: what it missed stays in the event store
-                last = True
-        if last:
-            self.done.set()
-
-    async def aclose(self) -> None:
-        """The transport ends the request's stream (the session is over)."""
-        self.done.set()
-
-
 class HttpFastPath:
     """Takes plain tool calls of streamable HTTP sessions off the SDK's hands (see the module's doc)."""
 
@@ -154,6 +119,7 @@ class HttpFastPath:
         self._manager = manager
         self._connections: dict[str, Connection] = {}
         self._running: dict[tuple[bytes, bool, int | str], anyio.CancelScope] = {}
+        self._prime_after = _prime_after()
 
     async def middleware(
         self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
@@ -197,7 +163,7 @@ class HttpFastPath:
                 await send({"type": "http.response.body", "body": b""})
                 return
         envelope = read_envelope(body)
-        if envelope is None or not await self._call(envelope, scope, send, session_id, connection, transport):
+        if envelope is None or not await self._call(envelope, scope, receive, send, session_id, connection, transport):
             await inner(scope, replayed, send)
 
     async def _session_of(self, scope: Scope) -> tuple[bytes, Connection, StreamableHTTPServerTransport] | None:
@@ -240,6 +206,7 @@ class HttpFastPath:
         self,
         envelope: Envelope,
         scope: Scope,
+        receive: Receive,
         send: Send,
         session_id: bytes,
         connection: Connection,
@@ -270,34 +237,44 @@ class HttpFastPath:
         session = proxy.sessions.of_http_connection(connection, client, owner)
         if session is None or footer_lines(session, None):
             return False  # a session still to be made or attached, or a result with a footer: the SDK's path
-        stream = _Stream(send, session_id, request_id)
+        stream = RequestStream(send, receive, transport, session_id, request_id)
         transport._request_streams[request_id] = cast(Any, (stream, stream))
         cancel = self._running[running_key] = anyio.CancelScope()
         context = _Context(client, connection.protocol_version, envelope.id)
+        version = connection.protocol_version
+        timer = asyncio.get_running_loop().call_later(
+            self._prime_after, proxy.sessions.spawn, functools.partial(stream.prime, version)
+        )
         try:
             with _in_flight(transport):
                 with cancel:
                     data = await respond(
                         proxy, envelope, route, session, RequestRelay(cast(Any, context), proxy.log_level), context
                     )
+                timer.cancel()
                 channel.close()
                 if cancel.cancelled_caught:
                     error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
                     data = json.dumps({"jsonrpc": "2.0", "id": envelope.id, "error": error}).encode()
-                if channel.used or stream.started:  # behind what the router carries for this request
+                if channel.used or not await stream.answer(data):  # behind what the router carries for it
                     message = types.jsonrpc_message_adapter.validate_json(data, by_name=False)
                     try:
                         await dispatcher._write(message)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return True  # the session ended under the call: its stream is over
                     await stream.done.wait()
-                else:
-                    await _json_response(send, session_id, data)
         finally:
+            timer.cancel()
             self._running.pop(running_key, None)
-            if cast(Any, transport._request_streams.get(request_id, (None,)))[0] is stream:
-                transport._request_streams.pop(request_id, None)
+            stream.stand_aside()
         return True
+
+
+def _prime_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get(PRIME_ENV, _PRIME_AFTER_SECS)))
+    except ValueError:
+        return _PRIME_AFTER_SECS
 
 
 def _key(ident: int | str) -> tuple[bool, int | str]:
@@ -333,16 +310,6 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replayed
-
-
-async def _json_response(send: Send, session_id: bytes, data: bytes) -> None:
-    headers = [
-        (b"content-length", str(len(data)).encode()),
-        (b"content-type", b"application/json"),
-        (_SESSION, session_id),
-    ]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
 
 
 @contextmanager

@@ -112,7 +112,7 @@ async def serve_http(
         return app if fast is None else fast.app(app)
 
     routes = [
-        Route(route.path, endpoint=standing.app(endpoint(SessionScopedEvents(route.endpoint))), name=route.name)
+        Route(route.path, endpoint=standing.app(SessionScopedEvents(endpoint(route.endpoint))), name=route.name)
         if isinstance(route, Route)
         else route
         for route in inner.routes

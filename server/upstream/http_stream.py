@@ -1,0 +1,124 @@
+"""The response of a fast-path call over streamable HTTP (`server.upstream.http_fast`): one JSON body, or an SSE
+stream carrying what the session's message router routes to the request, as the SDK's own stream would."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.streamable_http import EventMessage, StreamableHTTPServerTransport
+from sse_starlette.event import ServerSentEvent
+from starlette.types import Receive, Send
+
+__all__ = ["RequestStream"]
+
+_SESSION = b"mcp-session-id"
+_SSE_HEADERS = [
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class RequestStream:
+    """Stands in a transport's table of request streams for a fast-path call: what the session's message router
+    routes to the call is written to the client at once, as the SSE events the SDK's stream would carry.
+
+    A call still running after a while (`server.upstream.http_fast`) gets its SSE stream started with the
+    SDK's priming event (`prime`), as the SDK's path starts every stream, so that a client whose connection
+    drops can resume it with `Last-Event-ID`; once it has left, the stream stands aside so that a resuming GET
+    takes it over."""
+
+    def __init__(
+        self, send: Send, receive: Receive, transport: StreamableHTTPServerTransport, session_id: bytes, request_id: str
+    ) -> None:
+        self._send = send
+        self._receive = receive
+        self._transport = transport
+        self._session_id = session_id
+        self._request_id = request_id
+        self._lock = anyio.Lock()
+        self._answered = False
+        self._watch: anyio.CancelScope | None = None
+        self.started = False
+        """Whether the response is an SSE stream (begun by a message for the client, or the priming event)."""
+        self.done = anyio.Event()
+        """Set once the answer went out (or nothing more can: the client left, or the session ended)."""
+
+    async def send(self, event: EventMessage) -> None:
+        """From the router, in the session's order (it must never fail: the router serves the whole session)."""
+        message = event.message
+        last = isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and str(message.id) == self._request_id
+        data = ServerSentEvent(
+            data=message.model_dump_json(by_alias=True, exclude_unset=True), event="message", id=event.event_id
+        ).encode()
+        async with self._lock:
+            if not self.done.is_set():
+                try:
+                    await self._start()
+                    await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+                except Exception:  # the client is gone: what it missed stays in the event store
+                    last = True
+        if last:
+            self._finish()
+
+    async def answer(self, data: bytes) -> bool:
+        """Answer with one JSON body, unless the response is an SSE stream already (False: the router's turn)."""
+        async with self._lock:
+            if self.started:
+                return False
+            self._answered = True
+        await json_response(self._send, self._session_id, data)
+        return True
+
+    async def prime(self, protocol_version: str) -> None:
+        """Start the SSE stream with a priming event (for a call that is taking a while), then watch the client."""
+        event = await self._transport._mint_priming_event(self._request_id, protocol_version)
+        if event is None:
+            return  # a client before 2025-11-25: the SDK sends it none, and it could not resume anyway
+        async with self._lock:
+            if self.started or self._answered or self.done.is_set():
+                return
+            await self._start()
+            await self._send(
+                {"type": "http.response.body", "body": ServerSentEvent(**event).encode(), "more_body": True}
+            )
+            self._watch = anyio.CancelScope()
+        with self._watch:
+            while (await self._receive())["type"] != "http.disconnect":
+                pass
+            self._finish()  # the client left: a GET with Last-Event-ID takes the stream over
+
+    async def _start(self) -> None:
+        if not self.started:
+            self.started = True
+            headers = [*_SSE_HEADERS, (_SESSION, self._session_id)]
+            await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    def _finish(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        self.stand_aside()
+        self.done.set()
+
+    def stand_aside(self) -> None:
+        """Leave the transport's table (if still in it): what is routed to the request goes to the event store."""
+        streams = self._transport._request_streams
+        if cast(Any, streams.get(self._request_id, (None,)))[0] is self:
+            streams.pop(self._request_id, None)
+
+    async def aclose(self) -> None:
+        """The transport ends the request's stream (the session is over)."""
+        self._finish()
+
+
+async def json_response(send: Send, session_id: bytes, data: bytes) -> None:
+    headers = [
+        (b"content-length", str(len(data)).encode()),
+        (b"content-type", b"application/json"),
+        (_SESSION, session_id),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
