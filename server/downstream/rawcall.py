@@ -12,6 +12,7 @@ HTTP server, a pass-through) is made by `Downstream.call`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -90,8 +91,8 @@ async def call_raw(
         params["_meta"] = {"progressToken": ident}
         channel.progress[ident] = relay.progress
     line = json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, ensure_ascii=False)
-    send, receive = anyio.create_memory_object_stream[RawAnswer](1)
-    channel.waiting[ident] = send
+    waiter: asyncio.Future[RawAnswer] = asyncio.get_running_loop().create_future()
+    channel.waiting[ident] = waiter
     answered = False
     try:
         with downstream.in_flight.track(relay) as waiting, anyio.move_on_after(downstream.config.timeout):
@@ -103,8 +104,7 @@ async def call_raw(
                 raise DownstreamError(
                     downstream.name, tool, f"the connection failed: {downstream.last_error}"
                 ) from None
-            with receive:
-                answer = await receive.receive()
+            answer = await waiter
             answered = True
             return await _result(downstream, tool, answer)
         if process is not None and process.mid_message:
@@ -117,7 +117,6 @@ async def call_raw(
     finally:
         channel.waiting.pop(ident, None)
         channel.progress.pop(ident, None)
-        send.close()
         if not answered and not channel.closed:
             await _courtesy_cancel(channel.send, ident)
 

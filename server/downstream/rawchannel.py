@@ -7,14 +7,13 @@ they keep their order with the response) are taken; everything else goes to the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 __all__ = ["RawAnswer", "RawChannel"]
@@ -38,8 +37,7 @@ class RawChannel:
         self, on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
     ) -> None:
         self.on_log = on_log
-        self.writing = anyio.Lock()
-        self.waiting: dict[int, MemoryObjectSendStream[RawAnswer]] = {}
+        self.waiting: dict[int, asyncio.Future[RawAnswer]] = {}
         self.progress: dict[int, Callable[[float, float | None, str | None], Awaitable[None]]] = {}
         self.send: Callable[[bytes], Awaitable[None]] | None = None
         self.closed = False
@@ -107,12 +105,9 @@ class RawChannel:
         return True
 
     def _deliver(self, ident: int, answer: RawAnswer) -> None:
-        stream = self.waiting.pop(ident)
-        try:
-            stream.send_nowait(answer)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the request gave up meanwhile
-        stream.close()
+        waiter = self.waiting.pop(ident)
+        if not waiter.done():  # else the request gave up meanwhile
+            waiter.set_result(answer)
 
     def close(self) -> None:
         """The connection is gone: every waiting request hears None."""

@@ -11,6 +11,7 @@ exits can be said to have exited with what status and what last words (`StdioPro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shlex
@@ -39,6 +40,8 @@ __all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 logger = logging.getLogger(__name__)
 
 _READ_BYTES = 1 << 20
+_RAW_BUFFERED = 1 << 16
+"""Beyond this many bytes waiting for the child's stdin, a raw request waits for it to drain as others do."""
 _EXIT_GRACE_S = (1.0, 0.5)
 """Waits after closing stdin, then after SIGTERM, before SIGKILL. Together under the 2 s that MCP
 clients give claimcheck itself after closing its stdin, so no downstream outlives a killed claimcheck."""
@@ -188,8 +191,7 @@ async def stdio_transport(
         try:
             async with from_session:
                 async for message in from_session:
-                    async with raw.writing:
-                        await process.stdin.send(encode(message))
+                    await process.stdin.send(encode(message))  # one whole line per write: never interleaved
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             spec.hung_up = True
             raw.close()
@@ -198,8 +200,13 @@ async def stdio_transport(
 
     async def send_raw(data: bytes) -> None:
         assert process.stdin is not None
-        async with raw.writing:
+        writer = getattr(process.stdin, "_stream", None)  # anyio's wrapper of asyncio's StreamWriter
+        if not isinstance(writer, asyncio.StreamWriter) or writer.transport.get_write_buffer_size() > _RAW_BUFFERED:
             await process.stdin.send(data)
+            return
+        if writer.is_closing():
+            raise anyio.BrokenResourceError
+        writer.write(data)  # the transport queues what the pipe does not take yet, in order, without a checkpoint
 
     raw.send = send_raw
 

@@ -80,6 +80,8 @@ class Call:
     batch_id: str = ""
     log: list[tuple[float, str, str]] = field(default_factory=list)
     observer: Callable[[Call, str], None] | None = None
+    on_finish: Callable[[], None] | None = None
+    """Called once, when the call finishes (the stdio fast path answers its request from here)."""
     home: SessionStore | None = None  # set on a mirror of another replica's call: where its output is
 
     @property
@@ -105,6 +107,9 @@ class Call:
         self.finished_mono = time.monotonic()
         self.finished.set()
         self.note("finished", status if self.error is None else f"{status}: {self.error.strip()[:500]}")
+        if self.on_finish is not None:
+            on_finish, self.on_finish = self.on_finish, None
+            on_finish()
 
     def set_output(self, text: str, *, tokens: int | None, tokens_exact: bool, over: bool) -> None:
         data = text.encode("utf-8", "replace")

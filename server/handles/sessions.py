@@ -137,7 +137,10 @@ class Sessions:
         if not isinstance(session, Session) or session.owner is not None or session.closed:
             return None
         session.last_request = time.monotonic()
-        _ORIGIN.set(connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex))
+        origin = connection.state.get(_ORIGIN_KEY)
+        if origin is None:
+            origin = connection.state[_ORIGIN_KEY] = uuid.uuid4().hex
+        _ORIGIN.set(origin)
         return session
 
     def of_http_connection(self, connection: Any, client: Any, owner: str | None) -> Session | None:

@@ -98,6 +98,7 @@ class History:
         self._send, self._receive = anyio.create_memory_object_stream[Any](100_000)
         self._retention_passed: anyio.Event | None = None  # made in `run`, where there is an event loop
         self._ready: anyio.Event | None = None
+        self._flush_wanted: anyio.Event | None = None  # made in the event loop, by `flush` or `_write`
         self._lock = threading.Lock()  # one connection, used by one worker thread at a time
         self._db: sqlite3.Connection | None = None
         self._closed = False
@@ -225,7 +226,13 @@ class History:
         """Wait until everything queued so far is committed."""
         done = anyio.Event()
         await self._send.send(("flush", done))
+        self._flush_event().set()
         await done.wait()
+
+    def _flush_event(self) -> anyio.Event:
+        if self._flush_wanted is None:
+            self._flush_wanted = anyio.Event()
+        return self._flush_wanted
 
     async def run(
         self,
@@ -271,9 +278,11 @@ class History:
         """Commit queued rows in batches until cancelled; what is queued then stays in `pending`."""
         async for first in self._receive:
             pending.append(first)
-            with anyio.move_on_after(self.coalesce_secs):  # gather a burst into one commit
-                while pending[-1][0] != "flush":
-                    pending.append(await self._receive.receive())
+            if first[0] != "flush":  # gather a burst into one commit, without waking for each row
+                with anyio.move_on_after(self.coalesce_secs):
+                    await self._flush_event().wait()
+            if self._flush_wanted is not None and self._flush_wanted.is_set():
+                self._flush_wanted = None
             pending.extend(self._drain())
             committing = pending[:]
             pending.clear()  # a cancel during the commit must not commit it twice

@@ -14,12 +14,12 @@ line while the path is off (`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`),
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 import mcp_types as types
@@ -33,15 +33,17 @@ from server.downstream.pool import Route
 from server.downstream.rawcall import RawResult, raw_capable
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
+from server.handles.calls import Call, CallRelay
 from server.handles.files import FILE_TOOLS
 from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.forwarding import answer, begin
+from server.upstream.stdio import LineWriter
 from server.upstream.surface import error_result, footer_lines
 
-__all__ = ["ENV", "Envelope", "FastPath", "enabled", "plain_route", "read_envelope", "respond"]
+__all__ = ["ENV", "Envelope", "FastPath", "enabled", "plain_route", "read_envelope", "respond", "response_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,6 @@ ENV = FAST_PATH_ENV
 _MAX_ID = (1 << 63) - 1
 
 RequestId = int | str
-Write = Callable[[bytes], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +139,18 @@ class FastRelay(RequestRelay):
 class FastPath:
     """Takes plain tool calls off the stdio transport's hands (see the module's doc)."""
 
-    def __init__(self, proxy: Proxy, write: Write) -> None:
+    def __init__(self, proxy: Proxy, writer: LineWriter) -> None:
         self._proxy = proxy
-        self._write = write
-        self._running: dict[tuple[bool, RequestId], anyio.CancelScope] = {}
+        self.writer = writer
+        self._running: dict[tuple[bool, RequestId], _Request] = {}
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
         if self._running and (cancelled := _cancelled_id(line)) is not None:
-            scope = self._running.get(_key(cancelled))
-            if scope is None:
+            request = self._running.get(_key(cancelled))
+            if request is None:
                 return False
-            scope.cancel()
+            request.cancel()
             return True
         envelope = read_envelope(line)
         if envelope is None:
@@ -163,29 +164,132 @@ class FastPath:
         session = self._proxy.sessions.of_connection(client._connection)  # no public accessor (sessions.py)
         if session is None or footer_lines(session, None):
             return False  # a result with a footer: the SDK's path builds it as always
-        scope = anyio.CancelScope()
-        self._running[_key(envelope.id)] = scope
-        self._proxy.sessions.spawn(lambda: self._serve(envelope, route, client, session, scope))
+        request = _Request(self, envelope, route, client, session)
+        self._running[_key(envelope.id)] = request
+        request.start()
         return True
 
     def _route(self, envelope: Envelope) -> Route | None:
         return plain_route(self._proxy, envelope)
 
-    async def _serve(
-        self, envelope: Envelope, route: Route, client: ServerSession, session: Session, scope: anyio.CancelScope
-    ) -> None:
-        try:
-            with scope:
-                response = await self._answer(envelope, route, client, session)
-            if not scope.cancelled_caught:
-                await self._write(response)
-        finally:
-            self._running.pop(_key(envelope.id), None)
+    def forget(self, request: _Request) -> None:
+        self._running.pop(_key(request.envelope.id), None)
 
-    async def _answer(self, envelope: Envelope, route: Route, client: ServerSession, session: Session) -> bytes:
-        self._proxy.sessions.of_connection(client._connection)  # this task's calls are the connection's own
-        context = _Context(client, client.protocol_version)
-        return await respond(self._proxy, envelope, route, session, FastRelay(context, self._proxy.log_level), context)
+
+class _Request:
+    """One plain call taken by the fast path, from its line to its answer, without a task of its own: the call
+    runs as every proxied call does (`begin`); its answer is written when it finishes (`Call.on_finish`), or
+    when the time rule's timer fires first (a handle). Only an answer that needs more than the downstream's
+    result as it came (an error, a handle, a stored output) is built in a task, by `answer`, as on the SDK's
+    path."""
+
+    __slots__ = ("call", "call_relay", "client", "envelope", "path", "route", "scope", "session", "state", "timer")
+
+    def __init__(
+        self, path: FastPath, envelope: Envelope, route: Route, client: ServerSession, session: Session
+    ) -> None:
+        self.path = path
+        self.envelope = envelope
+        self.route = route
+        self.client = client
+        self.session = session
+        self.state: Literal["waiting", "answering", "done"] = "waiting"
+        self.call: Call | None = None
+        self.call_relay: CallRelay | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.scope: anyio.CancelScope | None = None
+
+    def start(self) -> None:
+        proxy = self.path._proxy
+        args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
+        relay = FastRelay(_Context(self.client, self.client.protocol_version), proxy.log_level)
+        try:
+            self.call, self.call_relay = begin(proxy, self.route, args, self.session, relay, background=False, raw=True)
+        except ClaimcheckError as exc:
+            self._respond(error_result(str(exc)))
+            return
+        self.call.on_finish = self._finished
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(self.route.policy.async_timeout_secs, self._respond)
+
+    def _finished(self) -> None:
+        """The call finished (in its own task): a plain answer is written at once; any other is built by `answer`."""
+        if self.state != "waiting":
+            return
+        call, session = self.call, self.session
+        assert call is not None
+        plain = call.answer is not None and not call.over_threshold and call.fallback is None
+        if not plain or (self.path._proxy.config.settings.status_footer and footer_lines(session, None)):
+            self._respond()
+            return
+        self._end()
+        session.calls.pop(call.handle, None)  # answered inline: no handle to remember
+        self.path.writer.write_nowait(_line({"jsonrpc": "2.0", "id": self.envelope.id, "result": call.answer}))
+
+    def _respond(self, result: types.CallToolResult | None = None) -> None:
+        """Build the answer in a task: `result`, or what `answer` says of the call now (its result, or a handle)."""
+        if self.state != "waiting":
+            return
+        self.state = "answering"
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.call_relay is not None:
+            self.call_relay.upstream = None
+        self.scope = anyio.CancelScope()
+        self.path._proxy.sessions.spawn(lambda: self._answer(result))
+
+    async def _answer(self, given: types.CallToolResult | None) -> None:
+        assert self.scope is not None
+        response = None
+        try:
+            with self.scope:
+                response = await self._build(given)
+        finally:
+            self._end()
+        if response is not None and not self.scope.cancelled_caught:
+            await self.path.writer.write(response)
+
+    async def _build(self, given: types.CallToolResult | None) -> bytes:
+        proxy, call, envelope = self.path._proxy, self.call, self.envelope
+        context = _Context(self.client, self.client.protocol_version)
+        if given is not None or call is None or self.call_relay is None:
+            result = given if given is not None else error_result("the call could not start")
+            return response_line(proxy, envelope, self.session, result, None, context)
+        llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
+        try:
+            answered, about = await answer(
+                proxy, self.route, self.session, call, self.call_relay, background=True, llm=llm
+            )
+        except ClaimcheckError as exc:
+            answered, about = error_result(str(exc)), None
+        except Exception:  # what the SDK's dispatcher would turn into an internal error
+            return internal_error(self.route, envelope)
+        return response_line(proxy, envelope, self.session, answered, about, context)
+
+    def cancel(self) -> None:
+        """The client cancelled its request: as the SDK does, it is never answered; a call not handed out yet is
+        cancelled with it."""
+        if self.state == "answering":
+            assert self.scope is not None
+            self.scope.cancel()
+            return
+        if self.state != "waiting":
+            return
+        self._end()
+        call = self.call
+        if self.call_relay is not None:
+            self.call_relay.upstream = None
+        if call is not None:
+            call.on_finish = None
+            if not call.finished.is_set():
+                call.scope.cancel()
+            self.session.calls.pop(call.handle, None)
+
+    def _end(self) -> None:
+        self.state = "done"
+        if self.timer is not None:
+            self.timer.cancel()
+        self.path.forget(self)
 
 
 def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
@@ -204,8 +308,8 @@ def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
 async def respond(
     proxy: Proxy, envelope: Envelope, route: Route, session: Session, relay: RequestRelay, context: Any
 ) -> bytes:
-    """The JSON-RPC response line to a fast-path call (stdio and HTTP): started with `begin`, waited for with
-    `answer`, as the SDK's path does; `context` is what `llm_available` reads of a request context."""
+    """The JSON-RPC response line to a fast-path call over HTTP: started with `begin`, waited for with `answer`,
+    as the SDK's path does; `context` is what `llm_available` reads of a request context."""
     args = dict(envelope.arguments) if envelope.arguments is not None else None
     llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
     try:
@@ -214,9 +318,26 @@ async def respond(
     except ClaimcheckError as exc:
         result, about = error_result(str(exc)), None
     except Exception:  # what the SDK's dispatcher would turn into an internal error
-        logger.exception("the fast path failed on a call of %s", route.public)
-        error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
-        return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
+        return internal_error(route, envelope)
+    return response_line(proxy, envelope, session, result, about, context)
+
+
+def internal_error(route: Route, envelope: Envelope) -> bytes:
+    logger.exception("the fast path failed on a call of %s", route.public)
+    error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
+    return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
+
+
+def response_line(
+    proxy: Proxy,
+    envelope: Envelope,
+    session: Session,
+    result: types.CallToolResult | RawResult,
+    about: Call | None,
+    context: Any,
+) -> bytes:
+    """The response line of a fast-path call's answer: a plain result as the downstream gave it; any other, with the
+    session's footer, shaped by the SDK's own serializer as its path would."""
     lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
     if isinstance(result, RawResult) and not lines:
         return _line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})

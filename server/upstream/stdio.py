@@ -11,13 +11,15 @@ drained without being held and answered with a JSON-RPC error; the connection go
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fcntl
 import json
 import os
 import re
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
@@ -27,7 +29,7 @@ from mcp.shared.message import SessionMessage
 
 from server.framing import Framer, encode, parse_line
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "fd_streams", "stdio_streams", "too_large_request"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams", "too_large_request"]
 
 _READ_SIZE = 1 << 16
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
@@ -35,7 +37,6 @@ _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
 
 Take = Callable[[bytes], bool]
 """Offered each request line before the SDK reads it; True: taken (`server.upstream.fastpath`)."""
-Write = Callable[[bytes], Awaitable[bool]]
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
@@ -50,11 +51,11 @@ def too_large_request(head: bytes, limit: int) -> bytes:
 
 @asynccontextmanager
 async def stdio_streams(
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, fast: Callable[[Write], Take] | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, fast: Callable[[LineWriter], Take] | None = None
 ) -> AsyncIterator[Streams]:
     """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout.
 
-    `fast` makes, from the function that writes a whole line to stdout, the function each request line is
+    `fast` makes, from the writer of whole lines to stdout, the function each request line is
     offered to first (the SDK's transport fallback has none: the lines are not seen there)."""
     if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as streams:
@@ -67,13 +68,14 @@ async def stdio_streams(
 
 @asynccontextmanager
 async def fd_streams(
-    wire_in: int, wire_out: int, max_request_bytes: int, fast: Callable[[Write], Take] | None = None
+    wire_in: int, wire_out: int, max_request_bytes: int, fast: Callable[[LineWriter], Take] | None = None
 ) -> AsyncIterator[Streams]:
     """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice)."""
     to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
-    writing = anyio.Lock()
+    writer = LineWriter(wire_out)
+    write = writer.write
 
     async def read_stdin() -> None:
         framer = Framer(max_request_bytes)
@@ -89,24 +91,13 @@ async def fd_streams(
                     elif frame.kind == "end":
                         await write(too_large_request(head, max_request_bytes))
 
-    async def write(data: bytes) -> bool:
-        """Write one whole line; False once the client has gone away."""
-        async with writing:
-            try:
-                await _write_all(wire_out, data)
-            except OSError as exc:
-                if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
-                    raise
-                return False
-        return True
-
     async def write_stdout() -> None:
         async with from_session:
             async for message in from_session:
                 if not await write(encode(message)):
                     return  # the client went away; reading stdin will end too
 
-    take = fast(write) if fast is not None else None
+    take = fast(writer) if fast is not None else None
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdin)
         tg.start_soon(write_stdout)
@@ -114,6 +105,81 @@ async def fd_streams(
             yield from_client, to_client
         finally:
             tg.cancel_scope.cancel()
+
+
+class LineWriter:
+    """Whole lines to a non-blocking descriptor, in the order they were given, without a lock or a task: a line
+    is written at once when nothing waits before it; what the pipe does not take yet is written from an
+    event-loop writer callback (asyncio's, which is what anyio runs on here)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending: deque[memoryview] = deque()
+        self._drained: list[asyncio.Future[None]] = []
+        self.gone = False
+        """The reader went away (EPIPE): every later line is dropped."""
+
+    def write_nowait(self, data: bytes) -> bool:
+        """Write `data` now, or queue it behind what waits; False once the reader has gone away."""
+        if self.gone:
+            return False
+        if self._pending:
+            self._pending.append(memoryview(data))
+            return True
+        view = memoryview(data)
+        try:
+            written = os.write(self._fd, view)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            return self._failed(exc)
+        if written < len(view):
+            self._pending.append(view[written:])
+            asyncio.get_running_loop().add_writer(self._fd, self._flush)
+        return True
+
+    async def write(self, data: bytes) -> bool:
+        """Write one whole line and wait until the descriptor took it; False once the client has gone away."""
+        if not self.write_nowait(data):
+            return False
+        if self._pending:
+            done = asyncio.get_running_loop().create_future()
+            self._drained.append(done)
+            await done
+        return not self.gone
+
+    def _flush(self) -> None:
+        while self._pending:
+            view = self._pending[0]
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self._failed(exc)
+                break
+            if written < len(view):
+                self._pending[0] = view[written:]
+                return
+            self._pending.popleft()
+        asyncio.get_running_loop().remove_writer(self._fd)
+        self._wake()
+
+    def _failed(self, exc: OSError) -> bool:
+        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
+            raise exc
+        self.gone = True
+        if self._pending:
+            self._pending.clear()
+            asyncio.get_running_loop().remove_writer(self._fd)
+        self._wake()
+        return False
+
+    def _wake(self) -> None:
+        drained, self._drained = self._drained, []
+        for done in drained:
+            if not done.done():
+                done.set_result(None)
 
 
 def _pollable(fd: int) -> bool:
@@ -150,12 +216,3 @@ async def _read(fd: int) -> bytes:
             await anyio.wait_readable(fd)
         except ConnectionResetError:
             return b""
-
-
-async def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            await anyio.wait_writable(fd)

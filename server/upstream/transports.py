@@ -33,7 +33,7 @@ from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.standing import StandingStreams
-from server.upstream.stdio import Take, Write, stdio_streams
+from server.upstream.stdio import LineWriter, Take, stdio_streams
 from server.upstream.surface import build_server
 
 __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
@@ -75,8 +75,8 @@ async def serve_stdio(proxy: Proxy) -> None:
         tg.cancel_scope.cancel()
 
 
-def _fast_path(proxy: Proxy, write: Write) -> Take:
-    return FastPath(proxy, write).take
+def _fast_path(proxy: Proxy, writer: LineWriter) -> Take:
+    return FastPath(proxy, writer).take
 
 
 async def serve_http(
