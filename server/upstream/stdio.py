@@ -12,9 +12,11 @@ drained without being held and answered with a JSON-RPC error; the connection go
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import re
 import stat
@@ -27,11 +29,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from server.framing import Framer, encode, parse_line
+from server.framing import Framer, LongLine, encode, parse_line
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams", "too_large_request"]
 
+logger = logging.getLogger(__name__)
+
 _READ_SIZE = 1 << 16
+_QUEUE_HIGH, _QUEUE_LOW = 64, 16
+"""Frames waiting for the SDK's side beyond which stdin is not read, and below which it is again."""
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
 
@@ -78,18 +84,17 @@ async def fd_streams(
     write = writer.write
 
     async def read_stdin() -> None:
-        framer = Framer(max_request_bytes)
+        reader = LineReader(wire_in, max_request_bytes, take)
         head = b""
-        async with to_session:
-            while chunk := await _read(wire_in):
-                for frame in framer.feed(chunk):
-                    if isinstance(frame, bytes):
-                        if take is None or not take(frame):
-                            await to_session.send(parse_line(frame, "client"))
-                    elif frame.kind == "first":
-                        head = frame.data[:4096]
-                    elif frame.kind == "end":
-                        await write(too_large_request(head, max_request_bytes))
+        with contextlib.closing(reader), to_session:
+            while (frame := await reader.next()) is not None:
+                if isinstance(frame, bytes):
+                    if take is None or not take(frame):
+                        await to_session.send(parse_line(frame, "client"))
+                elif frame.kind == "first":
+                    head = frame.data[:4096]
+                elif frame.kind == "end":
+                    await write(too_large_request(head, max_request_bytes))
 
     async def write_stdout() -> None:
         async with from_session:
@@ -105,6 +110,85 @@ async def fd_streams(
             yield from_client, to_client
         finally:
             tg.cancel_scope.cancel()
+
+
+class LineReader:
+    """Request lines from a non-blocking descriptor, read by an event-loop reader callback (asyncio's, which is
+    what anyio runs on here): a line `take` takes is handled right there, without waking a task; every other
+    frame waits, in order, for `next` (and once one waits, so do the lines after it, to keep their order)."""
+
+    def __init__(self, fd: int, max_request_bytes: int, take: Take | None) -> None:
+        self._fd = fd
+        self._framer = Framer(max_request_bytes)
+        self._take = take
+        self._queue: deque[bytes | LongLine] = deque()
+        self._eof = False
+        self._reading = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    async def next(self) -> bytes | LongLine | None:
+        """The next frame the callback did not take; None at end of file."""
+        while not self._queue:
+            if self._eof:
+                return None
+            self._resume()
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frame = self._queue.popleft()
+        if not self._reading and len(self._queue) < _QUEUE_LOW and not self._eof:
+            self._resume()
+        return frame
+
+    def close(self) -> None:
+        self._pause()
+
+    def _resume(self) -> None:
+        if not self._reading and not self._eof:
+            self._loop.add_reader(self._fd, self._readable)
+            self._reading = True
+
+    def _pause(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except ConnectionResetError:
+            chunk = b""
+        queue = self._queue
+        if not chunk:
+            self._eof = True
+            self._pause()
+        else:
+            take = self._take
+            for frame in self._framer.feed(chunk):
+                if isinstance(frame, bytes):
+                    if not queue and take is not None and _taken(take, frame):
+                        continue
+                elif frame.kind == "more":
+                    continue  # the middle of a request too large to read: drained, never held
+                queue.append(frame)
+            if len(queue) >= _QUEUE_HIGH:
+                self._pause()  # the SDK's side is behind: the pipe holds the rest
+        waiter = self._waiter
+        if (queue or self._eof) and waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _taken(take: Take, frame: bytes) -> bool:
+    try:
+        return take(frame)
+    except Exception:  # the SDK's path answers it (a bug here must not end the connection)
+        logger.exception("the fast path failed to read a request; the SDK's path takes it")
+        return False
 
 
 class LineWriter:
@@ -205,14 +289,3 @@ def _claimed(fd: int, diversion: str | None, flags: int) -> Iterator[int]:
         os.set_blocking(private, was_blocking)  # the pipe's description may be shared with our parent
         os.dup2(private, fd)
         os.close(private)
-
-
-async def _read(fd: int) -> bytes:
-    """The next chunk from `fd`; empty at end of file."""
-    while True:
-        try:
-            return os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-            await anyio.wait_readable(fd)
-        except ConnectionResetError:
-            return b""
