@@ -37,7 +37,7 @@ from server.handles.mirrors import read_back
 from server.handles.owners import LINK, SESSION_HEADER, USER, connection_of, owner_key
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
-from server.handles.store import OutputStore, SessionStore
+from server.handles.store import OutputStore, SessionStore, random_hex
 
 __all__ = ["SESSION_HEADER", "Session", "Sessions", "current_origin"]
 
@@ -261,7 +261,7 @@ class Sessions:
         running = [other for other in session.calls.values() if other.status == "running"]
         call.session_id = session.id
         call.origin = current_origin()
-        call.batch_id = running[-1].batch_id if running else uuid.uuid4().hex[:12]
+        call.batch_id = running[-1].batch_id if running else random_hex()[:12]
         call.observer = self.observer
         session.calls[call.handle] = call
         call.note("created", f"{call.server}/{call.tool}")

@@ -13,6 +13,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +30,36 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "StoredFile",
+    "random_hex",
 ]
 
 logger = logging.getLogger(__name__)
 
 _CHUNK_CHARS = 1 << 20
+_RANDOM_POOL = 4096
+
+
+class _RandomIds:
+    """Random version-4 UUIDs as 32 hex digits, from the OS's random bytes read 4 KiB at a time (one system call
+    per 256 ids, not one per id: a handle is made on every proxied call)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._at = 0
+
+    def hex(self) -> str:
+        with self._lock:
+            if self._at + 16 > len(self._pool):
+                self._pool, self._at = os.urandom(_RANDOM_POOL), 0
+            raw = bytearray(self._pool[self._at : self._at + 16])
+            self._at += 16
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+        return raw.hex()
+
+
+random_hex = _RandomIds().hex
 _HANDLE_RE = re.compile(r"(session-[0-9a-f]{32})/([0-9a-f]{32})")
 
 
@@ -124,7 +150,7 @@ class SessionStore:
 
     def new_handle(self) -> str:
         """A fresh, unguessable handle of this session; no file exists for it yet."""
-        return f"{self.name}/{uuid.uuid4().hex}"
+        return f"{self.name}/{random_hex()}"
 
     def owns(self, handle: str) -> bool:
         match = _HANDLE_RE.fullmatch(handle)
