@@ -1,10 +1,14 @@
 """Per-call overhead of claimcheck (and of FastMCP's proxy) over a direct stdio connection.
 
-Three paths, all stdio, each driven by an mcp 2.3 `Client(StdioServerParameters(...), mode="legacy")`:
-  direct     python -m server.demo.server                      tool `echo`
-  claimcheck python -m server serve --config TMP (demo behind)  tool `demo__echo`
-  fastmcp    bench/fastmcp_proxy.py (FastMCP create_proxy)      tool `echo`
-All three stay connected for the whole run. After a warm-up, the calls are made in rounds: each round
+The paths, all stdio, each driven by an mcp 2.3 `Client(StdioServerParameters(...), mode="legacy")`:
+  direct          the server itself                                 tool `echo`
+  claimcheck      python -m server serve --config TMP (server behind) tool `demo__echo` (claimcheck-sdk: fast path off)
+  chain-2         claimcheck → claimcheck → server                  tool `demo__echo`
+  relay-floor     bench/relay_floor.py: a bare asyncio relay         tool `demo__echo` (the least a Python proxy adds)
+  fastmcp         bench/fastmcp_proxy.py (FastMCP create_proxy)      tool `echo`
+The server is the demo server (`--downstream demo`, Python, mcp SDK) or server-everything (`--downstream
+everything`, Node; installed from npm into .cache/npm-peers by tests/peers.py on first use).
+All stay connected for the whole run. After a warm-up, the calls are made in rounds: each round
 makes a block of calls on every path, in an order that rotates from round to round, so machine noise
 lands on all paths alike. Path (c) is skipped when bench/.venv-fastmcp is missing (bench/setup_fastmcp.sh).
 
@@ -35,8 +39,12 @@ from mcp import Client, StdioServerParameters
 REPO = Path(__file__).resolve().parent.parent
 FASTMCP_PYTHON = REPO / "bench" / ".venv-fastmcp" / "bin" / "python"
 FASTMCP_PROXY = REPO / "bench" / "fastmcp_proxy.py"
-TARGET_ADDED_MEDIAN_MS = 1.5
+RELAY_FLOOR = REPO / "bench" / "relay_floor.py"
+TARGET_ADDED_MEDIAN_MS = 0.3
 TEXT = "hello, claimcheck"
+ECHO = {"demo": ("text", TEXT), "everything": ("message", f"Echo: {TEXT}")}
+"""Per downstream: the echo tool's argument, and the text it answers."""
+DOWNSTREAM = "demo"
 
 
 @dataclass
@@ -63,8 +71,19 @@ class Target:
 
 
 def demo_command() -> tuple[str, list[str]]:
-    """The demo downstream, run by the project's interpreter (the one running this script)."""
+    """The downstream: the demo server run by the project's interpreter (the one running this script), or
+    server-everything."""
+    if DOWNSTREAM == "everything":
+        sys.path.insert(0, str(REPO))
+        from tests.peers import everything_command
+
+        node, *args = everything_command()
+        return node, args
     return sys.executable, ["-m", "server.demo.server"]
+
+
+def direct_marker() -> str:
+    return "server-everything" if DOWNSTREAM == "everything" else "server.demo.server"
 
 
 def build_targets(config_file: Path, fastmcp_python: Path | None, chain_config: Path | None = None) -> list[Target]:
@@ -77,11 +96,17 @@ def build_targets(config_file: Path, fastmcp_python: Path | None, chain_config: 
         return Target(name, params, "demo__echo", str(config))
 
     paths = [
-        Target(
-            "direct", StdioServerParameters(command=command, args=args, cwd=str(REPO)), "echo", "server.demo.server"
-        ),
+        Target("direct", StdioServerParameters(command=command, args=args, cwd=str(REPO)), "echo", direct_marker()),
         claimcheck("claimcheck", config_file, "on"),
         claimcheck("claimcheck-sdk", config_file, "off"),
+        Target(
+            "relay-floor",
+            StdioServerParameters(
+                command=sys.executable, args=[str(RELAY_FLOOR), "demo", command, *args], cwd=str(REPO)
+            ),
+            "demo__echo",
+            "relay_floor.py",
+        ),
     ]
     if chain_config is not None:
         paths.append(claimcheck("chain-2", chain_config, "on"))
@@ -144,11 +169,12 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 async def call_once(client: Client, tool: str) -> float:
+    argument, expected = ECHO[DOWNSTREAM]
     start = time.perf_counter()
-    result = await client.call_tool(tool, {"text": TEXT})
+    result = await client.call_tool(tool, {argument: TEXT})
     elapsed = time.perf_counter() - start
     text = getattr(result.content[0], "text", None) if result.content else None
-    if result.is_error or text != TEXT:
+    if result.is_error or text != expected:
         raise RuntimeError(f"{tool}: unexpected result {result!r}")
     return elapsed * 1000
 
@@ -206,6 +232,9 @@ def summarize(paths: Sequence[Target]) -> dict[str, Any]:
     cc = summary["paths"]["claimcheck"]
     summary["target_added_median_ms"] = TARGET_ADDED_MEDIAN_MS
     summary["target_met"] = cc["added_median_ms"] <= TARGET_ADDED_MEDIAN_MS
+    if "relay-floor" in summary["paths"]:
+        floor = summary["paths"]["relay-floor"]
+        summary["added_median_claimcheck_minus_floor_ms"] = cc["added_median_ms"] - floor["added_median_ms"]
     if "fastmcp" in summary["paths"]:
         fm = summary["paths"]["fastmcp"]
         summary["ratio_median_claimcheck_over_fastmcp"] = cc["median_ms"] / fm["median_ms"]
@@ -234,6 +263,12 @@ def markdown(summary: dict[str, Any], facts: dict[str, Any]) -> str:
         f"- claimcheck added median: {cc['added_median_ms']:.2f} ms; target ≤ {summary['target_added_median_ms']:g} ms:"
         f" **{verdict}**"
     )
+    if "added_median_claimcheck_minus_floor_ms" in summary:
+        floor = summary["paths"]["relay-floor"]
+        lines.append(
+            f"- a bare asyncio relay (the floor) adds {floor['added_median_ms']:+.2f} ms; claimcheck adds"
+            f" {summary['added_median_claimcheck_minus_floor_ms']:+.2f} ms more"
+        )
     if "ratio_median_claimcheck_over_fastmcp" in summary:
         ratio, added_ratio = (
             summary["ratio_median_claimcheck_over_fastmcp"],
@@ -265,7 +300,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-chain", action="store_true", help="skip claimcheck → claimcheck → demo")
     parser.add_argument("--no-sdk-path", action="store_true", help="skip claimcheck with its fast path off")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--downstream", choices=sorted(ECHO), default="demo", help="the server behind (default demo)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the bare asyncio relay")
     args = parser.parse_args(argv)
+    global DOWNSTREAM
+    DOWNSTREAM = args.downstream
     if args.calls % args.rounds:
         parser.error("--calls must be a multiple of --rounds")
 
@@ -277,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calls": args.calls,
         "rounds": args.rounds,
         "warmup": args.warmup,
+        "downstream": args.downstream,
     }
     fastmcp_python: Path | None = None
     if args.no_fastmcp:
@@ -294,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = build_targets(write_claimcheck_config(Path(tmp)), fastmcp_python, chain)
         if args.no_sdk_path:
             paths = [path for path in paths if path.name != "claimcheck-sdk"]
+        if args.no_floor:
+            paths = [path for path in paths if path.name != "relay-floor"]
         started = time.perf_counter()
         extra = anyio.run(lambda: run(paths, calls=args.calls, rounds=args.rounds, warmup=args.warmup))
         facts["wall_s"] = round(time.perf_counter() - started, 1)
