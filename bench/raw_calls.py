@@ -112,7 +112,8 @@ def measure(server: Server, tool: str, calls: int, warmup: int, settle: float = 
 def _config(directory: Path) -> Path:
     config = directory / "claimcheck.json"
     demo = {"command": sys.executable, "args": ["-m", "server.demo.server"]}
-    config.write_text(json.dumps({"mcpServers": {"demo": demo}, "settings": {"startupWaitSecs": 120}}))
+    settings = {"startupWaitSecs": 120, "asyncTimeoutSecs": 600}  # under valgrind a call may take seconds
+    config.write_text(json.dumps({"mcpServers": {"demo": demo}, "settings": settings}))
     return config
 
 
