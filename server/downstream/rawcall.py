@@ -21,12 +21,12 @@ import anyio
 import mcp_types as types
 
 from server.downstream.listing import describe
-from server.downstream.rawchannel import RawAnswer
+from server.downstream.rawchannel import RawAnswer, RawChannel
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
 from server.errors import DownstreamError, DownstreamTimeout, clip
 
-__all__ = ["RawResult", "call_raw", "raw_capable"]
+__all__ = ["RawResult", "RawSent", "call_raw", "raw_capable", "send_now"]
 
 _CANCEL_WRITE_S = 2.0
 
@@ -74,30 +74,76 @@ def raw_capable(downstream: Downstream, tool: str) -> bool:
     return execution is None or execution.task_support != "required"
 
 
-async def call_raw(
-    downstream: Downstream, tool: str, arguments: dict[str, Any] | None, relay: Relay | None
-) -> RawResult | types.CallToolResult:
-    """Forward one `tools/call`; failures become `DownstreamError`s exactly as in `Downstream.call`."""
-    await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
-    process = downstream.process
-    channel = process.raw if process is not None else None
-    if not raw_capable(downstream, tool) or channel is None or channel.send is None:
-        return await downstream.call(tool, arguments, relay)
+@dataclass(frozen=True, slots=True)
+class RawSent:
+    """A raw request already written (`send_now`), whose answer `call_raw` waits for."""
+
+    ident: int
+    waiter: asyncio.Future[RawAnswer]
+
+
+def _request(channel: RawChannel, tool: str, arguments: dict[str, Any] | None, progress: bool) -> tuple[int, bytes]:
     ident = channel.new_id()
     params: dict[str, Any] = {"name": tool}
     if arguments is not None:
         params["arguments"] = arguments
-    if relay is not None:
+    if progress:
         params["_meta"] = {"progressToken": ident}
-        channel.progress[ident] = relay.progress
     line = json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, ensure_ascii=False)
+    return ident, line.encode() + b"\n"
+
+
+def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None) -> RawSent | None:
+    """Write a plain call's request at once, before the call's bookkeeping (the stdio fast path: the server works
+    on it meanwhile), when the connection is live and its pipe takes it without waiting; else None. Its answer,
+    progress (with a token) and the server's messages meanwhile are `call_raw`'s, given what this returns: the
+    call's task enters it before any line of the server is read again."""
+    process = downstream.process
+    channel = process.raw if process is not None else None
+    if channel is None or channel.send_nowait is None or downstream._broken.is_set():
+        return None
+    if not raw_capable(downstream, tool):
+        return None
+    ident, data = _request(channel, tool, arguments, progress=True)
     waiter: asyncio.Future[RawAnswer] = asyncio.get_running_loop().create_future()
     channel.waiting[ident] = waiter
+    if not channel.send_nowait(data):
+        del channel.waiting[ident]
+        return None
+    return RawSent(ident, waiter)
+
+
+async def call_raw(
+    downstream: Downstream,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    relay: Relay | None,
+    sent: RawSent | None = None,
+) -> RawResult | types.CallToolResult:
+    """Forward one `tools/call` (or wait for the one `sent` already wrote); failures become `DownstreamError`s
+    exactly as in `Downstream.call`."""
+    process = downstream.process
+    channel = process.raw if process is not None else None
+    if sent is None:
+        await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
+        process = downstream.process
+        channel = process.raw if process is not None else None
+        if not raw_capable(downstream, tool) or channel is None or channel.send is None:
+            return await downstream.call(tool, arguments, relay)
+        ident, data = _request(channel, tool, arguments, progress=relay is not None)
+        waiter: asyncio.Future[RawAnswer] = asyncio.get_running_loop().create_future()
+        channel.waiting[ident] = waiter
+    else:
+        assert channel is not None and channel.send is not None
+        ident, data, waiter = sent.ident, b"", sent.waiter
+    if relay is not None:
+        channel.progress[ident] = relay.progress
     answered = False
     try:
         with downstream.in_flight.track(relay) as waiting, anyio.move_on_after(downstream.config.timeout):
             try:
-                await channel.send(line.encode() + b"\n")
+                if data:
+                    await channel.send(data)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 downstream.last_error = downstream._where(describe(exc))
                 downstream._broken.set()
@@ -117,7 +163,7 @@ async def call_raw(
     finally:
         channel.waiting.pop(ident, None)
         channel.progress.pop(ident, None)
-        if not answered and not channel.closed:
+        if not answered and not channel.closed and channel.send is not None:
             await _courtesy_cancel(channel.send, ident)
 
 

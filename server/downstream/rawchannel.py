@@ -40,6 +40,7 @@ class RawChannel:
         self.waiting: dict[int, asyncio.Future[RawAnswer]] = {}
         self.progress: dict[int, Callable[[float, float | None, str | None], Awaitable[None]]] = {}
         self.send: Callable[[bytes], Awaitable[None]] | None = None
+        self.send_nowait: Callable[[bytes], bool] | None = None
         self.closed = False
         self._next = self.BASE
 

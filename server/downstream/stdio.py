@@ -198,17 +198,24 @@ async def stdio_transport(
             await to_session.aclose()
             spec.closed.set()
 
-    async def send_raw(data: bytes) -> None:
+    def send_raw_nowait(data: bytes) -> bool:
+        """Write `data` now, when the child's stdin transport takes it without waiting; False: it cannot."""
         assert process.stdin is not None
         writer = getattr(process.stdin, "_stream", None)  # anyio's wrapper of asyncio's StreamWriter
         if not isinstance(writer, asyncio.StreamWriter) or writer.transport.get_write_buffer_size() > _RAW_BUFFERED:
-            await process.stdin.send(data)
-            return
+            return False
         if writer.is_closing():
-            raise anyio.BrokenResourceError
+            return False
         writer.write(data)  # the transport queues what the pipe does not take yet, in order, without a checkpoint
+        return True
+
+    async def send_raw(data: bytes) -> None:
+        assert process.stdin is not None
+        if not send_raw_nowait(data):
+            await process.stdin.send(data)  # waits for the pipe, or says why it is broken
 
     raw.send = send_raw
+    raw.send_nowait = send_raw_nowait
 
     async def read_stderr() -> None:
         assert process.stderr is not None

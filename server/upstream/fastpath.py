@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from server.config import FAST_PATH_ENV
 from server.config import fast_path_enabled as enabled
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, raw_capable
+from server.downstream.rawcall import RawResult, raw_capable, send_now
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay
@@ -202,10 +202,15 @@ class _Request:
     def start(self) -> None:
         proxy = self.path._proxy
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
+        sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
         relay = FastRelay(_Context(self.client, self.client.protocol_version), proxy.log_level)
         try:
-            self.call, self.call_relay = begin(proxy, self.route, args, self.session, relay, background=False, raw=True)
+            self.call, self.call_relay = begin(
+                proxy, self.route, args, self.session, relay, background=False, raw=True, sent=sent
+            )
         except ClaimcheckError as exc:
+            if sent is not None:
+                sent.waiter.cancel()  # its answer, when it comes, is dropped
             self._respond(error_result(str(exc)))
             return
         self.call.on_finish = self._finished

@@ -12,7 +12,7 @@ from mcp.server.context import ServerRequestContext
 
 from server.config import fast_path_enabled
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, call_raw, raw_capable
+from server.downstream.rawcall import RawResult, RawSent, call_raw, raw_capable
 from server.downstream.relay import Relay, RequestRelay
 from server.downstream.spool import materialize
 from server.errors import ClaimcheckError, clip
@@ -119,9 +119,11 @@ def begin(
     *,
     background: bool,
     raw: bool = False,
+    sent: RawSent | None = None,
 ) -> tuple[Call, CallRelay]:
     """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one;
-    `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`)."""
+    `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`), whose request
+    `sent` may already have written."""
     call = Call(
         handle=session.store.new_handle(),
         public_name=route.public,
@@ -132,7 +134,7 @@ def begin(
 
     def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
         if raw:
-            return call_raw(route.downstream, route.tool, args, r)
+            return call_raw(route.downstream, route.tool, args, r, sent)
         return route.downstream.call(route.tool, args, r, as_task=background)
 
     return call, proxy.sessions.start(session, call, invoke, route.policy, relay)
