@@ -101,7 +101,7 @@ def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None
     process = downstream.process
     channel = process.raw if process is not None else None
     if channel is None or channel.send_nowait is None or downstream._broken.is_set():
-        return None
+        return None  # `call_raw` reconnects first, as `Downstream.client` does
     if not raw_capable(downstream, tool):
         return None
     ident, data = _request(channel, tool, arguments, progress=True)
@@ -122,12 +122,11 @@ async def call_raw(
 ) -> RawResult | types.CallToolResult:
     """Forward one `tools/call` (or wait for the one `sent` already wrote); failures become `DownstreamError`s
     exactly as in `Downstream.call`."""
+    if sent is None:
+        await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
     process = downstream.process
     channel = process.raw if process is not None else None
     if sent is None:
-        await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
-        process = downstream.process
-        channel = process.raw if process is not None else None
         if not raw_capable(downstream, tool) or channel is None or channel.send is None:
             return await downstream.call(tool, arguments, relay)
         ident, data = _request(channel, tool, arguments, progress=relay is not None)

@@ -202,9 +202,9 @@ async def stdio_transport(
         """Write `data` now, when the child's stdin transport takes it without waiting; False: it cannot."""
         assert process.stdin is not None
         writer = getattr(process.stdin, "_stream", None)  # anyio's wrapper of asyncio's StreamWriter
-        if not isinstance(writer, asyncio.StreamWriter) or writer.transport.get_write_buffer_size() > _RAW_BUFFERED:
+        if not isinstance(writer, asyncio.StreamWriter) or writer.is_closing():
             return False
-        if writer.is_closing():
+        if writer.transport.get_write_buffer_size() > _RAW_BUFFERED:
             return False
         writer.write(data)  # the transport queues what the pipe does not take yet, in order, without a checkpoint
         return True

@@ -137,10 +137,7 @@ class Sessions:
         if not isinstance(session, Session) or session.owner is not None or session.closed:
             return None
         session.last_request = time.monotonic()
-        origin = connection.state.get(_ORIGIN_KEY)
-        if origin is None:
-            origin = connection.state[_ORIGIN_KEY] = uuid.uuid4().hex
-        _ORIGIN.set(origin)
+        _ORIGIN.set(_origin_of(connection))
         return session
 
     def of_http_connection(self, connection: Any, client: Any, owner: str | None) -> Session | None:
@@ -159,7 +156,7 @@ class Sessions:
             session.touched = time.time()
         session.lists_roots = declares_roots(client)
         session.last_request = time.monotonic()
-        _ORIGIN.set(connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex))
+        _ORIGIN.set(_origin_of(connection))
         return session
 
     def roots_session(self) -> Session | None:
@@ -192,7 +189,7 @@ class Sessions:
                 connection.exit_stack.push_async_callback(self.close, session)
         assert isinstance(session, Session)
         if connection is not None:
-            origin = connection.state.setdefault(_ORIGIN_KEY, uuid.uuid4().hex)
+            origin = _origin_of(connection)
         else:
             origin = LINK.get() or owner or "default"
         _ORIGIN.set(origin)
@@ -307,6 +304,14 @@ class Sessions:
         call.set_tokens(tokens, exact)
         await store_text(session, call, text)
         await self.share(call)
+
+
+def _origin_of(connection: Any) -> str:
+    """The connection's origin key, made the first time it is asked for."""
+    origin = connection.state.get(_ORIGIN_KEY)
+    if origin is None:
+        origin = connection.state[_ORIGIN_KEY] = uuid.uuid4().hex
+    return str(origin)
 
 
 def _digest(owner: str) -> str:

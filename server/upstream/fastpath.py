@@ -18,6 +18,7 @@ import asyncio
 import functools
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -43,7 +44,17 @@ from server.upstream.forwarding import answer, begin
 from server.upstream.stdio import LineWriter
 from server.upstream.surface import error_result, footer_lines
 
-__all__ = ["ENV", "Envelope", "FastPath", "enabled", "plain_route", "read_envelope", "respond", "response_line"]
+__all__ = [
+    "ENV",
+    "CallContext",
+    "Envelope",
+    "FastPath",
+    "enabled",
+    "plain_route",
+    "read_envelope",
+    "respond",
+    "response_line",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -114,19 +125,20 @@ def _key(ident: RequestId) -> tuple[bool, RequestId]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Context:
-    """What a `RequestRelay` and `llm_available` read of a request context, for a call that has none."""
+class CallContext:
+    """What a `RequestRelay` and `llm_available` read of a request context, for a fast-path call that has none
+    (over stdio no request id: the client's requests go on the connection's own channel)."""
 
     session: ServerSession
     protocol_version: str
-    request_id: None = None
+    request_id: int | str | None = None
 
 
 class FastRelay(RequestRelay):
     """The `RequestRelay` of a fast-path call: the client's connection, which over stdio always takes requests
     (`request_id` None: they go on the connection's own channel), and no progress token to report on."""
 
-    def __init__(self, context: _Context, min_log_level: types.LoggingLevel | None) -> None:
+    def __init__(self, context: CallContext, min_log_level: types.LoggingLevel | None) -> None:
         super().__init__(cast(Any, context), min_log_level)
 
     def reaches_client(self) -> bool:
@@ -183,7 +195,7 @@ class _Request:
     result as it came (an error, a handle, a stored output) is built in a task, by `answer`, as on the SDK's
     path."""
 
-    __slots__ = ("call", "call_relay", "client", "envelope", "path", "route", "scope", "session", "state", "timer")
+    __slots__ = ("call", "call_relay", "context", "envelope", "path", "route", "scope", "session", "state", "timer")
 
     def __init__(
         self, path: FastPath, envelope: Envelope, route: Route, client: ServerSession, session: Session
@@ -191,7 +203,7 @@ class _Request:
         self.path = path
         self.envelope = envelope
         self.route = route
-        self.client = client
+        self.context = CallContext(client, client.protocol_version)
         self.session = session
         self.state: Literal["waiting", "answering", "done"] = "waiting"
         self.call: Call | None = None
@@ -203,7 +215,7 @@ class _Request:
         proxy = self.path._proxy
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
         sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
-        relay = FastRelay(_Context(self.client, self.client.protocol_version), proxy.log_level)
+        relay = FastRelay(self.context, proxy.log_level)
         try:
             self.call, self.call_relay = begin(
                 proxy, self.route, args, self.session, relay, background=False, raw=True, sent=sent
@@ -223,13 +235,13 @@ class _Request:
             return
         call, session = self.call, self.session
         assert call is not None
-        plain = call.answer is not None and not call.over_threshold and call.fallback is None
-        if not plain or (self.path._proxy.config.settings.status_footer and footer_lines(session, None)):
+        if call.answer is None or call.over_threshold or call.fallback is not None:
             self._respond()
             return
         self._end()
         session.calls.pop(call.handle, None)  # answered inline: no handle to remember
-        self.path.writer.write_nowait(_line({"jsonrpc": "2.0", "id": self.envelope.id, "result": call.answer}))
+        response = response_line(self.path._proxy, self.envelope, session, RawResult(call.answer), None, self.context)
+        self.path.writer.write_nowait(response)
 
     def _respond(self, result: types.CallToolResult | None = None) -> None:
         """Build the answer in a task: `result`, or what `answer` says of the call now (its result, or a handle)."""
@@ -255,21 +267,13 @@ class _Request:
             await self.path.writer.write(response)
 
     async def _build(self, given: types.CallToolResult | None) -> bytes:
-        proxy, call, envelope = self.path._proxy, self.call, self.envelope
-        context = _Context(self.client, self.client.protocol_version)
-        if given is not None or call is None or self.call_relay is None:
+        proxy, call, call_relay, context = self.path._proxy, self.call, self.call_relay, self.context
+        if given is not None or call is None or call_relay is None:
             result = given if given is not None else error_result("the call could not start")
-            return response_line(proxy, envelope, self.session, result, None, context)
-        llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
-        try:
-            answered, about = await answer(
-                proxy, self.route, self.session, call, self.call_relay, background=True, llm=llm
-            )
-        except ClaimcheckError as exc:
-            answered, about = error_result(str(exc)), None
-        except Exception:  # what the SDK's dispatcher would turn into an internal error
-            return internal_error(self.route, envelope)
-        return response_line(proxy, envelope, self.session, answered, about, context)
+            return response_line(proxy, self.envelope, self.session, result, None, context)
+        llm = _llm(proxy, context)
+        answering = answer(proxy, self.route, self.session, call, call_relay, background=True, llm=llm)
+        return await _answered_line(proxy, self.envelope, self.route, self.session, context, answering)
 
     def cancel(self) -> None:
         """The client cancelled its request: as the SDK does, it is never answered; a call not handed out yet is
@@ -316,21 +320,38 @@ async def respond(
     """The JSON-RPC response line to a fast-path call over HTTP: started with `begin`, waited for with `answer`,
     as the SDK's path does; `context` is what `llm_available` reads of a request context."""
     args = dict(envelope.arguments) if envelope.arguments is not None else None
-    llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
-    try:
+
+    async def answering() -> tuple[types.CallToolResult | RawResult, Call | None]:
         call, call_relay = begin(proxy, route, args, session, relay, background=False, raw=True)
-        result, about = await answer(proxy, route, session, call, call_relay, background=False, llm=llm)
+        return await answer(proxy, route, session, call, call_relay, background=False, llm=_llm(proxy, context))
+
+    return await _answered_line(proxy, envelope, route, session, context, answering())
+
+
+def _llm(proxy: Proxy, context: Any) -> Callable[[], bool]:
+    """Whether `extract` can be answered for this client (what `answer`'s messages offer)."""
+    return functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
+
+
+async def _answered_line(
+    proxy: Proxy,
+    envelope: Envelope,
+    route: Route,
+    session: Session,
+    context: Any,
+    answering: Awaitable[tuple[types.CallToolResult | RawResult, Call | None]],
+) -> bytes:
+    """The response line of what `answering` gives; a `ClaimcheckError` as an error result, and anything else
+    that fails as the internal error the SDK's dispatcher would answer."""
+    try:
+        result, about = await answering
     except ClaimcheckError as exc:
         result, about = error_result(str(exc)), None
-    except Exception:  # what the SDK's dispatcher would turn into an internal error
-        return internal_error(route, envelope)
+    except Exception:
+        logger.exception("the fast path failed on a call of %s", route.public)
+        error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
+        return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
     return response_line(proxy, envelope, session, result, about, context)
-
-
-def internal_error(route: Route, envelope: Envelope) -> bytes:
-    logger.exception("the fast path failed on a call of %s", route.public)
-    error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
-    return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
 
 
 def response_line(

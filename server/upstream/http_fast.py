@@ -44,7 +44,6 @@ import math
 import os
 from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -69,7 +68,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.downstream.relay import RequestRelay
 from server.handles.owners import SESSION_HEADER, principal
 from server.proxy import Proxy
-from server.upstream.fastpath import Envelope, _cancelled_id, plain_route, read_envelope, respond
+from server.upstream.fastpath import CallContext, Envelope, _cancelled_id, plain_route, read_envelope, respond
 from server.upstream.http_stream import RequestStream
 from server.upstream.surface import footer_lines
 
@@ -85,15 +84,6 @@ PRIME_ENV = "CLAIMCHECK_FAST_PATH_PRIME_SECS"
 _PRIME_AFTER_SECS = 0.5
 """A call still running after this long (or `PRIME_ENV`'s seconds) is answered on an SSE stream begun with a
 priming event, so that it can be resumed; a quicker one in one JSON body."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Context:
-    """What a `RequestRelay` and `llm_available` read of a request context."""
-
-    session: ServerSession
-    protocol_version: str
-    request_id: int | str
 
 
 class _Channel(_JSONRPCDispatchContext[TransportContext]):
@@ -240,7 +230,7 @@ class HttpFastPath:
         stream = RequestStream(send, receive, transport, session_id, request_id)
         transport._request_streams[request_id] = cast(Any, (stream, stream))
         cancel = self._running[running_key] = anyio.CancelScope()
-        context = _Context(client, connection.protocol_version, envelope.id)
+        context = CallContext(client, connection.protocol_version, envelope.id)
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(
             self._prime_after, proxy.sessions.spawn, functools.partial(stream.prime, version)

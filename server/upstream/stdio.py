@@ -240,8 +240,8 @@ class LineWriter:
             except BlockingIOError:
                 return
             except OSError as exc:
-                self._failed(exc)
-                break
+                self._failed(exc)  # drops what waits, stops writing and wakes the writers
+                return
             if written < len(view):
                 self._pending[0] = view[written:]
                 return
