@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 _READ_SIZE = 1 << 16
 _QUEUE_HIGH, _QUEUE_LOW = 64, 16
 """Frames waiting for the SDK's side beyond which stdin is not read, and below which it is again."""
+_QUEUE_BYTES = 1 << 20
+"""Nor is it while this many bytes of frames wait (a flood of large requests holds about one of them)."""
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
 
@@ -122,6 +124,7 @@ class LineReader:
         self._framer = Framer(max_request_bytes)
         self._take = take
         self._queue: deque[bytes | LongLine] = deque()
+        self._queued = 0  # bytes in `_queue`
         self._eof = False
         self._reading = False
         self._waiter: asyncio.Future[None] | None = None
@@ -139,7 +142,8 @@ class LineReader:
             finally:
                 self._waiter = None
         frame = self._queue.popleft()
-        if not self._reading and len(self._queue) < _QUEUE_LOW and not self._eof:
+        self._queued -= _size(frame)
+        if not self._reading and len(self._queue) < _QUEUE_LOW and self._queued < _QUEUE_BYTES // 4:
             self._resume()
         return frame
 
@@ -176,11 +180,16 @@ class LineReader:
                 elif frame.kind == "more":
                     continue  # the middle of a request too large to read: drained, never held
                 queue.append(frame)
-            if len(queue) >= _QUEUE_HIGH:
+                self._queued += _size(frame)
+            if len(queue) >= _QUEUE_HIGH or self._queued >= _QUEUE_BYTES:
                 self._pause()  # the SDK's side is behind: the pipe holds the rest
         waiter = self._waiter
         if (queue or self._eof) and waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+def _size(frame: bytes | LongLine) -> int:
+    return len(frame) if isinstance(frame, bytes) else len(frame.data)
 
 
 def _taken(take: Take, frame: bytes) -> bool:
