@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
-__all__ = ["Framer", "LineSplitter", "LongLine", "encode", "parse_line"]
+__all__ = ["Framer", "LineSplitter", "LongLine", "dump_json", "encode", "lone_surrogates_replaced", "parse_line"]
 
 logger = logging.getLogger(__name__)
+
+_ESCAPED_SURROGATE = re.compile(
+    rb"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    rb"|(?<!\\)((?:\\\\)*)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+"""A surrogate escape in JSON text (after an even run of backslashes): a high one with its low half or alone,
+or a low one alone."""
 
 
 class LineSplitter:
@@ -107,8 +118,24 @@ class Framer:
         return line or None
 
 
+def lone_surrogates_replaced(line: bytes) -> bytes:
+    """`line` with each lone surrogate escape replaced by U+FFFD's: JSON may escape one, but no UTF-8 text can
+    hold it, so a message carrying one could not be written on to the other side (the SDK's serializer refuses
+    it). Surrogate pairs are kept; a line without a surrogate escape is returned as it is, at the cost of a find."""
+    if b"\\ud" not in line and b"\\uD" not in line:
+        return line
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        if match.group(2) is not None:
+            return match.group(0) if match.group(3) is not None else match.group(1) + b"\\ufffd"
+        return match.group(4) + b"\\ufffd"
+
+    return _ESCAPED_SURROGATE.sub(replace, line)
+
+
 def parse_line(line: bytes, peer: str) -> SessionMessage | Exception:
     """One JSON-RPC message, or the validation error the session reports for a garbage line."""
+    line = lone_surrogates_replaced(line)
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
@@ -116,5 +143,15 @@ def parse_line(line: bytes, peer: str) -> SessionMessage | Exception:
         return exc
 
 
+def dump_json(model: BaseModel, *, exclude_unset: bool = True, exclude_none: bool = False) -> str:
+    """A model as JSON text, as the SDK writes it; a lone surrogate in a string is written escaped, which JSON
+    allows, where the SDK's serializer would refuse the whole message."""
+    try:
+        return model.model_dump_json(by_alias=True, exclude_unset=exclude_unset, exclude_none=exclude_none)
+    except PydanticSerializationError:
+        dumped = model.model_dump(mode="json", by_alias=True, exclude_unset=exclude_unset, exclude_none=exclude_none)
+        return json.dumps(dumped, separators=(",", ":"))
+
+
 def encode(message: SessionMessage) -> bytes:
-    return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+    return dump_json(message.message).encode("utf-8") + b"\n"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 
+import mcp_types as types
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.shared.message import SessionMessage
 
-from server.framing import Framer, LineSplitter, LongLine, parse_line
+from server.framing import Framer, LineSplitter, LongLine, dump_json, encode, lone_surrogates_replaced, parse_line
 
 lines = st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\n", b"x")), max_size=20)
 
@@ -69,3 +73,27 @@ def test_a_line_that_never_ends_is_never_held_past_the_limit() -> None:
     assert [frame.kind for frame in frames[:2]] == ["first", "more"]
     assert framer.in_long_line
     assert isinstance(framer.rest(), LongLine)
+
+
+@pytest.mark.parametrize(
+    ("line", "text"),
+    [
+        (rb'"a\ud800b"', "a\ufffdb"),
+        (rb'"\udc00"', "\ufffd"),
+        (rb'"\ud800\udc00"', "\U00010000"),  # a pair is kept
+        (rb'"x\uD83D\uDE00\udfff"', "x\U0001f600\ufffd"),
+        (rb'"\\ud800"', "\\ud800"),  # an escaped backslash, then plain text
+        (rb'"\\\ud800"', "\\\ufffd"),
+    ],
+)
+def test_lone_surrogate_escapes_become_replacement_characters_and_pairs_are_kept(line: bytes, text: str) -> None:
+    assert json.loads(lone_surrogates_replaced(line)) == text
+
+
+def test_a_message_carrying_a_lone_surrogate_is_read_and_written_again() -> None:
+    line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}'
+    message = parse_line(line, "downstream")
+    assert isinstance(message, SessionMessage)
+    assert json.loads(encode(message))["result"]["content"][0]["text"] == "a\ufffdb"
+    text = types.TextContent(type="text", text="lone \ud800")  # made here, not read: written escaped
+    assert json.loads(dump_json(text))["text"] == "lone \ud800"

@@ -16,6 +16,7 @@ import mcp_types as types
 from pydantic import TypeAdapter
 
 from server.downstream.json_sinks import SMALL_CHARS, Buffer, Emitter, OutputSink, Skip, Skipper, Small
+from server.framing import dump_json
 
 __all__ = ["OutputSink", "ResultRenderer"]
 
@@ -101,7 +102,7 @@ class _Item:
         except ValueError:
             self._output.write(raw)
             return
-        self._output.write(item.model_dump_json(by_alias=True, exclude_none=True))
+        self._output.write(dump_json(item, exclude_unset=False, exclude_none=True))
 
 
 _Capture = Emitter | Small | Skip | _Item

@@ -18,6 +18,7 @@ import anyio
 import mcp_types as types
 
 from server.downstream.relay import Relay, RootsParams
+from server.framing import dump_json
 from server.handles import questions
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ def render_output(result: types.CallToolResult) -> str:
         if isinstance(item, types.TextContent):
             parts.append(item.text)
         else:
-            parts.append(item.model_dump_json(by_alias=True, exclude_none=True))
+            parts.append(dump_json(item, exclude_unset=False, exclude_none=True))
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)

@@ -21,6 +21,8 @@ from mcp.server.streamable_http import EventCallback, EventId, EventMessage, Eve
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.framing import dump_json
+
 __all__ = ["BoundedEventStore", "SessionScopedEvents"]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -95,7 +97,7 @@ class BoundedEventStore(EventStore):
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         event_id = str(next(self._counter))
-        size = _PRIMING_BYTES if message is None else len(message.model_dump_json(by_alias=True, exclude_unset=True))
+        size = _PRIMING_BYTES if message is None else len(dump_json(message))
         self._events[event_id] = _Event(stream_id, message, size, _ORIGIN.get())
         self.bytes += size
         while len(self._events) > 1 and (self.bytes > self.max_bytes or len(self._events) > self.max_events):

@@ -11,6 +11,8 @@ from mcp.server.streamable_http import EventMessage, StreamableHTTPServerTranspo
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Receive, Send
 
+from server.framing import dump_json
+
 __all__ = ["RequestStream"]
 
 _SESSION = b"mcp-session-id"
@@ -51,9 +53,7 @@ class RequestStream:
         """From the router, in the session's order (it must never fail: the router serves the whole session)."""
         message = event.message
         last = isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and str(message.id) == self._request_id
-        data = ServerSentEvent(
-            data=message.model_dump_json(by_alias=True, exclude_unset=True), event="message", id=event.event_id
-        ).encode()
+        data = ServerSentEvent(data=dump_json(message), event="message", id=event.event_id).encode()
         async with self._lock:
             if not self.done.is_set():
                 try:
