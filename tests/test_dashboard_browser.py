@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -38,24 +39,17 @@ API_URL = re.compile(
 
 
 def _require_browser() -> None:
-    """Chromium and Playwright, installed in CI (the test suite installs what it needs); locally, a skip."""
-    in_ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
-    if in_ci and not Path(CHROMIUM).exists():
-        script = Path(__file__).resolve().parent.parent / ".ci" / "install-browser"
-        subprocess.run([str(script)], check=False, timeout=1200)
-    missing = []
-    if not Path(CHROMIUM).exists():
-        missing.append(CHROMIUM)
+    """Chromium and Playwright, installed in CI by .ci/install-browser; locally, a skip."""
+    os_packages.require("install-browser", _browser_missing)
+
+
+def _browser_missing() -> list[str]:
+    missing = [] if Path(CHROMIUM).exists() else [CHROMIUM]
     try:
         import playwright  # noqa: F401
     except ImportError:
         missing.append("the playwright package")
-    if not missing:
-        return
-    reason = f"{' and '.join(missing)} missing; run .ci/install-browser"
-    if in_ci:
-        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
-    pytest.skip(reason)
+    return missing
 
 
 @asynccontextmanager
@@ -230,4 +224,4 @@ def test_the_browser_requirement_skips_locally_and_fails_in_ci(monkeypatch: pyte
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI is set"):
         _require_browser()
-    assert installs and installs[0][0].endswith(".ci/install-browser")
+    assert installs and installs[0][-1].endswith(".ci/install-browser")

@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
+import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -43,9 +43,8 @@ SETTINGS = {"asyncTimeoutSecs": 60, "asyncTokenThreshold": 2000, "state": STATE}
 
 @pytest.fixture(scope="module", autouse=True)
 def installed() -> None:
-    """redis-server, haproxy and redis-py, installed when missing (idempotent)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    subprocess.run(["bash", str(ROOT / ".ci" / "install-replicas")], check=True, env=env, stdin=subprocess.DEVNULL)
+    """redis-server and haproxy (Debian's, from .ci/install-replicas); a skip locally where they are missing."""
+    os_packages.require("install-replicas", os_packages.commands("redis-server", "haproxy"))
 
 
 def free_port() -> int:
