@@ -77,7 +77,10 @@ LEVELS = {
     "server.downstream": 1,
     "server.config": 0,
     "server.errors": 0,
+    "server.anyio_compat": 0,
     "server.framing": 0,
+    "server.http_compat": 0,
+    "server.sdk_compat": 0,
     "server.version": 0,
 }
 

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-import mcp.client.sse
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 
+from server import sdk_compat
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
 from server.downstream.spool import SpoolPolicy
 
 __all__ = ["DownstreamSpec", "Target", "http_target"]
 
-# The legacy SSE client caps one event at 1 MiB and has no option to lift it; a tool result is one
-# event, so every large result over SSE would kill the connection. Its module-level helper is
-# rebound here with the cap removed (streamable HTTP gets `max_sse_event_size=None` instead).
-_sse_module: Any = mcp.client.sse  # the helper is imported there, not exported
-_sse_module.sse_within_origin = functools.partial(_sse_module.sse_within_origin, max_event_size=None)
+sdk_compat.lift_legacy_sse_event_cap()  # a tool result is one event: over 1 MiB it would end the connection
 
 Target = Server[Any] | AbstractAsyncContextManager[Any] | str
 

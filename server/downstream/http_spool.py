@@ -13,10 +13,10 @@ import logging
 from collections.abc import AsyncIterator
 
 import httpx2
-from mcp.shared._httpx_utils import McpHttpClientFactory
 
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.framing import Framer, LongLine
+from server.sdk_compat import HttpClientFactory
 
 __all__ = ["SpoolingTransport", "spooling_client_factory"]
 
@@ -47,7 +47,7 @@ class SpoolingTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def spooling_client_factory(policy: SpoolPolicy) -> McpHttpClientFactory:
+def spooling_client_factory(policy: SpoolPolicy) -> HttpClientFactory:
     """An `httpx_client_factory` for the legacy SSE transport whose clients spool, with MCP's default timeouts."""
 
     def factory(

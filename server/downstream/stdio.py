@@ -11,7 +11,6 @@ exits can be said to have exited with what status and what last words (`StdioPro
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shlex
@@ -30,6 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from server.anyio_compat import stream_writer_of
 from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
@@ -201,8 +201,8 @@ async def stdio_transport(
     def send_raw_nowait(data: bytes) -> bool:
         """Write `data` now, when the child's stdin transport takes it without waiting; False: it cannot."""
         assert process.stdin is not None
-        writer = getattr(process.stdin, "_stream", None)  # anyio's wrapper of asyncio's StreamWriter
-        if not isinstance(writer, asyncio.StreamWriter) or writer.is_closing():
+        writer = stream_writer_of(process.stdin)
+        if writer is None or writer.is_closing():
             return False
         if writer.transport.get_write_buffer_size() > _RAW_BUFFERED:
             return False

@@ -13,6 +13,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
+from server import sdk_compat
 from server.downstream.relay import Relay
 
 __all__ = ["TERMINAL", "call_as_task"]
@@ -26,7 +27,7 @@ async def call_as_task(
 ) -> types.CallToolResult:
     """The tool's result; its status messages become progress on `relay`; cancelling cancels the task."""
     params = {"name": tool, "arguments": arguments or {}, "task": {"ttl": ttl_ms}}
-    raw = await client.session._dispatcher.send_raw_request("tools/call", params)  # no public way (see module doc)
+    raw = await sdk_compat.send_raw_request(client, "tools/call", params)
     if "task" not in raw:  # a server may answer a task-augmented call directly
         return types.CallToolResult.model_validate(raw, by_name=False)
     task = types.CreateTaskResult.model_validate(raw, by_name=False).task

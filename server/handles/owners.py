@@ -23,6 +23,8 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from server import sdk_compat
+
 __all__ = ["LINK", "SESSION_HEADER", "USER", "connection_of", "owner_key", "principal"]
 
 SESSION_HEADER = "claimcheck-session"
@@ -34,7 +36,7 @@ claimcheck): it tells apart the owner's sessions when the protocol has none (202
 
 def connection_of(ctx: ServerRequestContext[Any]) -> Any | None:
     """The handshake-era connection a request came on; None for a 2026-07-28 request (it has none)."""
-    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
+    connection = sdk_compat.connection_of(ctx.session)
     if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return None
     return connection

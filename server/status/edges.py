@@ -21,7 +21,8 @@ import anyio
 import h11
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from server.http_compat import H11Protocol
 
 __all__ = [
     "REQUEST_DEADLINE_SECS",

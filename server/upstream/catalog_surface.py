@@ -17,6 +17,7 @@ from mcp.server import Server
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from server import sdk_compat
 from server.downstream.catalog import offers
 from server.downstream.relay import RequestRelay
 from server.errors import clip
@@ -149,7 +150,7 @@ def _relay(ctx: ServerRequestContext[Proxy], proxy: Proxy, about: str) -> Reques
 
 def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:
     """The client connection a handshake-era subscription belongs to; its URIs are released when it closes."""
-    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (see sessions.py)
+    connection = sdk_compat.connection_of(ctx.session)
     if connection is None:
         return ctx.session
     if _CLEANUP_KEY not in connection.state:

@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from server import sdk_compat
 from server.downstream.relay import ClientChannel, RequestRelay, RootsParams
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages, questions
@@ -76,14 +77,12 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
     server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
     server.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks.list)
     server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
-    options: Callable[..., InitializationOptions] = server.create_initialization_options
 
-    def with_tasks(*args: Any, **kwargs: Any) -> InitializationOptions:
-        initialization = options(*args, **kwargs)
-        initialization.capabilities.tasks = tasks_capability()
+    def with_tasks(initialization: InitializationOptions) -> InitializationOptions:
+        initialization.capabilities.tasks = tasks_capability()  # the SDK never sets tasks itself
         return initialization
 
-    server.create_initialization_options = with_tasks  # type: ignore[method-assign]  # the SDK never sets tasks
+    sdk_compat.wrap_initialization_options(server, with_tasks)
 
 
 def task_of(call: Call) -> types.Task:

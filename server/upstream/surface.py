@@ -5,7 +5,6 @@ This is the one place where errors become isError results.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -20,6 +19,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from server import sdk_compat
 from server.downstream.chain import CAPABILITY, OWN, asks_passthrough, mark
 from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import ClaimcheckError, ToolNotFound, clip
@@ -164,9 +164,8 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         )
     server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
     server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, on_roots_changed)
-    # The HTTP session manager calls create_initialization_options() without arguments.
-    server.create_initialization_options = functools.partial(  # type: ignore[method-assign]  # see above
-        server.create_initialization_options,
+    sdk_compat.set_initialization_options(
+        server,
         NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
         {CAPABILITY: {"version": 1}},
     )
@@ -249,7 +248,7 @@ async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session
 def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session, standing: StandingStreams | None) -> None:
     """Give a handshake-era session its standing channel for questions, once: over stdio (and SSE) the
     connection's own, over streamable HTTP its GET stream while that is open (`server.upstream.standing`)."""
-    connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (see sessions.py)
+    connection = sdk_compat.connection_of(ctx.session)
     if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or _CHANNEL_KEY in connection.state:
         return
     headers = getattr(ctx.request, "headers", None)

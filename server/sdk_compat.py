@@ -1,0 +1,159 @@
+"""Every private part of the mcp SDK claimcheck uses, in one place: what it is, why, and what would replace it.
+
+mcp is pinned to the minor release these were read from (pyproject.toml); tests/test_compat_canary.py fails,
+naming the entry, when one of them moves or changes shape, so a new SDK release is checked here first. No
+other module touches an underscore name of the SDK.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import mcp.client.sse
+import mcp_types as types
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared._httpx_utils import McpHttpClientFactory
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from mcp import Client
+    from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+    from mcp.server.connection import Connection
+    from mcp.server.lowlevel.server import Server
+    from starlette.requests import Request
+
+__all__ = [
+    "DispatchContext",
+    "HttpClientFactory",
+    "connection_of",
+    "content_type_ok",
+    "in_flight",
+    "lift_legacy_sse_event_cap",
+    "request_stream_taken",
+    "send_raw_request",
+    "session_owner",
+    "set_initialization_options",
+    "take_request_stream",
+    "transport_of",
+    "validate_request",
+    "wrap_initialization_options",
+    "write_message",
+]
+
+HttpClientFactory = McpHttpClientFactory
+"""The type of the SDK clients' `httpx_client_factory` argument (mcp.shared._httpx_utils). Public API that
+would replace it: the factory's Protocol exported from mcp.client."""
+
+DispatchContext = _JSONRPCDispatchContext
+"""The request-scoped channel the dispatcher makes for each request it reads. The HTTP fast path makes one for
+a request it answers itself, so the request's log messages and questions go where the SDK would send them.
+Would be replaced by: a public constructor of a request context for a transport that reads its own requests."""
+
+
+def connection_of(session: Any) -> Connection | None:
+    """The handshake-era connection of a `ServerSession` (None for a 2026-07-28 request, which has none). It keys
+    per-connection state (claimcheck's session, subscriptions). Would be replaced by: a public
+    `ServerSession.connection`."""
+    return cast("Connection | None", getattr(session, "_connection", None))
+
+
+def set_initialization_options(server: Server[Any], *args: Any, **kwargs: Any) -> None:
+    """Make `server.create_initialization_options()` use these arguments (notification options, experimental
+    capabilities): the HTTP session manager calls it without any. Would be replaced by: initialization options
+    passed to the session manager."""
+    make: Callable[..., Any] = server.create_initialization_options
+    server.create_initialization_options = functools.partial(make, *args, **kwargs)  # type: ignore[method-assign]  # the one way in
+
+
+def wrap_initialization_options(server: Server[Any], wrap: Callable[[Any], Any]) -> None:
+    """Make `server.create_initialization_options(...)` pass its result through `wrap` (see above)."""
+    make: Callable[..., Any] = server.create_initialization_options
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return wrap(make(*args, **kwargs))
+
+    server.create_initialization_options = wrapped  # type: ignore[method-assign]  # the one way in
+
+
+async def send_raw_request(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Send a request through a client's dispatcher and get its result unvalidated. The client validates every
+    `tools/call` answer as a `CallToolResult`, so a task-augmented call (answered by a `CreateTaskResult`)
+    cannot go through `call_tool`. Would be replaced by: task-augmented calls in `Client`."""
+    result: dict[str, Any] = await client.session._dispatcher.send_raw_request(method, params)
+    return result
+
+
+def lift_legacy_sse_event_cap() -> None:
+    """Remove the legacy SSE client's 1 MiB cap on one event (a tool result is one event, so every large result
+    over SSE would end the connection). The cap is an argument of a module-level helper the client calls, with
+    no option to lift it; the helper is rebound with `max_event_size=None` (idempotent). Would be replaced by:
+    `sse_client(max_sse_event_size=None)`, as `streamable_http_client` has."""
+    module: Any = mcp.client.sse
+    helper = module.sse_within_origin
+    if not (isinstance(helper, functools.partial) and helper.keywords.get("max_event_size", 0) is None):
+        module.sse_within_origin = functools.partial(helper, max_event_size=None)
+
+
+# The streamable HTTP session manager and transport (the HTTP fast path answers some requests itself, inside
+# the SDK's own session). Would be replaced by: a public hook to answer a request in a session.
+
+
+def transport_of(manager: StreamableHTTPSessionManager, session_id: str) -> StreamableHTTPServerTransport | None:
+    """The transport of a live session, by its id."""
+    instances: dict[str, StreamableHTTPServerTransport] = manager._server_instances
+    return instances.get(session_id)
+
+
+def session_owner(manager: StreamableHTTPSessionManager, session_id: str) -> AuthorizationContext | None:
+    """The authorization context that opened a session (None: none), which every request to it must match."""
+    return manager._session_owners.get(session_id)
+
+
+async def validate_request(transport: StreamableHTTPServerTransport, request: Request) -> bool:
+    """Whether the transport's security settings (Host, Origin) let a POST in."""
+    return await transport._security.validate_request(request, is_post=True) is None
+
+
+def content_type_ok(transport: StreamableHTTPServerTransport, request: Request) -> bool:
+    return bool(transport._check_content_type(request))
+
+
+def request_stream_taken(transport: StreamableHTTPServerTransport, request_id: str) -> bool:
+    """Whether a request of this id is already open on the transport."""
+    return request_id in transport._request_streams
+
+
+def take_request_stream(transport: StreamableHTTPServerTransport, request_id: str, stream: Any) -> None:
+    """Register `stream` as the one the transport's router sends this request's messages to (the router pops
+    it when the request's answer passes)."""
+    transport._request_streams[request_id] = cast(Any, (stream, stream))
+
+
+@contextmanager
+def in_flight(transport: StreamableHTTPServerTransport) -> Iterator[None]:
+    """A request in flight holds the session open, as in the SDK's `handle_request` (its idle countdown)."""
+    idle = transport.idle_scope
+    timeout = transport._idle_timeout
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = float("inf")
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
+
+
+async def write_message(dispatcher: JSONRPCDispatcher[Any], message: types.JSONRPCMessage) -> None:
+    """Write one message on the dispatcher's stream, in order with what it writes itself."""
+    await dispatcher._write(message)
