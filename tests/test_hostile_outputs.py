@@ -1,5 +1,6 @@
-"""Hostile JSON through the real tool surface: deep outputs are stored and read like any other, and a JMESPath
-query is bounded in size, nesting, memory and time before and while it runs."""
+"""Hostile outputs and arguments through the real tool surface: deep JSON is stored and read like any other, a
+JMESPath query is bounded in size, nesting, memory and time before and while it runs, and a slice's anchor of
+any length is a clear answer."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from mcp.server.mcpserver import MCPServer
 from support import running_proxy, text_of
 
 from extraction import TextSource
-from server.handles import json_eval
+from extraction.source import find_all
+from server.handles import json_eval, retrieval
 from server.handles.json_view import JsonViewError, query
 from server.upstream.surface import build_server
 
@@ -41,6 +43,10 @@ def records(count: int = 800) -> str:
     return json.dumps({"items": [{"id": i, "msg": "x" * 40} for i in range(count)]})
 
 
+def text_lines(count: int) -> str:
+    return "".join(f"line {i:06d} of the big output, with words to count\n" for i in range(count))
+
+
 def downstream() -> MCPServer:
     server = MCPServer("down")
 
@@ -53,6 +59,10 @@ def downstream() -> MCPServer:
         return records()
 
     @server.tool(structured_output=False)
+    def lines(count: int) -> str:
+        return text_lines(count)
+
+    @server.tool(structured_output=False)
     def echo(text: str) -> str:
         return text
 
@@ -60,8 +70,8 @@ def downstream() -> MCPServer:
 
 
 @asynccontextmanager
-async def client() -> AsyncIterator[Client]:
-    settings = {"asyncTokenThreshold": THRESHOLD, "asyncTimeoutSecs": 30}
+async def client(threshold: int = THRESHOLD) -> AsyncIterator[Client]:
+    settings = {"asyncTokenThreshold": threshold, "asyncTimeoutSecs": 30}
     async with running_proxy({"down": downstream()}, settings=settings) as proxy:
         async with Client(build_server(proxy), mode="legacy") as session:
             yield session
@@ -192,3 +202,55 @@ NESTED = {"a": {"b": {"c": [[1, [2, 3]], {"d": 4}]}}}
 def test_paths_of_three_steps_and_more_give_what_jmespath_gives(expression: str) -> None:
     text, note = query(TextSource.of(json.dumps(NESTED)), expression, max_chars=1000, grep_hint="Grep")
     assert (json.loads(text), note) == (jmespath.search(expression, NESTED), "")
+
+
+LINES = 64_000  # 3.3 MB
+
+
+async def test_an_anchor_over_a_mebibyte_is_found_and_sliced_when_the_threshold_allows() -> None:
+    text = text_lines(LINES)
+    anchor = text[text.index("line 020000") : text.index("line 041000")]  # 1.1 MB, more than RE2 compiles
+    async with client(threshold=300_000) as session:
+        with anyio.fail_after(120):
+            handle = await stored(session, "down__lines", count=LINES)
+            result = await session.call_tool(
+                "tool_output", {"handle": handle, "mode": "slice", "slice": {"anchor": anchor, "window": 20}}
+            )
+    at = text.index(anchor)
+    assert not result.is_error, text_of(result)[:300]
+    assert text_of(result).split(":\n\n", 1)[1] == (
+        f"[characters {at - 10}-{at + len(anchor) + 10} of {len(text)}]\n{text[at - 10 : at + len(anchor) + 10]}"
+    )
+
+
+@pytest.mark.parametrize("present", [True, False])
+async def test_an_anchor_over_the_threshold_is_refused_with_the_reason(present: bool) -> None:
+    text = text_lines(LINES)
+    anchor = text[: (1 << 20) + 1] if present else "no such text " * 100_000
+    async with client() as session:
+        with anyio.fail_after(60):
+            handle = await stored(session, "down__lines", count=LINES)
+            result = await session.call_tool(
+                "tool_output", {"handle": handle, "mode": "slice", "slice": {"anchor": anchor}}
+            )
+    assert result.is_error
+    assert "The anchor alone is over the 1000-token threshold; use a shorter one" in text_of(result)
+
+
+async def test_a_long_search_for_the_nth_anchor_stops_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval, "ANCHOR_SEARCH_SECONDS", 0.0)
+    async with client() as session:
+        with anyio.fail_after(60):
+            handle = await stored(session, "down__lines", count=LINES)
+            result = await session.call_tool(
+                "tool_output",
+                {"handle": handle, "mode": "slice", "slice": {"anchor": "line", "match_index": 10**9}},
+            )
+    assert result.is_error
+    assert "The search for the anchor stopped after 0 s at occurrence 256" in text_of(result)
+
+
+def test_a_needle_too_long_for_re2_is_found_like_any_other() -> None:
+    needle = "x" + "a" * ((1 << 20) + 7)
+    text = "b" * (3 << 20) + needle + "a" + needle
+    assert list(find_all(TextSource.of(text), needle)) == [3 << 20, (3 << 20) + len(needle) + 1]
