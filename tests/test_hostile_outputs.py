@@ -20,6 +20,7 @@ from support import running_proxy, text_of
 
 from extraction import TextSource
 from extraction.source import find_all
+from server.downstream.spool import SpooledOutput, kept_result
 from server.handles import json_eval, retrieval
 from server.handles.json_view import JsonViewError, query
 from server.upstream.surface import build_server
@@ -254,3 +255,14 @@ def test_a_needle_too_long_for_re2_is_found_like_any_other() -> None:
     needle = "x" + "a" * ((1 << 20) + 7)
     text = "b" * (3 << 20) + needle + "a" + needle
     assert list(find_all(TextSource.of(text), needle)) == [3 << 20, (3 << 20) + len(needle) + 1]
+
+
+def test_a_kept_message_too_deep_to_validate_gives_way_to_the_stored_text(tmp_path: Any) -> None:
+    raw = tmp_path / "raw.json"
+    deep = "[" * 5000 + "]" * 5000
+    raw.write_text(
+        '{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "structuredContent": {"a": ' + deep + "}}}",
+        encoding="utf-8",
+    )
+    spooled = SpooledOutput(None, 0, 0, 0, "", False, "", None, raw, False)
+    assert kept_result(spooled) is None  # not RecursionError: `materialize` then uses the stored text
