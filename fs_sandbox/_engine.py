@@ -93,7 +93,7 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
     RE2's literal search skips with memchr on the needle's first byte, which may be on every line. So, as
     Grep's prefilter does, the needle's byte rarest in the first data searched (its first 64 KiB) is
     searched with memchr instead and each hit checked in place, while hits stay rarer than one per 2 KiB;
-    else RE2 (or `bytes.find` without google-re2)."""
+    else RE2 (or `bytes.find` without google-re2, or for a needle too long for RE2 to compile: about 1 MiB)."""
     if _re2 is None:  # pragma: no cover
         return lambda data, at: data.find(needle, at)
     options = _re2_module.Options()
@@ -101,6 +101,8 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
     options.never_capture = True
     options.log_errors = False
     compiled = _re2.RE2(needle, options)
+    if not compiled.ok():  # "pattern too large": its Match would find nothing, not even "no match"
+        return lambda data, at: data.find(needle, at)
     rare: list[tuple[bytes, int]] = []  # (the rare byte, where it is in the needle), once chosen
     judged = [0, 0]  # hits checked, bytes skipped to reach them
 

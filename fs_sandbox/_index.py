@@ -72,7 +72,8 @@ class LineIndex:
 
     @classmethod
     def parse(cls, data: bytes, size: int) -> LineIndex | None:
-        """The index in `data`, or None when it is not one or is for another size of file."""
+        """The index in `data`, or None when it is not one, is for another size of file, or cannot be true of
+        one (a file on disk may be damaged or changed by hand: its numbers are checked, not trusted)."""
         if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size:
             return None
         total, lines, chars, count, crs = _HEAD.unpack_from(data, len(_MAGIC))
@@ -80,6 +81,8 @@ class LineIndex:
         if total != size or len(data) != body + count * _ENTRY.size:
             return None
         entries = [_ENTRY.unpack_from(data, body + i * _ENTRY.size) for i in range(count)]
+        if not _possible(size, lines, chars, crs, entries):
+            return None
         return cls(
             size,
             lines,
@@ -90,6 +93,24 @@ class LineIndex:
             tuple(e[2] for e in entries),
             tuple(bool(e[3]) for e in entries),
         )
+
+
+def _possible(size: int, lines: int, chars: int, crs: int, entries: list[tuple[int, int, int, int]]) -> bool:
+    """Whether totals and entries could be those of a file of `size` bytes: every count within the bytes it
+    counts, offsets inside the file and increasing (at most one entry per `SPACING` bytes), line numbers and
+    characters never going back nor growing faster than the bytes between entries."""
+    if lines > size or (size and not lines) or chars > size or crs > size or len(entries) > size // SPACING:
+        return False
+    before = (0, 1, 0, 1)  # the start of the file: offset 0, line 1, no characters, a line starts there
+    for entry in entries:
+        offset, line, chars_before, start = entry
+        step = offset - before[0]
+        if not 0 < step or offset >= size or start > 1 or not 0 <= line - before[1] <= step:
+            return False
+        if not 0 <= chars_before - before[2] <= step or line > lines or chars_before > chars:
+            return False
+        before = entry
+    return True
 
 
 class IndexBuilder:

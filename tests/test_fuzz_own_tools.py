@@ -20,6 +20,7 @@ JSON = st.recursive(
 KEYS = [
     *("handle", "extract", "mode", "slice", "handles", "timeout_secs", "file", "regex", "start", "lines"),
     *("headOrTail", "before", "after", "caseSensitive", "maxMatches", "anchor", "window", "match_index", "length"),
+    "query",
 ]
 TOOLS = ["tool_output", "wait_for_tool_output", "list_tool_outputs", "cancel_tool_output", "Read", "Grep"]
 ARGUMENTS = st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=8), JSON, max_size=5)

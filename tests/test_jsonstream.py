@@ -246,3 +246,21 @@ def test_a_malformed_skipped_container_is_still_an_error() -> None:
         decode_skipping(b'{"s": {"a": 1,, "b": 2}}', [])
     with pytest.raises(JsonStreamError):
         decode_skipping(b'{"s": [1, 2', [])
+
+
+@pytest.mark.parametrize("cuts", [[], list(range(0, 200_000, 4096))])
+def test_a_skipped_member_too_deep_for_the_c_scanner_is_tokenized_and_everything_after_it_decodes(
+    cuts: list[int],
+) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    data = f'{{"s": [{deep}, {{"x": {deep}}}, 1], "k": "after"}}'.encode()
+    assert decode_skipping(data, cuts) == {"s": [], "k": "after"}
+
+
+def test_a_value_past_the_depth_budget_is_an_error_not_memory_without_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.downstream import jsonstream
+
+    monkeypatch.setattr(jsonstream, "MAX_DEPTH", 100)
+    assert decode_skipping(b"[" * 100 + b"]" * 100, []) is not None
+    with pytest.raises(JsonStreamError, match="nests deeper than 100 levels"):
+        decode_skipping(b"[" * 101 + b"]" * 101, [])

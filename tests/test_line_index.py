@@ -11,9 +11,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import running_proxy, text_of
+from test_handles import Downstream, client_of, handle_in
 
 from extraction import find_all, read_chars
 from fs_sandbox import INDEX_SUFFIX, LineIndex, _index, _lines, _scan, open_file
@@ -160,3 +163,58 @@ def test_grep_from_the_index_is_grep_from_the_start(
         assert opened.index is not None
         args = (opened.fd, opened.size, pattern, False, before, after, max_matches, 4, 30)
         assert _scan.grep(*args, opened.index) == _scan.grep(*args)
+
+
+def _tampered(index: bytes, how: str) -> bytes:
+    """`index` with one of its numbers changed as a hand or a damaged disk might change it."""
+    head = len(_index._MAGIC)
+    total, lines, chars, count, crs = _index._HEAD.unpack_from(index, head)
+    entries = [
+        list(_index._ENTRY.unpack_from(index, head + _index._HEAD.size + i * _index._ENTRY.size)) for i in range(count)
+    ]
+    if how == "lines":
+        lines = 2**64 - 1
+    elif how == "chars":
+        chars = total + 1
+    elif how == "entry past the end":
+        entries[-1][0] = total + 5
+    elif how == "entries out of order":
+        entries[0][0], entries[1][0] = entries[1][0], entries[0][0]
+    elif how == "line number going back":
+        entries[1][1] = 0
+    elif how == "more lines than bytes between entries":
+        entries[1][1] = entries[0][1] + (entries[1][0] - entries[0][0]) + 1
+    body = b"".join(_index._ENTRY.pack(*entry) for entry in entries)
+    return index[:head] + _index._HEAD.pack(total, lines, chars, count, crs) + body
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "how",
+    [
+        "lines",
+        "chars",
+        "entry past the end",
+        "entries out of order",
+        "line number going back",
+        "more lines than bytes between entries",
+    ],
+)
+async def test_a_tampered_index_is_rebuilt_and_read_counts_the_true_lines(how: str) -> None:
+    down = Downstream()
+    async with running_proxy({"down": down.server}, settings={"asyncTokenThreshold": 1000}) as proxy:
+        async with client_of(proxy) as client:
+            with anyio.fail_after(60):
+                handle = handle_in(text_of(await client.call_tool("down__big", {"lines": 60_000})))
+                path = proxy.sessions.store.resolve(handle)
+                assert path is not None
+                index = path.with_name(path.name + INDEX_SUFFIX)
+                good = index.read_bytes()
+                assert LineIndex.parse(good, path.stat().st_size) is not None
+                index.write_bytes(_tampered(good, how))
+                read = await client.call_tool("Read", {"file": handle, "start": 59_998, "lines": 5})
+                rebuilt = index.read_bytes()
+    assert not read.is_error
+    assert "lines 59999-60000 of 60000:" in text_of(read), text_of(read)
+    assert "line 59999 of the big output" in text_of(read)
+    assert rebuilt == good  # rebuilt as it was written

@@ -4,7 +4,8 @@ Feed it bytes in any split; it calls a `JsonHandler` for each token. Strings (ke
 delivered as `string_start`, any number of `string_piece`s and `string_end`, decoded exactly as
 `json.loads` would decode them (escapes, surrogate pairs and UTF-8 sequences cut across pieces
 included; invalid UTF-8 becomes U+FFFD, control characters are accepted as `strict=False` does).
-Everything outside strings is small by nature and tokenized in Python.
+Everything outside strings is small by nature and tokenized in Python. Depth costs a list entry per level
+(at most `MAX_DEPTH`), never recursion: a skipped member too deep for json's C scanner is tokenized here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["JsonHandler", "JsonStream", "JsonStreamError"]
+__all__ = ["MAX_DEPTH", "JsonHandler", "JsonStream", "JsonStreamError"]
+
+MAX_DEPTH = 1 << 20
+"""The deepest value tokenized (8 MiB of stack entries); deeper is `JsonStreamError`, not memory without end."""
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"[-+0-9.eEtrufalsn]*")
@@ -138,6 +142,8 @@ class JsonStream:
                     after = scan(text, position)[1]
                 except (StopIteration, ValueError):
                     after = end  # perhaps cut by the end of this piece
+                except RecursionError:  # deeper than C recursion goes: tokenize this member, level by level
+                    return self._structural(char, position)
                 if after < end and char not in '"[{' and text[after] in "eE.+-0123456789":
                     after = end  # a number cut inside its fraction or exponent: wait for the rest
                 if after >= end:  # a number ending here may go on in the next piece, so wait for it too
@@ -175,7 +181,7 @@ class JsonStream:
             candidate = f"{opening}{text[position:comma]}{closing}"
             try:
                 whole = _scan_once(candidate, 0)[1] == len(candidate)
-            except (StopIteration, ValueError):
+            except (StopIteration, ValueError, RecursionError):  # not a run of whole members, or too deep for C
                 whole = False
             if whole:
                 self._state = _KEY if in_object else _VALUE
@@ -194,6 +200,8 @@ class JsonStream:
             if char == "]" and state == _VALUE_OR_END:
                 self._close(1)
                 handler.end_array()
+            elif char in "{[" and len(self._stack) >= MAX_DEPTH:
+                raise JsonStreamError(f"the JSON value nests deeper than {MAX_DEPTH} levels")
             elif char == "{":
                 self._stack.append(0)
                 self._state = _KEY_OR_END

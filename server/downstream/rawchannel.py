@@ -52,7 +52,7 @@ class RawChannel:
         """Hand `line` to its raw request if it is the response to one, or progress reported on one."""
         try:
             parsed = json.loads(line)
-        except (ValueError, RecursionError):  # not JSON, or nested past the stdlib's reach: the session's to say
+        except (ValueError, RecursionError):  # not JSON, or nested past what json's C scanner recurses
             return False
         if not isinstance(parsed, dict):
             return False

@@ -25,6 +25,7 @@ import anyio
 import mcp_types as types
 
 from fs_sandbox import INDEX_SUFFIX, IndexBuilder
+from server.downstream.json_depth import deeper_than
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 
@@ -88,7 +89,10 @@ def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
     if spooled.raw is None:
         return None
     try:
-        return types.CallToolResult.model_validate(json.loads(spooled.raw.read_bytes())["result"])
+        text = spooled.raw.read_bytes().decode("utf-8", "replace")
+        if deeper_than(text):  # json and pydantic would recurse through it: the stored text stands in
+            return None
+        return types.CallToolResult.model_validate(json.loads(text)["result"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -8,7 +8,7 @@ from collections import Counter
 import anyio
 
 from server.handles.calls import Call
-from server.handles.json_view import head_shape
+from server.handles.json_shape import head_shape
 from server.handles.messages import Guide
 from server.handles.sessions import Session
 from server.handles.store import StoreError

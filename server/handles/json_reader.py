@@ -1,9 +1,11 @@
-"""The reading half of the JSON view (`server.handles.json_view`): an output's JSON text a piece at a time.
+"""The reading half of the JSON view (`server.handles.json_view`): an output's JSON text a piece at a time,
+and the errors of the view.
 
 `Reader` holds a window of the text and a position; `walk` follows a path from the top, `elements` and
 `read_batch` build an array's elements one at a time (or runs of them in one call of json's C scanner), and
 values off the path are skipped without being built. Memory is bounded by `PIECE` plus the value being
-built (at most `VALUE_MAX_CHARS`).
+built (at most `VALUE_MAX_CHARS`), and depth by `MAX_DEPTH`: a deeper value is `TooDeep` to build, and is
+passed over by counting brackets, so the output's depth never matters to skipping it.
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ from collections.abc import Callable
 from typing import Any
 
 from extraction import Source
+from server.downstream.json_depth import MAX_DEPTH, deeper_than
 
 __all__ = [
     "BATCH_TRIES",
     "KEY_MAX_CHARS",
+    "MAX_DEPTH",
     "PIECE",
     "VALUE_MAX_CHARS",
     "Ends",
+    "JsonViewError",
     "Reader",
     "Stop",
     "TooBig",
+    "TooDeep",
     "elements",
+    "not_json",
     "read_batch",
     "walk",
 ]
@@ -43,12 +50,24 @@ scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(  #
 )
 
 
+class JsonViewError(Exception):
+    """The JSON view cannot answer; the message says why and what to do instead."""
+
+
+def not_json(why: str) -> JsonViewError:
+    return JsonViewError(f"The output is not JSON ({why}). Search it with Grep or read it with Read instead.")
+
+
 class Stop(Exception):
     """Enough was read."""
 
 
 class TooBig(Exception):
     """A value the query needs is over its limit."""
+
+
+class TooDeep(Exception):
+    """A value the query needs nests deeper than `MAX_DEPTH`."""
 
 
 class Ends(Exception):
@@ -102,15 +121,20 @@ class Reader:
         return char
 
     def value(self, limit: int) -> Any:
-        """The next value, built by the C scanner; `TooBig` (position unchanged) past `limit` characters."""
+        """The next value, built by the C scanner; `TooBig` past `limit` characters, `TooDeep` past `MAX_DEPTH`
+        levels (the position unchanged for both)."""
         if not self.peek():
             raise Ends(f"a value was expected at {self.where()}, found the end")
         while True:
             try:
                 value, end = scan_once(self.buf, self.pos)
                 if end < len(self.buf) or self.eof:
+                    if isinstance(value, (list, dict)) and deeper_than(self.buf, MAX_DEPTH, self.pos, end):
+                        raise TooDeep
                     self.start, self.pos = self.pos, end  # buf[start:pos] is the value's text
                     return value
+            except RecursionError:  # the scanner's own depth limit, far past ours
+                raise TooDeep from None
             except StopIteration as stop:  # at the value's start: not a value; inside it: the text ran out
                 if self.eof or stop.value == self.pos:
                     raise Ends(f"not a JSON value at {self.where()}: {self.buf[self.pos : self.pos + 20]!r}") from None
@@ -132,7 +156,7 @@ class Reader:
             if end < len(self.buf):
                 self.pos = end
                 return
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):  # cut by the text at hand, or too deep for C
             pass
         depth = 0
         while True:
@@ -245,10 +269,11 @@ def read_batch(reader: Reader) -> tuple[list[Any], str, int] | None:
             values, stop = scan_once(candidate, 0)
         except (StopIteration, ValueError):
             values, stop = None, -1
+        except RecursionError:
+            return None  # element by element, each refused or passed over as too deep
         if stop == len(candidate) and isinstance(values, list):
+            if deeper_than(candidate, MAX_DEPTH + 1):  # the brackets around the run add a level
+                return None
             return values, candidate, comma + 2
         end = comma
     return None
-
-
-# -- planning a query ------------------------------------------------------------------------------

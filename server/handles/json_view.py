@@ -11,33 +11,39 @@ array (`a[*].b`, `a[?x == 'y'].z`, `a[]`), each of whose elements is built and e
 optionally a pipe (`… | [0]`) over what was collected. Values off the path are skipped without being built
 (in C where they fit a piece, else by a bracket-counting scan), so a value of any size can be passed over.
 Any other query needs the whole document, which is allowed only for outputs up to `WHOLE_MAX_BYTES`.
-Blocking (callers run it in a worker thread).
+Queries are measured before they are parsed and evaluated under a memory and time budget
+(`server.handles.json_eval`); no value deeper than `MAX_DEPTH` is built. Blocking (callers run it in a
+worker thread).
 """
 
 from __future__ import annotations
 
 import json
 import json.scanner
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import jmespath
 from jmespath.exceptions import JMESPathError
-from jmespath.visitor import Options, TreeInterpreter
 
-from extraction import Source, TextSource
+from extraction import Source
+from server.downstream.json_depth import deeper_than
 from server.errors import clip
+from server.handles.json_eval import BadQuery, Evaluator, QueryTooBig, compile_query
 from server.handles.json_reader import (
-    KEY_MAX_CHARS,
+    MAX_DEPTH,
     VALUE_MAX_CHARS,
     Ends,
+    JsonViewError,
     Reader,
     Stop,
     TooBig,
+    TooDeep,
     elements,
-    read_batch,
+    not_json,
     walk,
 )
+from server.handles.json_shape import head_shape, shape
 
 __all__ = ["WHOLE_MAX_BYTES", "JsonViewError", "head_shape", "query", "shape"]
 
@@ -45,11 +51,6 @@ WHOLE_MAX_BYTES = 8 << 20
 """The largest output a query that cannot be streamed may load whole (a parsed document takes ~10× its size)."""
 COLLECT_MAX_CHARS = 16 << 20
 """The most characters of results collected before a pipe is applied to them."""
-SHAPE_KEYS = 100  # keys of an object listed in a shape
-
-
-class JsonViewError(Exception):
-    """The JSON view cannot answer; the message says why and what to do instead."""
 
 
 @dataclass(slots=True)
@@ -68,15 +69,20 @@ def _path(node: dict[str, Any]) -> list[str | int] | None:
         return []
     if kind == "field":
         return [node["value"]]
-    if kind == "subexpression":
-        left, right = (_path(child) for child in node["children"])
-        return None if left is None or right is None else left + right
-    if kind == "index_expression":
-        left, index = node["children"]
-        base = _path(left)
-        if base is None or index["type"] != "index" or index["value"] < 0:
-            return None
-        return [*base, index["value"]]
+    if kind in ("subexpression", "index_expression"):  # `a.b.c`, `a[0][1]`: one node with every step
+        first, *rest = node["children"]
+        steps = _path(first)
+        for child in rest:
+            if kind == "subexpression":
+                step = _path(child)
+            elif child["type"] == "index" and child["value"] >= 0:
+                step = [child["value"]]
+            else:
+                step = None
+            if steps is None or step is None:
+                return None
+            steps = steps + step
+        return steps
     return None
 
 
@@ -128,24 +134,34 @@ def _is_false(value: Any) -> bool:
 # -- answering -------------------------------------------------------------------------------------
 
 
-def _not_json(why: str) -> JsonViewError:
-    return JsonViewError(f"The output is not JSON ({why}). Search it with Grep or read it with Read instead.")
-
-
 def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) -> tuple[str, str]:
     """The JSON text of `expression`'s result (at most `max_chars` characters) and a note on how it was read."""
     try:
-        parsed = jmespath.compile(expression)
+        parsed = compile_query(expression)
     except JMESPathError as exc:
         raise JsonViewError(f"Invalid JMESPath query: {_reason(exc)}") from None
-    interpreter = TreeInterpreter(Options())
+    except BadQuery as exc:
+        raise JsonViewError(f"The query is refused: {exc}. Write a shorter, flatter one, or {grep_hint}.") from None
+    evaluator = Evaluator()
+    try:
+        return _query(source, parsed, evaluator, max_chars, grep_hint)
+    except QueryTooBig as exc:
+        raise JsonViewError(
+            f"The query was stopped: {exc}. Narrow it (a filter, fewer fields, no repeated `to_string` or `join` "
+            f"of the whole), or {grep_hint}."
+        ) from None
+    except TooDeep:
+        raise JsonViewError(
+            f"A value the query needs is nested deeper than {MAX_DEPTH} levels. Query a path into it, read it "
+            f"with Read, or {grep_hint}."
+        ) from None
 
-    def visit(node: Any, value: Any) -> Any:
-        return interpreter.visit(node, value)
 
+def _query(source: Source, parsed: Any, evaluator: Evaluator, max_chars: int, grep_hint: str) -> tuple[str, str]:
+    visit = evaluator.evaluate
     plan = _plan(cast(dict[str, Any], parsed.parsed))
     if plan is None:
-        return _whole(source, parsed, max_chars, grep_hint)
+        return _whole(source, parsed, visit, max_chars, grep_hint)
     reader = Reader(source)
     collected: list[Any] = []
     size = [2]  # the brackets
@@ -175,7 +191,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
     array = False
     try:
         if not reader.peek():
-            raise _not_json("it is empty")
+            raise not_json("it is empty")
         if reader.peek() not in "[{":  # a single scalar or string: the whole document, which is small enough?
             if source.size > WHOLE_MAX_BYTES:
                 raise JsonViewError(f"The output is one JSON value too big to query; {grep_hint}.")
@@ -194,7 +210,7 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
         ) from None
     except Ends as exc:
         if reader.dropped + reader.pos == 0 or (reader.dropped == 0 and reader.buf[: reader.pos].strip() == ""):
-            raise _not_json(str(exc)) from None
+            raise not_json(str(exc)) from None
         notes.append(f"the JSON ends early or is broken ({exc}); results are from the part before that")
         array = array or bool(collected)
     except JMESPathError as exc:
@@ -212,7 +228,9 @@ def query(source: Source, expression: str, *, max_chars: int, grep_hint: str) ->
     return _render(result, max_chars), "; ".join(notes)
 
 
-def _whole(source: Source, parsed: Any, max_chars: int, grep_hint: str) -> tuple[str, str]:
+def _whole(
+    source: Source, parsed: Any, visit: Callable[[Any, Any], Any], max_chars: int, grep_hint: str
+) -> tuple[str, str]:
     if source.size > WHOLE_MAX_BYTES:
         raise JsonViewError(
             f"This query needs the whole document in memory, and the output is {source.size} bytes "
@@ -221,12 +239,14 @@ def _whole(source: Source, parsed: Any, max_chars: int, grep_hint: str) -> tuple
             f"`[*].name`, `[0]`, `items[?contains(msg, 'word')] | [0]`. Or {grep_hint}."
         )
     text = source.read(0, source.size).decode("utf-8", "replace")
+    if deeper_than(text):
+        raise TooDeep
     try:
         document = json.loads(text, strict=False)
     except ValueError as exc:
-        raise _not_json(str(exc)) from None
+        raise not_json(str(exc)) from None
     try:
-        return _render(parsed.search(document), max_chars), ""
+        return _render(visit(parsed.parsed, document), max_chars), ""
     except JMESPathError as exc:
         raise JsonViewError(f"The query failed: {_reason(exc)}") from None
 
@@ -239,176 +259,6 @@ def _render(result: Any, max_chars: int) -> str:
             "(a filter, a slice such as `[:10]`, fewer fields with `.{a: a, b: b}`)."
         )
     return text
-
-
-# -- shape -----------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Shape:
-    top: str = ""
-    count: int = 0  # members of the top value
-    members: list[list[Any]] | None = None  # [key, kind, size] for the first keys of a top-level object
-    first_keys: list[str] | None = None  # keys of the first element of a top-level array
-    size: int | None = None  # characters of a top-level string
-
-
-def _kind(char: str) -> str:
-    return {"{": "object", "[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(char, "number")
-
-
-def _measure(reader: Reader) -> int | None:
-    """Members of the container (or characters of the string) at the reader, passing over it."""
-    char = reader.peek()
-    if char == '"':
-        try:
-            return len(reader.value(VALUE_MAX_CHARS))
-        except TooBig:
-            reader.skip()
-            return None
-    if char not in "[{":
-        reader.value(1024)
-        return None
-    reader.pos += 1
-    closing = "}" if char == "{" else "]"
-    if reader.peek() == closing:
-        reader.pos += 1
-        return 0
-    if char == "[":
-        return _count_elements(reader, 0)
-    count = 0
-    while True:
-        reader.value(KEY_MAX_CHARS)
-        reader.expect(":")
-        reader.skip()
-        count += 1
-        if reader.expect(",}") == "}":
-            return count
-
-
-def _count_elements(reader: Reader, count: int) -> int:
-    """`count` plus the elements left in the array at the reader (at an element's start), passing over them:
-    runs of them in one C call where the text at hand allows (`read_batch`), else one by one."""
-    batch_from = 0
-    while True:
-        if reader.dropped + reader.pos >= batch_from:
-            batch = read_batch(reader)
-            if batch is not None:
-                count += len(batch[0])
-                reader.pos = batch[2]
-                continue
-            batch_from = reader.dropped + len(reader.buf)
-        reader.skip()
-        count += 1
-        if reader.expect(",]") == "]":
-            return count
-
-
-def _read_shape(reader: Reader, shape: _Shape, key_limit: int, measure: bool = True) -> None:
-    """Fill `shape` as far as the text goes (it stays filled that far when the text ends early)."""
-    char = reader.peek()
-    shape.top = _kind(char) if char else ""
-    if char == "{":
-        shape.members = []
-        reader.pos += 1
-        if reader.peek() == "}":
-            reader.pos += 1
-            return
-        while True:
-            key = reader.value(KEY_MAX_CHARS)
-            reader.expect(":")
-            shape.count += 1
-            member = [key, _kind(reader.peek()), None]
-            if len(shape.members) < key_limit:
-                shape.members.append(member)
-            if measure:
-                member[2] = _measure(reader)
-            else:
-                reader.skip()
-            if reader.expect(",}") == "}":
-                return
-    elif char == "[":
-        reader.pos += 1
-        if reader.peek() == "]":
-            reader.pos += 1
-            return
-        if reader.peek() == "{":
-            try:
-                first = reader.value(VALUE_MAX_CHARS)
-                shape.first_keys = list(first)[:key_limit]
-            except TooBig:
-                reader.skip()
-        else:
-            reader.skip()
-        shape.count = 1
-        if reader.expect(",]") == "]" or not measure:
-            return
-        shape.count = _count_elements(reader, 1)
-    elif char == '"':
-        shape.size = _measure(reader)
-    elif char:
-        reader.value(1024)
-
-
-def shape(source: Source) -> tuple[str, str]:
-    """The top-level shape: for an object its keys with each value's kind and size, for an array its
-    length and the keys of its first element. Reads the whole output, building little."""
-    reader = Reader(source)
-    recorded = _Shape()
-    note = ""
-    try:
-        _read_shape(reader, recorded, SHAPE_KEYS)
-    except Ends as exc:
-        if recorded.top not in ("object", "array") or not recorded.count:
-            raise _not_json(str(exc)) from None
-        note = f"the JSON ends early or is broken ({exc}); the shape is of the part before that"
-    if reader.peek() and not note:
-        note = f"there is more text after the JSON value, at {reader.where()}"
-    return _shape_text(recorded), note
-
-
-def _describe(kind: str, size: int | None) -> str:
-    unit = {"object": "keys", "array": "items", "string": "characters"}.get(kind)
-    return kind if unit is None or size is None else f"{kind} ({size} {unit})"
-
-
-def _shape_text(recorded: _Shape) -> str:
-    if recorded.top == "object":
-        members = recorded.members or []
-        lines = [f"object with {recorded.count} keys:"]
-        lines += [f"  {json.dumps(key, ensure_ascii=False)}: {_describe(kind, size)}" for key, kind, size in members]
-        if recorded.count > len(members):
-            lines.append(f"  … and {recorded.count - len(members)} more keys")
-        return "\n".join(lines)
-    if recorded.top == "array":
-        lines = [f"array with {recorded.count} items"]
-        if recorded.first_keys:
-            keys = ", ".join(json.dumps(k, ensure_ascii=False) for k in recorded.first_keys)
-            lines.append(f"  the first item is an object with keys: {keys}")
-        return "\n".join(lines)
-    return f"a single {_describe(recorded.top, recorded.size)}"
-
-
-def head_shape(head: bytes) -> tuple[str, list[str], str | None] | None:
-    """From the first bytes of an output: (top kind, its first keys or the first element's keys, the key of
-    the first member that is an array), or None when they do not start a JSON object or array."""
-    text = head.decode("utf-8", "ignore")
-    if text.lstrip()[:1] not in ("{", "["):
-        return None
-    recorded = _Shape()
-    try:
-        _read_shape(Reader(TextSource.of(text)), recorded, 20, measure=False)
-    except (Ends, TooBig):
-        pass
-    if recorded.top == "object":
-        members = recorded.members or []
-        arrays = [m[0] for m in members if m[1] == "array"]
-        if not members:
-            return None
-        return "object", [m[0] for m in members], arrays[0] if arrays else None
-    if recorded.top == "array" and (recorded.count or recorded.first_keys):
-        return "array", recorded.first_keys or [], None
-    return None
 
 
 def _reason(exc: Exception) -> str:

@@ -7,6 +7,7 @@ memory. raw and slice are blocking; callers run them in a worker thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ __all__ = ["Opener", "RetrievalError", "SliceRequest", "error_of", "raw", "slice
 
 _USE_INSTEAD = 'Use mode "auto" with `extract`, mode "slice", mode "truncate", or Read/Grep with the handle as `file`.'
 _MAX_TOKEN_BYTES = 128  # a slice of more characters than threshold × this is over the threshold
+ANCHOR_SEARCH_SECONDS = 10.0
+"""The longest search for the `match_index`-th anchor: each occurrence costs the anchor's length, so a long
+anchor repeated in a repetitive output (overlapping occurrences count) could otherwise take hours."""
 
 Opener = Callable[[], AbstractAsyncContextManager[Source]]
 
@@ -102,11 +106,21 @@ def slice_text(source: Source, request: SliceRequest, *, threshold: int) -> str:
             raise RetrievalError("`anchor` must not be empty.")
         if request.window < 0 or request.match_index < 0:
             raise RetrievalError("`window` and `match_index` must not be negative.")
+        if exceeds(request.anchor, threshold):  # the slice holds the anchor: it could never be answered
+            raise RetrievalError(
+                f"The anchor alone is over the {threshold}-token threshold; use a shorter one (a few words)."
+            )
         position, found = -1, 0
+        deadline = time.monotonic() + ANCHOR_SEARCH_SECONDS
         for at in find_all(source, request.anchor):
             position, found = at, found + 1
             if found > request.match_index:
                 break
+            if found % 256 == 0 and time.monotonic() > deadline:
+                raise RetrievalError(
+                    f"The search for the anchor stopped after {ANCHOR_SEARCH_SECONDS:g} s at occurrence {found}; "
+                    "use a rarer anchor or a smaller match_index, or Grep."
+                )
         if found <= request.match_index:
             seen = f" (it occurs {found} time{'s' if found != 1 else ''}; match_index is 0-based)" if found else ""
             raise RetrievalError(f"Anchor not found in content{seen}.")
