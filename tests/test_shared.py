@@ -219,6 +219,13 @@ async def test_after_the_shared_claimcheck_was_killed_the_next_relay_starts_one_
     assert lost.is_error and "handles made before then are gone" in text_of(lost)
 
 
+def test_relays_whose_root_variable_differs_reach_different_shared_claimchecks(tmp_path: Path, runtime: Path) -> None:
+    shared = Shared(tmp_path, runtime, {"root": "$SCRATCH/outputs"})
+    args = ["serve", "--shared", "--config", str(shared.config)]
+    keys = {shared_paths(args, {**shared.env, "SCRATCH": scratch}).key for scratch in ("/a", "/b", "/a")}
+    assert len(keys) == 2
+
+
 STALE_PID_FILES = {
     "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_id()}\n",
     "the test's own pid, bare": lambda sleeper: f"{os.getpid()}\n",

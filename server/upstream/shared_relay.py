@@ -36,7 +36,7 @@ __all__ = ["SharedPaths", "pid_line", "relay_main", "shared_paths", "wants_share
 
 _CHUNK = 1 << 16
 _START_WAIT_SECS = 120.0  # a loaded machine can take long to start Python and the SDK
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")  # as `root` takes them
 _KEYED_FLAGS = ("--no-async", "--no-api")  # flags that change what the shared claimcheck does
 _KEYED_OPTIONS = ("--async-timeout", "--token-threshold", "--auth-token-env", "--log-level")
 EXIT_CONFIG = 2
@@ -95,7 +95,7 @@ def shared_paths(args: list[str], environ: dict[str, str] | os._Environ[str] = o
     """The directory (made 0700 if missing, refused unless it is the user's own and private) and the key."""
     path = config_path(args, environ)
     text = path.read_text(encoding="utf-8")
-    resolved = _VAR.sub(lambda m: environ.get(m.group(1), m.group(0)), text)
+    resolved = _VAR.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
     keyed = [arg for arg in args if arg in _KEYED_FLAGS]
     keyed += [f"{name}={_option(args, name)}" for name in _KEYED_OPTIONS if _option(args, name) is not None]
     from server.version import VERSION  # a constant, no imports
