@@ -1,7 +1,8 @@
 """The configuration file: Claude-Desktop-shaped `mcpServers` plus claimcheck's `settings`.
 
 Loading validates strictly (unknown keys are errors naming their path), expands `${VAR}` from the
-environment, and resolves the effective per-server policy (CLI > per-server > settings > default).
+environment (and, in the directories `root` and `stateDir`, `$VAR` and `~` as a shell would), and resolves
+the effective per-server policy (CLI > per-server > settings > default).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class _Strict(BaseModel):
@@ -285,13 +287,38 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
 
 
 def parse_config(data: Any, environ: Mapping[str, str] = os.environ) -> Config:
-    """Validate already-parsed JSON data and expand `${VAR}` in env, headers, args, url, command, cwd."""
+    """Validate already-parsed JSON data and expand `${VAR}` in env, headers, args, url, command, cwd (and
+    `$VAR`, `~` too in `settings.root` and `settings.stateDir`)."""
     try:
         config = Config.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
     servers = {name: _expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
-    return config.model_copy(update={"mcp_servers": servers})
+    return config.model_copy(update={"mcp_servers": servers, "settings": _expand_dirs(config.settings, environ)})
+
+
+def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """`root` and `stateDir` with `${VAR}`, `$VAR` and a leading `~` expanded: a path a shell would take apart is
+    never made as a literal `./$TMPDIR` beside the working directory. A `$` left over is an error."""
+
+    def expand(value: str | None, where: str) -> str | None:
+        if value is None:
+            return None
+
+        def sub(match: re.Match[str]) -> str:
+            var = match.group(1) or match.group(2)
+            if var not in environ:
+                raise ConfigError(f"settings.{where}: environment variable ${{{var}}} is not set")
+            return environ[var]
+
+        expanded = _PATH_VAR_RE.sub(sub, value)
+        if "$" in _PATH_VAR_RE.sub("", value):
+            raise ConfigError(f"settings.{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
+        return os.path.expanduser(expanded)
+
+    return settings.model_copy(
+        update={"root": expand(settings.root, "root"), "state_dir": expand(settings.state_dir, "stateDir")}
+    )
 
 
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:

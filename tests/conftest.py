@@ -5,12 +5,21 @@ from collections.abc import Iterator
 
 import mcp.client.stdio
 import pytest
+from hypothesis import settings
 
 from server.config import FAST_PATH_ENV
 
 # The status API is off unless a test turns it on: claimcheck processes the tests start inherit this,
 # so no test binds port 5165 or writes discovery files into the developer's state directory.
 os.environ["CLAIMCHECK_API_ENABLED"] = "false"
+
+# Hypothesis draws the same examples on every run and keeps none in the checkout: the test command passes or
+# fails alike each time, and an example one run found (saved under .hypothesis/) cannot fail every later run
+# of that checkout after the test or its oracle changed. A failure prints its example for an `@example`.
+# `HYPOTHESIS_PROFILE=explore` draws new examples each run, for looking for bugs.
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 _BOTH_FAST_PATH_MODES = ("test_interop_", "test_conformance", "test_forwarding")
 """Modules whose tests run twice, with claimcheck's fast path (issue 22) forced on and forced off."""

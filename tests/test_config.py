@@ -89,6 +89,31 @@ def test_a_server_key_that_is_not_a_valid_prefix_is_fine_with_an_explicit_prefix
     assert config.prefix_of("my server") == "mine"
 
 
+def test_variables_and_home_expand_in_the_root_and_state_directories() -> None:
+    environ = {"TMPDIR": "/scratch/tmp", "XDG_STATE_HOME": "/state"}
+    settings = {"root": "$TMPDIR/x", "stateDir": "${XDG_STATE_HOME}/cc-$TMPDIR"}
+    config = parse_config({"mcpServers": {}, "settings": settings}, environ)
+    home = parse_config({"mcpServers": {}, "settings": {"root": "~/outputs"}}, {})
+    assert config.settings.root == "/scratch/tmp/x"
+    assert config.settings.state_dir == "/state/cc-/scratch/tmp"
+    assert home.settings.root == str(Path.home() / "outputs")
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"root": "$TMPDIR/x"}, "settings.root: environment variable ${TMPDIR} is not set"),
+        ({"stateDir": "${NOPE}/state"}, "settings.stateDir: environment variable ${NOPE} is not set"),
+        ({"root": "/data/$1/x"}, "settings.root: '/data/$1/x' has a '$' that is not a $VAR or ${VAR} reference"),
+        ({"root": "/data/${}/x"}, "settings.root: '/data/${}/x' has a '$' that is not a $VAR or ${VAR} reference"),
+    ],
+)
+def test_a_root_or_state_directory_that_cannot_be_expanded_is_an_error_naming_it(
+    settings: dict[str, str], expected: str
+) -> None:
+    assert errors_of({"mcpServers": {}, "settings": settings}) == expected
+
+
 def test_file_errors_name_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     with pytest.raises(ConfigError, match=r"nope\.json: config file not found"):

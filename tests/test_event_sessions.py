@@ -1,5 +1,6 @@
 """One event store serves every HTTP session: a session resumes only its own streams (server.upstream.event_store),
-though request ids collide across sessions and event ids can be guessed. A real claimcheck over streamable HTTP."""
+though request ids collide across sessions and event ids can be guessed; and a session serves only the principal
+that opened it (server.upstream.principals), whoever else sends its id. A real claimcheck over streamable HTTP."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ VERSION = "2025-11-25"
 BASE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-async def open_session(http: httpx2.AsyncClient, url: str, name: str) -> dict[str, str]:
+async def open_session(
+    http: httpx2.AsyncClient, url: str, name: str, credentials: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The headers of every later request of a new session (`credentials`: headers the opening request adds)."""
     hello = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": name, "version": "1"}}
+    opening = {**BASE, **(credentials or {})}
     opened = await http.post(
-        url, headers=BASE, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        url, headers=opening, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
     )
-    session = {**BASE, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+    session = {**opening, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
     await http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
     return session
 
@@ -66,23 +71,26 @@ async def replayed(http: httpx2.AsyncClient, url: str, session: dict[str, str], 
     return messages
 
 
-async def test_a_session_resumes_its_own_stream_only_not_anothers_of_the_same_request_id(tmp_path: Path) -> None:
+async def answer(
+    http: httpx2.AsyncClient, method: str, url: str, headers: dict[str, str], body: Any = None
+) -> tuple[int, str]:
+    """The status and body of a request (of a stream left open, what came within 5 s)."""
+    text = ""
+    async with http.stream(method, url, headers=headers, json=body) as response:
+        with anyio.move_on_after(5):
+            async for piece in response.aiter_text():
+                text += piece
+    return response.status_code, text
+
+
+def http_claimcheck(tmp_path: Path) -> list[str]:
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
-    command = [
-        PYTHON,
-        "-m",
-        "server",
-        "serve",
-        "--config",
-        str(config),
-        "--no-api",
-        "--transport",
-        "http",
-        "--port",
-        "0",
-    ]
+    return [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "http", "--port", "0"]
+
+
+async def test_a_session_resumes_its_own_stream_only_not_anothers_of_the_same_request_id(tmp_path: Path) -> None:
     with anyio.fail_after(90):
-        async with announced_url([*command, "--port", "0"], SERVING) as url, httpx2.AsyncClient(timeout=30) as http:
+        async with announced_url(http_claimcheck(tmp_path), SERVING) as url, httpx2.AsyncClient(timeout=30) as http:
             alice, bob = await open_session(http, url, "alice"), await open_session(http, url, "bob")
             ids: dict[str, str] = {}
             primed = anyio.Event()
@@ -100,3 +108,29 @@ async def test_a_session_resumes_its_own_stream_only_not_anothers_of_the_same_re
     assert any("slept 3 s" in text for text in texts), texts
     assert not any("slept 1 s" in text for text in texts), texts
     assert guessed == []
+
+
+async def test_a_session_id_sent_by_another_principal_or_without_credentials_is_unknown_and_replays_nothing(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(90):
+        async with announced_url(http_claimcheck(tmp_path), SERVING) as url, httpx2.AsyncClient(timeout=30) as http:
+            alice = await open_session(http, url, "alice", {"Authorization": "Bearer alice"})
+            first = await call(http, url, alice, 0.1)
+            bob = {**alice, "Authorization": "Bearer bob"}
+            anonymous = {key: value for key, value in alice.items() if key != "Authorization"}
+            other_agent = {**alice, "Claimcheck-Session": "another agent with alice's token"}
+            listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_tool_outputs"}}
+            refused = {
+                name: [
+                    await answer(http, "GET", url, {**headers, "Accept": "text/event-stream", "Last-Event-ID": first}),
+                    await answer(http, "POST", url, headers, listing),
+                ]
+                for name, headers in (("bob", bob), ("anonymous", anonymous), ("other agent", other_agent))
+            }
+            own = await replayed(http, url, alice, first, until="slept 0.1 s")
+    for name, answers in refused.items():
+        for status, text in answers:
+            assert status == 404, (name, status, text)
+            assert "slept" not in text and "Session not found" in text
+    assert any("slept 0.1 s" in json.dumps(message) for message in own), own

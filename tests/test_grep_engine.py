@@ -45,6 +45,7 @@ def re_numbers(text: str, pattern: str, *, case_sensitive: bool = True) -> list[
         ("x٣\nx3\n", r"x\d", True, [2]),  # \d is ASCII digits: not ARABIC-INDIC DIGIT THREE
         ("é\ne\n", r"^\w$", True, [2]),  # \w is ASCII word characters
         ("a\u00a0b\na b\n", r"a\sb", True, [2]),  # \s is ASCII space: not NO-BREAK SPACE
+        ("a\x1cb\na\x0bb\na b\n", r"a\sb", True, [3]),  # nor the separators \x1c-\x1f, nor \v: [\t\n\f\r ]
         ("éa\n-a\n", r"\ba", True, [1, 2]),  # \b is an ASCII word boundary: é is no word character for it
         ("İ\nı\ni\n", "i", False, [3]),  # without case, İ (U+0130) and ı (U+0131) are not i
         ("a:\nb\n", "[[:alpha:]]:", True, [1]),  # a POSIX class in RE2; in `re`, a set of the characters [:alph

@@ -252,8 +252,9 @@ async def test_a_client_that_leaves_mid_call_leaves_the_call_running_to_its_end(
 
 async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_path: Path) -> None:
     """Issue 23's owner key: one token, two `Claimcheck-Session` headers, so two owners. A call handed a handle
-    (over the time rule, 1 s here) is listed for the owner of its request (even on a connection another owner
-    opened), by every connection of that owner, and never for the other owner: fast path on as off."""
+    (over the time rule, 1 s here) is listed for the owner of its request by every connection of that owner,
+    and never for the other owner; a request of one owner on a connection the other opened is refused as for
+    an unknown session (server.upstream.principals): fast path on as off."""
     handle = re.compile(r"session-[0-9a-f]+/[0-9a-f]+")
     async with peers(tmp_path, asyncTimeoutSecs=1) as both:
         for mode, peer in both.items():
@@ -264,10 +265,8 @@ async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_
                     await other.open()
                 b_params = {"name": "demo__slow", "arguments": {"seconds": 2}}
                 b_call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": b_params}
-                answers = [
-                    await owners["a"].call(1, "demo__slow", {"seconds": 2}),
-                    await owners["a"].post(b_call, **{"claimcheck-session": "b"}),  # b's request, a's connection
-                ]
+                crossed = await owners["a"].post(b_call, **{"claimcheck-session": "b"})  # b's request, a's connection
+                answers = [await owners["a"].call(1, "demo__slow", {"seconds": 2}), await owners["b"].post(b_call)]
                 made = [handle.findall(messages(answer)[-1]["result"]["content"][0]["text"]) for answer in answers]
                 listed: dict[str, list[str]] = {}
                 while not listed or any("running" in text for text in listed.values()):
@@ -275,8 +274,10 @@ async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_
                         response = await other.call("list", "list_tool_outputs", {})
                         listed[name] = messages(response)[-1]["result"]["content"][0]["text"]
             a_handle, b_handle = made[0][0], made[1][0]
+            assert crossed.status_code == 404 and "Session not found" in crossed.text, (mode, crossed.text)
             assert a_handle in listed["a"] and a_handle in listed["a-again"] and a_handle not in listed["b"], mode
             assert b_handle in listed["b"] and b_handle not in listed["a"] and b_handle not in listed["a-again"], mode
+            assert len(handle.findall(listed["b"])) == 1, (mode, listed["b"])  # nothing else ran for b
             if mode == "on":
                 assert [kind(answer) for answer in answers] == ["application/json"] * 2  # the fast path took them
 

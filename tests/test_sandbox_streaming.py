@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from fs_sandbox import _lines, _scan
@@ -54,7 +54,7 @@ def whole_grep(
 ) -> tuple[list[list[tuple[int, str, bool]]], int, bool]:
     """The search over the whole text, as the sandbox did before it streamed (the reference)."""
     text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-    compiled = re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+    compiled = re.compile(re2_spaces(pattern), re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
     lines = whole_lines(data)
     matches: list[int] = []
     more, position, number, counted = False, 0, 1, 0
@@ -87,6 +87,13 @@ def whole_grep(
             blocks[-1].append((line, lines[line - 1], line == n))
         last = max(last, wanted[-1])
     return blocks, len(matches), more
+
+
+def re2_spaces(pattern: str) -> str:
+    """`pattern` with `\\s` and `\\S` spelled as RE2 (Grep's engine) reads them, `[\\t\\n\\f\\r ]`: `re` also counts
+    `\\v` and `\\x1c`-`\\x1f` as space, in ASCII text as well (no pattern here puts them in a set)."""
+    spelled = {"\\\\": "\\\\", "\\s": "[\\t\\n\\f\\r ]", "\\S": "[^\\t\\n\\f\\r ]"}
+    return re.sub(r"\\\\|\\s|\\S", lambda found: spelled[found.group(0)], pattern)
 
 
 def documented_difference(data: bytes, pattern: str, case_sensitive: bool) -> bool:
@@ -145,6 +152,8 @@ PATTERNS = st.sampled_from(
 
 
 @EXAMPLES
+@example(data=b"a\x1ca", pattern=r"\S\s\S", case_sensitive=False, before=0, after=0, max_matches=1)
+@example(data=b"a\x0ba", pattern=r"\S\s\S", case_sensitive=True, before=0, after=0, max_matches=1)
 @given(
     data=BYTES,
     pattern=PATTERNS,

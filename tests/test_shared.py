@@ -25,6 +25,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from support import PYTHON, demo_server_entry, text_of, write_config
 
+from server.handles.run_root import boot_id
+from server.upstream.shared_relay import shared_paths
+
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 HANDLE = re.compile(r"session-[0-9a-f]{32}/[0-9a-f]{32}")
@@ -100,6 +103,16 @@ async def gone(pid: int) -> None:
     def poll() -> None:
         while Path(f"/proc/{pid}").exists() and b"zombie" not in _status(pid):
             time.sleep(0.1)
+
+    await anyio.to_thread.run_sync(poll, abandon_on_cancel=True)
+
+
+async def appeared(path: Path) -> None:
+    """Wait (under the caller's fail_after) until `path` exists."""
+
+    def poll() -> None:
+        while not path.exists():
+            time.sleep(0.05)
 
     await anyio.to_thread.run_sync(poll, abandon_on_cancel=True)
 
@@ -204,6 +217,50 @@ async def test_after_the_shared_claimcheck_was_killed_the_next_relay_starts_one_
     assert f"the shared claimcheck for this config (pid {pid}) was stopped before its idle time" in told
     assert "Handles made before are gone" in told
     assert lost.is_error and "handles made before then are gone" in text_of(lost)
+
+
+def test_relays_whose_root_variable_differs_reach_different_shared_claimchecks(tmp_path: Path, runtime: Path) -> None:
+    shared = Shared(tmp_path, runtime, {"root": "$SCRATCH/outputs"})
+    args = ["serve", "--shared", "--config", str(shared.config)]
+    keys = {shared_paths(args, {**shared.env, "SCRATCH": scratch}).key for scratch in ("/a", "/b", "/a")}
+    assert len(keys) == 2
+
+
+STALE_PID_FILES = {
+    "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_id()}\n",
+    "the test's own pid, bare": lambda sleeper: f"{os.getpid()}\n",
+    "pid -1, which signals every process": lambda sleeper: "-1 1 x\n",
+    "pid 0, the relay's own process group": lambda sleeper: "0\n",
+}
+
+
+@pytest.mark.parametrize("stale", STALE_PID_FILES)
+async def test_a_pid_file_naming_a_live_process_that_is_not_the_shared_claimcheck_holds_no_relay_up(
+    shared: Shared, stale: str
+) -> None:
+    paths = shared_paths(["serve", "--shared", "--config", str(shared.config)], shared.env)
+    sleeper = await anyio.open_process(["sleep", "600"])
+    try:
+        paths.pid.write_text(STALE_PID_FILES[stale](sleeper.pid), encoding="utf-8")
+        with anyio.fail_after(240):
+            async with anyio.create_task_group() as tg:
+
+                async def use() -> None:
+                    async with shared.relay() as client:
+                        echoed.append(text_of(await client.call_tool("demo__echo", {"text": "served"})))
+
+                echoed: list[str] = []
+                tg.start_soon(use)
+                with anyio.fail_after(20):  # the relay used to wait 30 s for the named process to end
+                    await appeared(paths.log)  # it starts the shared claimcheck (whose log this is)
+    finally:
+        sleeper.kill()
+        await sleeper.aclose()
+    assert echoed == ["served"]
+    assert len(shared.pids()) == 1
+    if stale == "a live process with another start time":
+        told = shared.errors.read_text()
+        assert f"the shared claimcheck for this config (pid {sleeper.pid}) was stopped before its idle time" in told
 
 
 async def test_the_socket_is_private_to_its_user(shared: Shared) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "MARKER_MAGIC",
     "RUN_ROOT_PATTERN",
     "Marker",
+    "boot_id",
     "make_run_root",
     "pid_alive",
     "process_start_time",
@@ -58,7 +59,7 @@ class Marker:
 
     def owner_is_gone(self) -> bool:
         """True when the process named here no longer runs: pid dead, or reused by a later process."""
-        if self.boot and _boot_id() not in ("", self.boot):
+        if self.boot and boot_id() not in ("", self.boot):
             return True
         if not pid_alive(self.pid):
             return True
@@ -72,7 +73,7 @@ def make_run_root(base: Path) -> Path:
     final = base / f"claimcheck-run-{run}"
     staging = base / f"claimcheck-run-{run}.new"
     staging.mkdir(mode=0o700)
-    marker = Marker(pid=os.getpid(), start=process_start_time(os.getpid()), boot=_boot_id(), run=run)
+    marker = Marker(pid=os.getpid(), start=process_start_time(os.getpid()), boot=boot_id(), run=run)
     fd = os.open(staging / MARKER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(marker.render())
@@ -181,7 +182,8 @@ def process_start_time(pid: int) -> str:
     return fields[19].decode("ascii") if len(fields) > 19 else ""
 
 
-def _boot_id() -> str:
+def boot_id() -> str:
+    """The kernel's id of this boot (Linux), or "" where it cannot be read."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
             return boot.read().strip()

@@ -6,8 +6,9 @@ they are. The shared claimcheck (`server.upstream.shared_serve`) listens on a Un
 directory of the user's under `$XDG_RUNTIME_DIR` (else the temp dir), the socket 0600; the key is a hash of
 the resolved config (its path, its text with `${VAR}` expanded, the flags that change the proxy, the version
 and the interpreter). If none answers, the relay starts one, holding `<key>.lock` so that racing relays end
-with exactly one. `<key>.pid` lives as long as the shared claimcheck: found with no process behind it, the
-last one was killed, and the relay says that earlier handles are gone.
+with exactly one. `<key>.pid` lives as long as the shared claimcheck and names it by pid, start time and boot id:
+found naming no such process (none with that pid, or another process that has the pid now), the last one was
+killed, and the relay starts a new one at once and says that earlier handles are gone.
 """
 
 from __future__ import annotations
@@ -26,16 +27,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server.handles.run_root import pid_alive  # standard library only
+from server.handles.run_root import Marker, boot_id, pid_alive, process_start_time  # standard library only
 
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["SharedPaths", "relay_main", "shared_paths", "wants_shared"]
+__all__ = ["SharedPaths", "pid_line", "relay_main", "shared_paths", "wants_shared"]
 
 _CHUNK = 1 << 16
 _START_WAIT_SECS = 120.0  # a loaded machine can take long to start Python and the SDK
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")  # as `root` takes them
 _KEYED_FLAGS = ("--no-async", "--no-api")  # flags that change what the shared claimcheck does
 _KEYED_OPTIONS = ("--async-timeout", "--token-threshold", "--auth-token-env", "--log-level")
 EXIT_CONFIG = 2
@@ -94,7 +95,7 @@ def shared_paths(args: list[str], environ: dict[str, str] | os._Environ[str] = o
     """The directory (made 0700 if missing, refused unless it is the user's own and private) and the key."""
     path = config_path(args, environ)
     text = path.read_text(encoding="utf-8")
-    resolved = _VAR.sub(lambda m: environ.get(m.group(1), m.group(0)), text)
+    resolved = _VAR.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
     keyed = [arg for arg in args if arg in _KEYED_FLAGS]
     keyed += [f"{name}={_option(args, name)}" for name in _KEYED_OPTIONS if _option(args, name) is not None]
     from server.version import VERSION  # a constant, no imports
@@ -139,11 +140,27 @@ def connect(path: Path) -> socket.socket | None:
     return sock
 
 
-def _pid_of(path: Path) -> int | None:
+def pid_line(pid: int) -> str:
+    """What `<key>.pid` holds: the shared claimcheck's pid, its start time and the boot id ("-" where unknown)."""
+    return f"{pid} {process_start_time(pid) or '-'} {boot_id() or '-'}\n"
+
+
+def _recorded(path: Path) -> Marker | None:
+    """The process a `<key>.pid` names; None without one, or for one no claimcheck wrote (a bad pid)."""
     try:
-        return int(path.read_text(encoding="utf-8").split()[0])
-    except (OSError, ValueError, IndexError):
+        pid, start, boot = path.read_text(encoding="utf-8").split()[:3]
+        number = int(pid)
+    except (OSError, ValueError):
         return None
+    if not 0 < number < 2**31:  # 0 and negatives would name process groups, or every process
+        return None
+    return Marker(pid=number, start=start.strip("-"), boot=boot.strip("-"), run="")
+
+
+def _runs(recorded: Marker) -> bool:
+    """Whether the shared claimcheck a pid file names still runs: its pid alive with the start time and boot
+    recorded. Without them (an older file) the process cannot be told from another that took the pid: not it."""
+    return bool(recorded.start and recorded.boot) and not recorded.owner_is_gone() and _alive(recorded.pid)
 
 
 def _alive(pid: int) -> bool:
@@ -167,15 +184,15 @@ def reach(args: list[str], paths: SharedPaths) -> tuple[socket.socket, str | Non
         if sock is not None:
             return sock, None
         note = None
-        pid = _pid_of(paths.pid)
-        if pid is not None and _alive(pid):  # ending after its idle time: let it go, then start anew
+        recorded = _recorded(paths.pid)
+        if recorded is not None and _runs(recorded):  # ending after its idle time: let it go, then start anew
             deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
+            while _runs(recorded) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        elif pid is not None:
+        elif recorded is not None:
             note = (
-                f"claimcheck: the shared claimcheck for this config (pid {pid}) was stopped before its idle time; "
-                "a new one was started. Handles made before are gone: call those tools again."
+                f"claimcheck: the shared claimcheck for this config (pid {recorded.pid}) was stopped before its idle "
+                "time; a new one was started. Handles made before are gone: call those tools again."
             )
         restarted = ["--shared-restarted"] if note else []
         process = _start(args, paths, restarted)

@@ -3,7 +3,8 @@
 Started by a relay (`server.upstream.shared_relay`) as `serve --shared-socket <dir>/<key>.sock`. Each connection
 is served as a stdio client is, in a session of the user's (`server.handles.owners.USER`), so any relay may use
 the handles another made. The socket is bound under a temporary name, made 0600, and renamed into place once
-listening, so a relay either reaches a listening claimcheck or none. `<key>.pid` is written once listening and
+listening, so a relay either reaches a listening claimcheck or none. `<key>.pid` (the pid, the process's start
+time and the boot id, so a pid reused by another process is told apart) is written once listening and
 removed only at the idle exit: a pid file without its process tells the next relay that this one was stopped
 or killed, and handles made before are gone.
 After `settings.sharedIdleSecs` with no relay attached and no call running it stops listening (the socket goes
@@ -30,6 +31,7 @@ from mcp.server import Server
 
 from server.handles.owners import LINK
 from server.proxy import Proxy
+from server.upstream.shared_relay import pid_line
 from server.upstream.stdio import fd_streams
 from server.upstream.surface import build_server
 
@@ -87,7 +89,7 @@ def _listening(path: Path) -> Iterator[socket.socket]:
         sock.listen(256)
         sock.setblocking(False)
         os.rename(temporary, path)
-        _pid_file(path).write_text(f"{os.getpid()}\n", encoding="utf-8")
+        _pid_file(path).write_text(pid_line(os.getpid()), encoding="utf-8")
         yield sock
     finally:
         sock.close()

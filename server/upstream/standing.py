@@ -86,7 +86,8 @@ class _Watched:
             try:
                 await self._inner(scope, receive, watching_send)
             finally:
-                self._streams.open.discard(session_id)
+                if opened.is_set():  # a refused GET (another principal's, a second stream) leaves the open one be
+                    self._streams.open.discard(session_id)
                 tg.cancel_scope.cancel()  # a question still out goes back to its inbox
 
 

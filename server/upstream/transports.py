@@ -1,7 +1,8 @@
 """Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`.
 
 Over HTTP the edge rules of `server.status.edges` apply: a deadline for each request, one Authorization
-header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it).
+header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it); a session
+serves only the principal that opened it (`server.upstream.principals`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.http_fast import HttpFastPath
+from server.upstream.principals import PrincipalAsUser
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import LineWriter, Take, stdio_streams
 from server.upstream.surface import build_server
@@ -117,7 +119,11 @@ async def serve_http(
         else route
         for route in inner.routes
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BodyLimit, max_bytes=limit)])
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, max_bytes=limit), Middleware(PrincipalAsUser)],
+    )
     await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token, request_deadline)
 
 
@@ -154,7 +160,7 @@ async def serve_sse(
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
         lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, max_bytes=limit)],
+        middleware=[Middleware(BodyLimit, max_bytes=limit), Middleware(PrincipalAsUser)],
     )
     await _run_uvicorn(app, sock, "/sse", "SSE", auth_token, request_deadline)
 
