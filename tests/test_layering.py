@@ -78,6 +78,7 @@ LEVELS = {
     "server.config": 0,
     "server.errors": 0,
     "server.framing": 0,
+    "server.budget": 0,
     "server.version": 0,
 }
 

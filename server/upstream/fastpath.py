@@ -86,7 +86,7 @@ def read_envelope(line: bytes) -> Envelope | None:
         return None
     try:
         message = json.loads(line, parse_constant=_no_constant)
-    except ValueError:  # not JSON, not UTF-8, or NaN/Infinity
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, NaN/Infinity, or past the budget after all
         return None
     if type(message) is not dict or len(message) != 4 or message.get("jsonrpc") != "2.0":
         return None
@@ -111,7 +111,7 @@ def _cancelled_id(line: bytes) -> RequestId | None:
         return None
     try:
         message = json.loads(line, parse_constant=_no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if type(message) is not dict or message.get("method") != "notifications/cancelled" or "id" in message:
         return None

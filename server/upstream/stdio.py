@@ -5,8 +5,11 @@ line and flush; on a proxy that is most of the per-call overhead. When stdin and
 sockets (how every MCP client launches a server) this module polls them on the event loop instead.
 Like the SDK, it moves the wire to private descriptors and points fd 0 at /dev/null and fd 1 at
 stderr while serving, so stray prints cannot corrupt the protocol. Anything else (a terminal, a
-regular file) falls back to the SDK's transport. A request line longer than `max_request_bytes` is
-drained without being held and answered with a JSON-RPC error; the connection goes on.
+regular file) falls back to the SDK's transport. A request line past the budget (`server.budget`: longer
+than `max_request_bytes`, drained without being held, or nested too deep) is answered with a JSON-RPC error
+before any parser reads it, and so is a line that is not JSON-RPC; the connection goes on. While the answers
+waiting for stdout pass `_BACKLOG_HIGH` bytes (a client that does not read them), stdin is not read until they
+drain below `_BACKLOG_LOW`: the client's requests wait in the pipe, not in memory.
 """
 
 from __future__ import annotations
@@ -15,10 +18,8 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import re
 import stat
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,9 +30,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from server.budget import MAX_BYTES, Refused, check_budget, too_large, unreadable
 from server.framing import Framer, LongLine, encode, parse_line
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams", "too_large_request"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,21 +42,13 @@ _QUEUE_HIGH, _QUEUE_LOW = 64, 16
 """Frames waiting for the SDK's side beyond which stdin is not read, and below which it is again."""
 _QUEUE_BYTES = 1 << 20
 """Nor is it while this many bytes of frames wait (a flood of large requests holds about one of them)."""
-DEFAULT_MAX_REQUEST_BYTES = 64 << 20
-_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
+_BACKLOG_HIGH, _BACKLOG_LOW = 4 << 20, 1 << 20
+"""Bytes of answers waiting for stdout beyond which stdin is not read, and below which it is again."""
+DEFAULT_MAX_REQUEST_BYTES = MAX_BYTES
 
 Take = Callable[[bytes], bool]
 """Offered each request line before the SDK reads it; True: taken (`server.upstream.fastpath`)."""
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-
-
-def too_large_request(head: bytes, limit: int) -> bytes:
-    """The JSON-RPC error line for a request over `limit` bytes, with its id when the first bytes show one."""
-    match = _ID.search(head[:4096])
-    ident = json.loads(match.group(1)) if match else None
-    message = f"Request too large: over the {limit}-byte limit (settings.maxRequestBytes); it was not read."
-    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
-    return json.dumps(error).encode() + b"\n"
 
 
 @asynccontextmanager
@@ -86,17 +80,17 @@ async def fd_streams(
     write = writer.write
 
     async def read_stdin() -> None:
-        reader = LineReader(wire_in, max_request_bytes, take)
-        head = b""
+        reader = LineReader(wire_in, max_request_bytes, take, writer)
         with contextlib.closing(reader), to_session:
             while (frame := await reader.next()) is not None:
-                if isinstance(frame, bytes):
-                    if take is None or not take(frame):
-                        await to_session.send(parse_line(frame, "client"))
-                elif frame.kind == "first":
-                    head = frame.data[:4096]
-                elif frame.kind == "end":
-                    await write(too_large_request(head, max_request_bytes))
+                if isinstance(frame, Refused):
+                    await write(frame.line())
+                elif take is None or not _taken(take, frame):
+                    message = parse_line(frame, "client")
+                    if isinstance(message, ValueError):  # the SDK would drop it unanswered
+                        await write(unreadable(frame, message).line())
+                    else:
+                        await to_session.send(message)
 
     async def write_stdout() -> None:
         async with from_session:
@@ -117,21 +111,28 @@ async def fd_streams(
 class LineReader:
     """Request lines from a non-blocking descriptor, read by an event-loop reader callback (asyncio's, which is
     what anyio runs on here): a line `take` takes is handled right there, without waking a task; every other
-    frame waits, in order, for `next` (and once one waits, so do the lines after it, to keep their order)."""
+    line, or the refusal of one past the budget, waits, in order, for `next` (and once one waits, so do the
+    lines after it, to keep their order). Nothing is read while `writer` holds too many unwritten answers."""
 
-    def __init__(self, fd: int, max_request_bytes: int, take: Take | None) -> None:
+    def __init__(self, fd: int, max_request_bytes: int, take: Take | None, writer: LineWriter | None = None) -> None:
         self._fd = fd
+        self._max_bytes = max_request_bytes
         self._framer = Framer(max_request_bytes)
         self._take = take
-        self._queue: deque[bytes | LongLine] = deque()
+        self._writer = writer
+        self._queue: deque[bytes | Refused] = deque()
         self._queued = 0  # bytes in `_queue`
+        self._head = b""  # the start of a line too long to read
         self._eof = False
         self._reading = False
+        self._held = False  # paused until the writer's backlog drains
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
+        if writer is not None:
+            writer.on_drained = self._drained
 
-    async def next(self) -> bytes | LongLine | None:
-        """The next frame the callback did not take; None at end of file."""
+    async def next(self) -> bytes | Refused | None:
+        """The next line the callback did not take, or the refusal of one; None at end of file."""
         while not self._queue:
             if self._eof:
                 return None
@@ -149,9 +150,17 @@ class LineReader:
 
     def close(self) -> None:
         self._pause()
+        if self._writer is not None:
+            self._writer.on_drained = None
+
+    def _drained(self) -> None:
+        """The writer's backlog fell below its low-water mark: read again, as far as the queue allows."""
+        self._held = False
+        if len(self._queue) < _QUEUE_LOW and self._queued < _QUEUE_BYTES // 4:
+            self._resume()
 
     def _resume(self) -> None:
-        if not self._reading and not self._eof:
+        if not self._reading and not self._eof and not self._held:
             self._loop.add_reader(self._fd, self._readable)
             self._reading = True
 
@@ -174,22 +183,37 @@ class LineReader:
         else:
             take = self._take
             for frame in self._framer.feed(chunk):
-                if isinstance(frame, bytes):
-                    if not queue and take is not None and _taken(take, frame):
-                        continue
-                elif frame.kind == "more":
-                    continue  # the middle of a request too large to read: drained, never held
-                queue.append(frame)
-                self._queued += _size(frame)
+                line = self._line(frame)
+                if line is None:
+                    continue
+                if isinstance(line, bytes) and not queue and take is not None and _taken(take, line):
+                    continue
+                queue.append(line)
+                self._queued += _size(line)
             if len(queue) >= _QUEUE_HIGH or self._queued >= _QUEUE_BYTES:
                 self._pause()  # the SDK's side is behind: the pipe holds the rest
+            writer = self._writer
+            if writer is not None and writer.backlog >= _BACKLOG_HIGH:
+                self._held = True  # the client does not read its answers: the pipe holds its requests
+                self._pause()
         waiter = self._waiter
         if (queue or self._eof) and waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def _line(self, frame: bytes | LongLine) -> bytes | Refused | None:
+        """A line to offer and queue, the refusal of one past the budget, or None for a part of a long one."""
+        if isinstance(frame, bytes):
+            return check_budget(frame, max_bytes=self._max_bytes) or frame
+        if frame.kind == "first":
+            self._head = frame.data[:4096]
+        elif frame.kind == "end":
+            head, self._head = self._head, b""
+            return too_large(head, self._max_bytes)
+        return None  # the middle of a request too large to read: drained, never held
 
-def _size(frame: bytes | LongLine) -> int:
-    return len(frame) if isinstance(frame, bytes) else len(frame.data)
+
+def _size(frame: bytes | Refused) -> int:
+    return len(frame) if isinstance(frame, bytes) else 0
 
 
 def _taken(take: Take, frame: bytes) -> bool:
@@ -209,6 +233,10 @@ class LineWriter:
         self._fd = fd
         self._pending: deque[memoryview] = deque()
         self._drained: list[asyncio.Future[None]] = []
+        self.backlog = 0
+        """Bytes given but not written yet."""
+        self.on_drained: Callable[[], None] | None = None
+        """Called when the backlog falls below `_BACKLOG_LOW` (the reader of requests may go on)."""
         self.gone = False
         """The reader went away (EPIPE): every later line is dropped."""
 
@@ -218,6 +246,7 @@ class LineWriter:
             return False
         if self._pending:
             self._pending.append(memoryview(data))
+            self.backlog += len(data)
             return True
         view = memoryview(data)
         try:
@@ -228,6 +257,7 @@ class LineWriter:
             return self._failed(exc)
         if written < len(view):
             self._pending.append(view[written:])
+            self.backlog += len(view) - written
             asyncio.get_running_loop().add_writer(self._fd, self._flush)
         return True
 
@@ -242,26 +272,33 @@ class LineWriter:
         return not self.gone
 
     def _flush(self) -> None:
-        while self._pending:
-            view = self._pending[0]
-            try:
-                written = os.write(self._fd, view)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                self._failed(exc)  # drops what waits, stops writing and wakes the writers
-                return
-            if written < len(view):
-                self._pending[0] = view[written:]
-                return
-            self._pending.popleft()
-        asyncio.get_running_loop().remove_writer(self._fd)
-        self._wake()
+        was = self.backlog
+        try:
+            while self._pending:
+                view = self._pending[0]
+                try:
+                    written = os.write(self._fd, view)
+                except BlockingIOError:
+                    return
+                except OSError as exc:
+                    self._failed(exc)  # drops what waits, stops writing and wakes the writers
+                    return
+                self.backlog -= written
+                if written < len(view):
+                    self._pending[0] = view[written:]
+                    return
+                self._pending.popleft()
+            asyncio.get_running_loop().remove_writer(self._fd)
+            self._wake()
+        finally:
+            if self.backlog < _BACKLOG_LOW <= was and self.on_drained is not None:
+                self.on_drained()
 
     def _failed(self, exc: OSError) -> bool:
         if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
             raise exc
         self.gone = True
+        self.backlog = 0
         if self._pending:
             self._pending.clear()
             asyncio.get_running_loop().remove_writer(self._fd)
