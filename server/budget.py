@@ -108,11 +108,9 @@ def request_id(head: bytes) -> RequestId | None:
             depth -= 1
         elif depth == 1 and previous in (b"{", b",") and token.startswith(b'"'):
             key = token
-        elif depth == 1 and previous == b":":
-            if key == b'"method"':
-                method = True
-            elif key == b'"id"':
-                ident = _id_of(token)
+            method = method or key == b'"method"'
+        elif depth == 1 and previous == b":" and key == b'"id"':
+            ident = _id_of(token)
         previous = token
     return ident if method else None
 
