@@ -71,7 +71,7 @@ def too_large(head: bytes, limit: int) -> Refused:
     return Refused(types.INVALID_REQUEST, message, request_id(head))
 
 
-def unreadable(line: bytes, error: ValueError) -> Refused:
+def unreadable(line: bytes, error: Exception) -> Refused:
     """The answer to a line that is not JSON (-32700) or not a JSON-RPC message (-32600)."""
     not_json = any(detail.get("type") == "json_invalid" for detail in getattr(error, "errors", list)())
     if not_json:

@@ -178,6 +178,7 @@ class FastPath:
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)
         self._running[_key(envelope.id)] = request
+        self.writer.owe()
         request.start()
         return True
 
@@ -185,7 +186,10 @@ class FastPath:
         return plain_route(self._proxy, envelope)
 
     def forget(self, request: _Request) -> None:
-        self._running.pop(_key(request.envelope.id), None)
+        key = _key(request.envelope.id)
+        if self._running.get(key) is request:
+            del self._running[key]
+            self.writer.paid()  # its answer is written, or on its way (the writer's backlog counts it)
 
 
 class _Request:

@@ -8,8 +8,9 @@ stderr while serving, so stray prints cannot corrupt the protocol. Anything else
 regular file) falls back to the SDK's transport. A request line past the budget (`server.budget`: longer
 than `max_request_bytes`, drained without being held, or nested too deep) is answered with a JSON-RPC error
 before any parser reads it, and so is a line that is not JSON-RPC; the connection goes on. While the answers
-waiting for stdout pass `_BACKLOG_HIGH` bytes (a client that does not read them), stdin is not read until they
-drain below `_BACKLOG_LOW`: the client's requests wait in the pipe, not in memory.
+waiting for stdout pass `_BACKLOG_HIGH` bytes, or `_OWED_HIGH` requests wait for their answers (a client that
+does not read them, or floods), stdin is not read until both are below their low-water marks: the client's
+requests wait in the pipe, not in memory.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from server.budget import MAX_BYTES, Refused, check_budget, too_large, unreadable
 from server.framing import Framer, LongLine, encode, parse_line
@@ -44,6 +46,10 @@ _QUEUE_BYTES = 1 << 20
 """Nor is it while this many bytes of frames wait (a flood of large requests holds about one of them)."""
 _BACKLOG_HIGH, _BACKLOG_LOW = 4 << 20, 1 << 20
 """Bytes of answers waiting for stdout beyond which stdin is not read, and below which it is again."""
+_OWED_HIGH, _OWED_LOW = 256, 128
+"""Requests read and not answered yet beyond which stdin is not read, and below which it is again (each holds
+its arguments and a call's state: 30-50 KB with 9 KB of arguments). Every request is answered in bounded time
+without more being read (the time rule hands a slow call out), so a stop cannot last."""
 DEFAULT_MAX_REQUEST_BYTES = MAX_BYTES
 
 Take = Callable[[bytes], bool]
@@ -78,6 +84,7 @@ async def fd_streams(
 
     writer = LineWriter(wire_out)
     write = writer.write
+    owed: set[tuple[bool, int | str]] = set()  # the SDK's requests not answered yet
 
     async def read_stdin() -> None:
         reader = LineReader(wire_in, max_request_bytes, take, writer)
@@ -87,9 +94,10 @@ async def fd_streams(
                     await write(frame.line())
                 elif take is None or not _taken(take, frame):
                     message = parse_line(frame, "client")
-                    if isinstance(message, ValueError):  # the SDK would drop it unanswered
+                    if isinstance(message, Exception):  # the SDK would drop it unanswered
                         await write(unreadable(frame, message).line())
                     else:
+                        _account(message.message, owed, writer)
                         await to_session.send(message)
 
     async def write_stdout() -> None:
@@ -97,6 +105,9 @@ async def fd_streams(
             async for message in from_session:
                 if not await write(encode(message)):
                     return  # the client went away; reading stdin will end too
+                answered = message.message
+                if isinstance(answered, JSONRPCResponse | JSONRPCError) and answered.id is not None:
+                    _settled(_key(answered.id), owed, writer)
 
     take = fast(writer) if fast is not None else None
     async with anyio.create_task_group() as tg:
@@ -106,6 +117,29 @@ async def fd_streams(
             yield from_client, to_client
         finally:
             tg.cancel_scope.cancel()
+
+
+def _key(ident: int | str) -> tuple[bool, int | str]:
+    return type(ident) is str, ident  # 1 and "1" are different requests
+
+
+def _account(message: JSONRPCMessage, owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
+    """A request the SDK will answer is owed; one the client cancelled is not any more (it never will be)."""
+    if isinstance(message, JSONRPCRequest):
+        key = _key(message.id)
+        if key not in owed:
+            owed.add(key)
+            writer.owe()
+    elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+        ident = (message.params or {}).get("requestId")
+        if isinstance(ident, int | str):
+            _settled(_key(ident), owed, writer)
+
+
+def _settled(key: tuple[bool, int | str], owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
+    if key in owed:
+        owed.discard(key)
+        writer.paid()
 
 
 class LineReader:
@@ -125,7 +159,7 @@ class LineReader:
         self._head = b""  # the start of a line too long to read
         self._eof = False
         self._reading = False
-        self._held = False  # paused until the writer's backlog drains
+        self._held = False  # paused until the writer's backlog drains and the answers owed are paid
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
         if writer is not None:
@@ -154,7 +188,10 @@ class LineReader:
             self._writer.on_drained = None
 
     def _drained(self) -> None:
-        """The writer's backlog fell below its low-water mark: read again, as far as the queue allows."""
+        """The writer's backlog and the answers owed fell below their low-water marks: read again, as far as the
+        queue allows."""
+        if not self._held:
+            return
         self._held = False
         if len(self._queue) < _QUEUE_LOW and self._queued < _QUEUE_BYTES // 4:
             self._resume()
@@ -193,7 +230,7 @@ class LineReader:
             if len(queue) >= _QUEUE_HIGH or self._queued >= _QUEUE_BYTES:
                 self._pause()  # the SDK's side is behind: the pipe holds the rest
             writer = self._writer
-            if writer is not None and writer.backlog >= _BACKLOG_HIGH:
+            if writer is not None and writer.full():
                 self._held = True  # the client does not read its answers: the pipe holds its requests
                 self._pause()
         waiter = self._waiter
@@ -235,8 +272,10 @@ class LineWriter:
         self._drained: list[asyncio.Future[None]] = []
         self.backlog = 0
         """Bytes given but not written yet."""
+        self.owed = 0
+        """Requests read whose answers are not written yet (`owe`, `paid`)."""
         self.on_drained: Callable[[], None] | None = None
-        """Called when the backlog falls below `_BACKLOG_LOW` (the reader of requests may go on)."""
+        """Called when the backlog and the answers owed fall below their low-water marks (the reader may go on)."""
         self.gone = False
         """The reader went away (EPIPE): every later line is dropped."""
 
@@ -291,8 +330,25 @@ class LineWriter:
             asyncio.get_running_loop().remove_writer(self._fd)
             self._wake()
         finally:
-            if self.backlog < _BACKLOG_LOW <= was and self.on_drained is not None:
-                self.on_drained()
+            if self.backlog < was:
+                self._eased()
+
+    def full(self) -> bool:
+        """Whether the reader of requests should stop: too many answers wait, or are owed."""
+        return self.backlog >= _BACKLOG_HIGH or self.owed >= _OWED_HIGH
+
+    def owe(self) -> None:
+        """A request was read: its answer is owed."""
+        self.owed += 1
+
+    def paid(self) -> None:
+        """A request was answered (or cancelled, so never will be)."""
+        self.owed -= 1
+        self._eased()
+
+    def _eased(self) -> None:
+        if self.on_drained is not None and self.backlog < _BACKLOG_LOW and self.owed < _OWED_LOW:
+            self.on_drained()
 
     def _failed(self, exc: OSError) -> bool:
         if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
@@ -303,6 +359,7 @@ class LineWriter:
             self._pending.clear()
             asyncio.get_running_loop().remove_writer(self._fd)
         self._wake()
+        self._eased()  # nothing more will be written: reading goes on, to the end of stdin
         return False
 
     def _wake(self) -> None:
