@@ -25,6 +25,8 @@ class Wire:
         self.process = process
         self._buffer = b""
         self._next = 0
+        self.seen: list[dict[str, Any]] = []
+        """Every message read so far."""
 
     async def write(self, line: bytes) -> None:
         assert self.process.stdin is not None
@@ -45,6 +47,7 @@ class Wire:
             self._buffer += await self.process.stdout.receive()
         line, self._buffer = self._buffer.split(b"\n", 1)
         message: dict[str, Any] = json.loads(line)
+        self.seen.append(message)
         return message
 
     async def answer(self, ident: int | str | None) -> dict[str, Any]:

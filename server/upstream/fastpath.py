@@ -40,7 +40,7 @@ from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
-from server.upstream.forwarding import answer, begin
+from server.upstream.forwarding import answer, begin, drop
 from server.upstream.stdio import LineWriter
 from server.upstream.surface import error_result, footer_lines
 
@@ -294,9 +294,7 @@ class _Request:
             self.call_relay.upstream = None
         if call is not None:
             call.on_finish = None
-            if not call.finished.is_set():
-                call.scope.cancel()
-            self.session.calls.pop(call.handle, None)
+            drop(self.session, call)
 
     def _end(self) -> None:
         self.state = "done"
