@@ -32,7 +32,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from server.budget import MAX_BYTES, Refused, check_budget, too_large, unreadable
+from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, too_large, unreadable
 from server.framing import Framer, LongLine, encode, parse_line
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams"]
@@ -242,7 +242,7 @@ class LineReader:
         if isinstance(frame, bytes):
             return check_budget(frame, max_bytes=self._max_bytes) or frame
         if frame.kind == "first":
-            self._head = frame.data[:4096]
+            self._head = frame.data[:HEAD_BYTES]
         elif frame.kind == "end":
             head, self._head = self._head, b""
             return too_large(head, self._max_bytes)
