@@ -81,6 +81,7 @@ LEVELS = {
     "server.framing": 0,
     "server.http_compat": 0,
     "server.sdk_compat": 0,
+    "server.budget": 0,
     "server.version": 0,
 }
 

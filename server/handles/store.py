@@ -160,7 +160,14 @@ class SessionStore:
         """Store `text` as UTF-8 (lone surrogates become "?") in a new 0600 file, measuring it on the way.
 
         Written under a temporary name and renamed when complete, so a reader (of any replica) never sees
-        a partial output under the handle."""
+        a partial output under the handle; shielded from cancellation, so no partial file is left behind (a
+        cancelled write in a worker thread would go on after any cleanup): the output is in memory already,
+        and a call cancelled meanwhile removes it when it ends."""
+        with anyio.CancelScope(shield=True):
+            stored = await self._write(handle, text)
+        return stored
+
+    async def _write(self, handle: str, text: str) -> StoredFile:
         final = self._path_of(handle)
         path = final.with_name(f".{final.name}.part")
         digest = hashlib.sha256()

@@ -40,7 +40,7 @@ from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
-from server.upstream.forwarding import answer, begin
+from server.upstream.forwarding import answer, begin, drop
 from server.upstream.stdio import LineWriter
 from server.upstream.surface import error_result, footer_lines
 
@@ -86,7 +86,7 @@ def read_envelope(line: bytes) -> Envelope | None:
         return None
     try:
         message = json.loads(line, parse_constant=_no_constant)
-    except ValueError:  # not JSON, not UTF-8, or NaN/Infinity
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, NaN/Infinity, or past the budget after all
         return None
     if type(message) is not dict or len(message) != 4 or message.get("jsonrpc") != "2.0":
         return None
@@ -111,7 +111,7 @@ def _cancelled_id(line: bytes) -> RequestId | None:
         return None
     try:
         message = json.loads(line, parse_constant=_no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if type(message) is not dict or message.get("method") != "notifications/cancelled" or "id" in message:
         return None
@@ -178,6 +178,7 @@ class FastPath:
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)
         self._running[_key(envelope.id)] = request
+        self.writer.owe()
         request.start()
         return True
 
@@ -185,7 +186,10 @@ class FastPath:
         return plain_route(self._proxy, envelope)
 
     def forget(self, request: _Request) -> None:
-        self._running.pop(_key(request.envelope.id), None)
+        key = _key(request.envelope.id)
+        if self._running.get(key) is request:
+            del self._running[key]
+            self.writer.paid()  # its answer is written, or on its way (the writer's backlog counts it)
 
 
 class _Request:
@@ -290,9 +294,7 @@ class _Request:
             self.call_relay.upstream = None
         if call is not None:
             call.on_finish = None
-            if not call.finished.is_set():
-                call.scope.cancel()
-            self.session.calls.pop(call.handle, None)
+            drop(self.session, call)
 
     def _end(self) -> None:
         self.state = "done"

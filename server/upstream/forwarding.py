@@ -23,7 +23,7 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 
-__all__ = ["ArgumentError", "answer", "begin", "forward", "split_arguments", "text_result"]
+__all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "split_arguments", "text_result"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -74,9 +74,7 @@ async def answer(
             with anyio.move_on_after(route.policy.async_timeout_secs):
                 await call.finished.wait()
     except anyio.get_cancelled_exc_class():
-        if not call.finished.is_set():  # the client gave up on its request before the handoff
-            call.scope.cancel()
-        session.calls.pop(call.handle, None)
+        drop(session, call)  # the client gave up on its request before the handoff
         raise
     finally:
         call_relay.upstream = None
@@ -97,6 +95,20 @@ async def answer(
     if call.result is not None:
         return _inline(route, call.result), None
     return text_result(call.error or f"the call {call.status}", is_error=True), None
+
+
+def drop(session: Session, call: Call) -> None:
+    """Forget the call of a request the client cancelled before its handle was given: stop it, and remove what it
+    stored (now, or when it ends if it is still settling), so no output is left that no handle names. A call
+    already handed out stays: its handle was reported."""
+    if call.handed_out:
+        return
+    session.calls.pop(call.handle, None)
+    if call.finished.is_set():
+        session.store.discard(call.handle)
+        return
+    call.scope.cancel()
+    call.on_finish = functools.partial(session.store.discard, call.handle)
 
 
 def split_arguments(route: Route, arguments: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:

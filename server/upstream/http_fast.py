@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import math
 import os
 from collections.abc import Awaitable, Callable
@@ -63,16 +64,19 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.downstream.relay import RequestRelay
 from server.handles.owners import SESSION_HEADER, principal
 from server.proxy import Proxy
 from server.upstream.fastpath import CallContext, Envelope, _cancelled_id, plain_route, read_envelope, respond
+from server.upstream.gate import read_body, replay
 from server.upstream.http_stream import RequestStream
 from server.upstream.surface import footer_lines
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]
+
+logger = logging.getLogger(__name__)
 
 _SESSION = b"mcp-session-id"
 _VERSION = b"mcp-protocol-version"
@@ -139,12 +143,18 @@ class HttpFastPath:
             await inner(scope, receive, send)
             return
         session_id, connection, transport = found
-        body, messages = await _read_body(receive)
-        replayed = _replay(messages, receive)
+        body, messages = await read_body(receive)
+        replayed = replay(messages, receive)
         if body is None:
             await inner(scope, replayed, send)
             return
-        if self._running and (cancelled := _cancelled_id(body)) is not None:
+        try:
+            cancelled = _cancelled_id(body) if self._running else None
+            envelope = read_envelope(body) if cancelled is None else None
+        except Exception:  # boundary: a bug in reading a request must not cost the client its answer
+            logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
+            cancelled = envelope = None
+        if cancelled is not None:
             running = self._running.get((session_id, *_key(cancelled)))
             if running is not None:
                 running.cancel()
@@ -152,7 +162,6 @@ class HttpFastPath:
                 await send({"type": "http.response.start", "status": 202, "headers": headers})
                 await send({"type": "http.response.body", "body": b""})
                 return
-        envelope = read_envelope(body)
         if envelope is None or not await self._call(envelope, scope, receive, send, session_id, connection, transport):
             await inner(scope, replayed, send)
 
@@ -274,32 +283,6 @@ def _key(ident: int | str) -> tuple[bool, int | str]:
 def _accepts(request: Request) -> bool:
     has_json, has_sse = check_accept_headers(request)
     return has_json and has_sse  # what the SDK's transport asks of a POST when it answers with SSE streams
-
-
-async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
-    """The whole body (None if the client left first) and the messages it came in, for a replay."""
-    messages: list[Message] = []
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return None, messages
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks), messages
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """`receive` for the SDK, which reads the body again: the messages already read, then the rest."""
-    pending = list(messages)
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed
 
 
 @contextmanager

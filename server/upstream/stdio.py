@@ -5,8 +5,12 @@ line and flush; on a proxy that is most of the per-call overhead. When stdin and
 sockets (how every MCP client launches a server) this module polls them on the event loop instead.
 Like the SDK, it moves the wire to private descriptors and points fd 0 at /dev/null and fd 1 at
 stderr while serving, so stray prints cannot corrupt the protocol. Anything else (a terminal, a
-regular file) falls back to the SDK's transport. A request line longer than `max_request_bytes` is
-drained without being held and answered with a JSON-RPC error; the connection goes on.
+regular file) falls back to the SDK's transport. A request line past the budget (`server.budget`: longer
+than `max_request_bytes`, drained without being held, or nested too deep) is answered with a JSON-RPC error
+before any parser reads it, and so is a line that is not JSON-RPC; the connection goes on. While the answers
+waiting for stdout pass `_BACKLOG_HIGH` bytes, or `_OWED_HIGH` requests wait for their answers (a client that
+does not read them, or floods), stdin is not read until both are below their low-water marks: the client's
+requests wait in the pipe, not in memory.
 """
 
 from __future__ import annotations
@@ -15,10 +19,8 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import re
 import stat
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -28,10 +30,12 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
+from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, too_large, unreadable
 from server.framing import Framer, LongLine, encode, parse_line
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams", "too_large_request"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,21 +44,17 @@ _QUEUE_HIGH, _QUEUE_LOW = 64, 16
 """Frames waiting for the SDK's side beyond which stdin is not read, and below which it is again."""
 _QUEUE_BYTES = 1 << 20
 """Nor is it while this many bytes of frames wait (a flood of large requests holds about one of them)."""
-DEFAULT_MAX_REQUEST_BYTES = 64 << 20
-_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,100}")')
+_BACKLOG_HIGH, _BACKLOG_LOW = 4 << 20, 1 << 20
+"""Bytes of answers waiting for stdout beyond which stdin is not read, and below which it is again."""
+_OWED_HIGH, _OWED_LOW = 256, 128
+"""Requests read and not answered yet beyond which stdin is not read, and below which it is again (each holds
+its arguments and a call's state: 30-50 KB with 9 KB of arguments). Every request is answered in bounded time
+without more being read (the time rule hands a slow call out), so a stop cannot last."""
+DEFAULT_MAX_REQUEST_BYTES = MAX_BYTES
 
 Take = Callable[[bytes], bool]
 """Offered each request line before the SDK reads it; True: taken (`server.upstream.fastpath`)."""
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-
-
-def too_large_request(head: bytes, limit: int) -> bytes:
-    """The JSON-RPC error line for a request over `limit` bytes, with its id when the first bytes show one."""
-    match = _ID.search(head[:4096])
-    ident = json.loads(match.group(1)) if match else None
-    message = f"Request too large: over the {limit}-byte limit (settings.maxRequestBytes); it was not read."
-    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32600, "message": message}}
-    return json.dumps(error).encode() + b"\n"
 
 
 @asynccontextmanager
@@ -84,25 +84,30 @@ async def fd_streams(
 
     writer = LineWriter(wire_out)
     write = writer.write
+    owed: set[tuple[bool, int | str]] = set()  # the SDK's requests not answered yet
 
     async def read_stdin() -> None:
-        reader = LineReader(wire_in, max_request_bytes, take)
-        head = b""
+        reader = LineReader(wire_in, max_request_bytes, take, writer)
         with contextlib.closing(reader), to_session:
             while (frame := await reader.next()) is not None:
-                if isinstance(frame, bytes):
-                    if take is None or not take(frame):
-                        await to_session.send(parse_line(frame, "client"))
-                elif frame.kind == "first":
-                    head = frame.data[:4096]
-                elif frame.kind == "end":
-                    await write(too_large_request(head, max_request_bytes))
+                if isinstance(frame, Refused):
+                    await write(frame.line())
+                elif take is None or not _taken(take, frame):
+                    message = parse_line(frame, "client")
+                    if isinstance(message, Exception):  # the SDK would drop it unanswered
+                        await write(unreadable(frame, message).line())
+                    else:
+                        _account(message.message, owed, writer)
+                        await to_session.send(message)
 
     async def write_stdout() -> None:
         async with from_session:
             async for message in from_session:
                 if not await write(encode(message)):
                     return  # the client went away; reading stdin will end too
+                answered = message.message
+                if isinstance(answered, JSONRPCResponse | JSONRPCError) and answered.id is not None:
+                    _settled(_key(answered.id), owed, writer)
 
     take = fast(writer) if fast is not None else None
     async with anyio.create_task_group() as tg:
@@ -114,24 +119,54 @@ async def fd_streams(
             tg.cancel_scope.cancel()
 
 
+def _key(ident: int | str) -> tuple[bool, int | str]:
+    return type(ident) is str, ident  # 1 and "1" are different requests
+
+
+def _account(message: JSONRPCMessage, owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
+    """A request the SDK will answer is owed; one the client cancelled is not any more (it never will be)."""
+    if isinstance(message, JSONRPCRequest):
+        key = _key(message.id)
+        if key not in owed:
+            owed.add(key)
+            writer.owe()
+    elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+        ident = (message.params or {}).get("requestId")
+        if isinstance(ident, int | str):
+            _settled(_key(ident), owed, writer)
+
+
+def _settled(key: tuple[bool, int | str], owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
+    if key in owed:
+        owed.discard(key)
+        writer.paid()
+
+
 class LineReader:
     """Request lines from a non-blocking descriptor, read by an event-loop reader callback (asyncio's, which is
     what anyio runs on here): a line `take` takes is handled right there, without waking a task; every other
-    frame waits, in order, for `next` (and once one waits, so do the lines after it, to keep their order)."""
+    line, or the refusal of one past the budget, waits, in order, for `next` (and once one waits, so do the
+    lines after it, to keep their order). Nothing is read while `writer` holds too many unwritten answers."""
 
-    def __init__(self, fd: int, max_request_bytes: int, take: Take | None) -> None:
+    def __init__(self, fd: int, max_request_bytes: int, take: Take | None, writer: LineWriter | None = None) -> None:
         self._fd = fd
+        self._max_bytes = max_request_bytes
         self._framer = Framer(max_request_bytes)
         self._take = take
-        self._queue: deque[bytes | LongLine] = deque()
+        self._writer = writer
+        self._queue: deque[bytes | Refused] = deque()
         self._queued = 0  # bytes in `_queue`
+        self._head = b""  # the start of a line too long to read
         self._eof = False
         self._reading = False
+        self._held = False  # paused until the writer's backlog drains and the answers owed are paid
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
+        if writer is not None:
+            writer.on_drained = self._drained
 
-    async def next(self) -> bytes | LongLine | None:
-        """The next frame the callback did not take; None at end of file."""
+    async def next(self) -> bytes | Refused | None:
+        """The next line the callback did not take, or the refusal of one; None at end of file."""
         while not self._queue:
             if self._eof:
                 return None
@@ -149,9 +184,20 @@ class LineReader:
 
     def close(self) -> None:
         self._pause()
+        if self._writer is not None:
+            self._writer.on_drained = None
+
+    def _drained(self) -> None:
+        """The writer's backlog and the answers owed fell below their low-water marks: read again, as far as the
+        queue allows."""
+        if not self._held:
+            return
+        self._held = False
+        if len(self._queue) < _QUEUE_LOW and self._queued < _QUEUE_BYTES // 4:
+            self._resume()
 
     def _resume(self) -> None:
-        if not self._reading and not self._eof:
+        if not self._reading and not self._eof and not self._held:
             self._loop.add_reader(self._fd, self._readable)
             self._reading = True
 
@@ -174,22 +220,37 @@ class LineReader:
         else:
             take = self._take
             for frame in self._framer.feed(chunk):
-                if isinstance(frame, bytes):
-                    if not queue and take is not None and _taken(take, frame):
-                        continue
-                elif frame.kind == "more":
-                    continue  # the middle of a request too large to read: drained, never held
-                queue.append(frame)
-                self._queued += _size(frame)
+                line = self._line(frame)
+                if line is None:
+                    continue
+                if isinstance(line, bytes) and not queue and take is not None and _taken(take, line):
+                    continue
+                queue.append(line)
+                self._queued += _size(line)
             if len(queue) >= _QUEUE_HIGH or self._queued >= _QUEUE_BYTES:
                 self._pause()  # the SDK's side is behind: the pipe holds the rest
+            writer = self._writer
+            if writer is not None and writer.full():
+                self._held = True  # the client does not read its answers: the pipe holds its requests
+                self._pause()
         waiter = self._waiter
         if (queue or self._eof) and waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def _line(self, frame: bytes | LongLine) -> bytes | Refused | None:
+        """A line to offer and queue, the refusal of one past the budget, or None for a part of a long one."""
+        if isinstance(frame, bytes):
+            return check_budget(frame, max_bytes=self._max_bytes) or frame
+        if frame.kind == "first":
+            self._head = frame.data[:HEAD_BYTES]
+        elif frame.kind == "end":
+            head, self._head = self._head, b""
+            return too_large(head, self._max_bytes)
+        return None  # the middle of a request too large to read: drained, never held
 
-def _size(frame: bytes | LongLine) -> int:
-    return len(frame) if isinstance(frame, bytes) else len(frame.data)
+
+def _size(frame: bytes | Refused) -> int:
+    return len(frame) if isinstance(frame, bytes) else 0
 
 
 def _taken(take: Take, frame: bytes) -> bool:
@@ -209,6 +270,12 @@ class LineWriter:
         self._fd = fd
         self._pending: deque[memoryview] = deque()
         self._drained: list[asyncio.Future[None]] = []
+        self.backlog = 0
+        """Bytes given but not written yet."""
+        self.owed = 0
+        """Requests read whose answers are not written yet (`owe`, `paid`)."""
+        self.on_drained: Callable[[], None] | None = None
+        """Called when the backlog and the answers owed fall below their low-water marks (the reader may go on)."""
         self.gone = False
         """The reader went away (EPIPE): every later line is dropped."""
 
@@ -218,6 +285,7 @@ class LineWriter:
             return False
         if self._pending:
             self._pending.append(memoryview(data))
+            self.backlog += len(data)
             return True
         view = memoryview(data)
         try:
@@ -228,6 +296,7 @@ class LineWriter:
             return self._failed(exc)
         if written < len(view):
             self._pending.append(view[written:])
+            self.backlog += len(view) - written
             asyncio.get_running_loop().add_writer(self._fd, self._flush)
         return True
 
@@ -242,30 +311,55 @@ class LineWriter:
         return not self.gone
 
     def _flush(self) -> None:
-        while self._pending:
-            view = self._pending[0]
-            try:
-                written = os.write(self._fd, view)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                self._failed(exc)  # drops what waits, stops writing and wakes the writers
-                return
-            if written < len(view):
-                self._pending[0] = view[written:]
-                return
-            self._pending.popleft()
-        asyncio.get_running_loop().remove_writer(self._fd)
-        self._wake()
+        was = self.backlog
+        try:
+            while self._pending:
+                view = self._pending[0]
+                try:
+                    written = os.write(self._fd, view)
+                except BlockingIOError:
+                    return
+                except OSError as exc:
+                    self._failed(exc)  # drops what waits, stops writing and wakes the writers
+                    return
+                self.backlog -= written
+                if written < len(view):
+                    self._pending[0] = view[written:]
+                    return
+                self._pending.popleft()
+            asyncio.get_running_loop().remove_writer(self._fd)
+            self._wake()
+        finally:
+            if self.backlog < was:
+                self._eased()
+
+    def full(self) -> bool:
+        """Whether the reader of requests should stop: too many answers wait, or are owed."""
+        return self.backlog >= _BACKLOG_HIGH or self.owed >= _OWED_HIGH
+
+    def owe(self) -> None:
+        """A request was read: its answer is owed."""
+        self.owed += 1
+
+    def paid(self) -> None:
+        """A request was answered (or cancelled, so never will be)."""
+        self.owed -= 1
+        self._eased()
+
+    def _eased(self) -> None:
+        if self.on_drained is not None and self.backlog < _BACKLOG_LOW and self.owed < _OWED_LOW:
+            self.on_drained()
 
     def _failed(self, exc: OSError) -> bool:
         if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
             raise exc
         self.gone = True
+        self.backlog = 0
         if self._pending:
             self._pending.clear()
             asyncio.get_running_loop().remove_writer(self._fd)
         self._wake()
+        self._eased()  # nothing more will be written: reading goes on, to the end of stdin
         return False
 
     def _wake(self) -> None:

@@ -1,7 +1,8 @@
 """Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`.
 
 Over HTTP the edge rules of `server.status.edges` apply: a deadline for each request, one Authorization
-header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it); a session
+header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it); then
+`BudgetGate` refuses a body nested too deep before anything parses it (400 with a JSON-RPC error); a session
 serves only the principal that opened it (`server.upstream.principals`).
 """
 
@@ -32,6 +33,7 @@ from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, s
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
+from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.standing import StandingStreams
@@ -119,11 +121,7 @@ async def serve_http(
         else route
         for route in inner.routes
     ]
-    app = Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, max_bytes=limit), Middleware(PrincipalAsUser)],
-    )
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=_edges(limit))
     await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token, request_deadline)
 
 
@@ -160,9 +158,19 @@ async def serve_sse(
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
         lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, max_bytes=limit), Middleware(PrincipalAsUser)],
+        middleware=_edges(limit),
     )
     await _run_uvicorn(app, sock, "/sse", "SSE", auth_token, request_deadline)
+
+
+def _edges(limit: int) -> list[Middleware]:
+    """The size of a body is counted as it comes; whether it nests too deep, once it is whole; then the request
+    carries its principal, which the SDK binds each session to."""
+    return [
+        Middleware(BodyLimit, max_bytes=limit),
+        Middleware(BudgetGate, max_bytes=limit),
+        Middleware(PrincipalAsUser),
+    ]
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -1,0 +1,127 @@
+"""The budget a request line must fit before any parser reads it: its size and how deep it nests.
+
+JSON parsers recurse: the stdlib's `json` raises RecursionError past about 1 000 levels (out of a read loop,
+that ended the process), and the SDK's (pydantic-core) refuses a message nested deeper than about 200, so a
+deeper call the fast path read with the stdlib would reach a Python downstream that drops it unanswered.
+`MAX_DEPTH` is 128: it stays under both, with room for the envelope a message adds around its arguments,
+and far above what tool arguments need. `check_budget` counts the nesting without parsing (strings are
+skipped, brackets counted at C speed; a line with few brackets costs two `count`s) and answers what is past
+the budget with a JSON-RPC error, under the request's id when the head of the line shows it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import operator
+import re
+from dataclasses import dataclass
+
+import mcp_types as types
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "Refused", "check_budget", "request_id", "too_large", "unreadable"]
+
+MAX_DEPTH = 128
+MAX_BYTES = 64 << 20
+"""The default of `settings.maxRequestBytes`."""
+HEAD_BYTES = 4096
+"""How much of a refused line is read for its id."""
+
+RequestId = int | str
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_BRACKETS = b"[]{}"
+_MARKS = bytes.maketrans(_BRACKETS, b"\x02\x00\x02\x00")
+"""An opening bracket as 2 and a closing one as 0: after i + 1 brackets, their sum minus i + 1 is the depth."""
+_NOT_BRACKETS = bytes(set(range(256)) - set(_BRACKETS))
+_TOKEN = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null|[][{}:,])', re.S)
+_INTEGER_ID = re.compile(rb"-?\d{1,18}")
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A request refused unread, and the JSON-RPC error that answers it."""
+
+    code: int
+    message: str
+    id: RequestId | None
+
+    def body(self) -> bytes:
+        error = {"code": self.code, "message": self.message}
+        return json.dumps({"jsonrpc": "2.0", "id": self.id, "error": error}).encode()
+
+    def line(self) -> bytes:
+        return self.body() + b"\n"
+
+
+def check_budget(line: bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Refused | None:
+    """None when `line` fits the budget, else why it does not: its parsing would cost more than a request may."""
+    if len(line) > max_bytes:
+        return too_large(line[:HEAD_BYTES], max_bytes)
+    if _nests_deeper(line, max_depth):
+        message = f"Request nested too deep: over {max_depth} levels of brackets; it was not read."
+        return Refused(types.INVALID_REQUEST, message, request_id(line[:HEAD_BYTES]))
+    return None
+
+
+def too_large(head: bytes, limit: int) -> Refused:
+    """The answer to a request over `limit` bytes, of which `head` was seen."""
+    message = f"Request too large: over the {limit}-byte limit (settings.maxRequestBytes); it was not read."
+    return Refused(types.INVALID_REQUEST, message, request_id(head))
+
+
+def unreadable(line: bytes, error: Exception) -> Refused:
+    """The answer to a line that is not JSON (-32700) or not a JSON-RPC message (-32600)."""
+    not_json = any(detail.get("type") == "json_invalid" for detail in getattr(error, "errors", list)())
+    if not_json:
+        return Refused(types.PARSE_ERROR, "Parse error: the line is not JSON.", None)
+    return Refused(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC message.", request_id(line[:HEAD_BYTES]))
+
+
+def _nests_deeper(line: bytes, max_depth: int) -> bool:
+    if line.count(b"[") + line.count(b"{") <= max_depth:
+        return False
+    structure = _STRING.sub(b"", line) if b'"' in line else line
+    marks = structure.translate(_MARKS, _NOT_BRACKETS)
+    if marks.count(2) <= max_depth:
+        return False
+    depths = map(operator.sub, itertools.accumulate(marks), itertools.count(1))
+    return next(filter(functools.partial(operator.lt, max_depth), depths), None) is not None
+
+
+def request_id(head: bytes) -> RequestId | None:
+    """The id of the request whose line starts with `head`, if the head shows its top-level `"id"` and
+    `"method"` (an id only in the arguments, or that of a client's response, is not the request's)."""
+    depth, previous, key = 0, b"", b""
+    ident: RequestId | None = None
+    method = False
+    position = 0
+    while (match := _TOKEN.match(head, position)) is not None:
+        position = match.end()
+        token = match.group(1)
+        if token in (b"{", b"["):
+            if depth == 0 and token != b"{":
+                return None  # a batch: no one id
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and previous in (b"{", b",") and token.startswith(b'"'):
+            key = token
+            method = method or key == b'"method"'
+        elif depth == 1 and previous == b":" and key == b'"id"':
+            ident = _id_of(token)
+        previous = token
+    return ident if method else None
+
+
+def _id_of(token: bytes) -> RequestId | None:
+    if _INTEGER_ID.fullmatch(token):
+        return int(token)
+    if token.startswith(b'"'):
+        try:
+            value = json.loads(token)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    return None

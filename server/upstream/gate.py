@@ -1,0 +1,68 @@
+"""The request budget at the HTTP entrances (`/mcp`, `/messages/`), before the fast path or the SDK reads a body.
+
+A POST body past `server.budget`'s budget (nested too deep: its size is `BodyLimit`'s, outside this) is
+answered 400 with the JSON-RPC error, under the request's id when the head of the body shows it, as the
+SDK answers a body it cannot parse; neither the fast path nor the SDK sees it, and the session goes on. Any
+other body is handed on whole, as the one message of its request (both read it whole anyway).
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.budget import check_budget
+
+__all__ = ["BudgetGate", "read_body", "replay"]
+
+
+class BudgetGate:
+    """Refuse a POST whose body is past the budget; everything else passes as it came."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, messages = await read_body(receive)
+        if body is None:
+            await self.app(scope, replay(messages, receive), send)
+            return
+        messages.clear()  # the body alone is kept from here
+        refused = check_budget(body, max_bytes=self.max_bytes)
+        if refused is not None:
+            data = refused.body()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": data})
+            return
+        whole: Message = {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, replay([whole], receive), send)
+
+
+async def read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
+    """The whole body (None if the client left first) and the messages it came in, for a replay."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return None, messages
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), messages
+
+
+def replay(messages: list[Message], receive: Receive) -> Receive:
+    """`receive` for an app that reads the body again: the messages already read, then the rest."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

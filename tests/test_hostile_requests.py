@@ -1,0 +1,154 @@
+"""Requests past the budget (too deep, too big, not JSON-RPC) get a JSON-RPC error and the connection goes on
+serving, at every entrance of a real claimcheck: stdio with the fast path on and off, streamable HTTP with the
+fast path on and off, and SSE. Before the budget a 1 000-deep call ended the stdio process, the SDK's stdio
+path answered nothing, and the HTTP fast path answered 500 or dropped the connection."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from support import PYTHON, announced_url, demo_server_entry, write_config
+from wire import serving
+
+from server.budget import MAX_DEPTH
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+CALL_S = 120
+TOO_DEEP = -32600
+
+
+def deep_call(ident: int, depth: int, *, id_last: bool = False, decoy: bool = False) -> bytes:
+    """A `tools/call` of `demo__echo` whose argument nests `depth` brackets; `id_last`: its id after the params;
+    `decoy`: an `"id"` inside its arguments, ahead of the deep part."""
+    nested = b"[" * depth + b"]" * depth
+    arguments = (b'{"id":7,"text":' if decoy else b'{"text":') + nested + b"}"
+    params = b'"params":{"name":"demo__echo","arguments":' + arguments + b"}"
+    head, tail = (b"", b',"id":%d' % ident) if id_last else (b'"id":%d,' % ident, b"")
+    return b'{"jsonrpc":"2.0",' + head + b'"method":"tools/call",' + params + tail + b"}"
+
+
+HOSTILE: list[tuple[str, bytes, int | None, int]] = [
+    ("1 000 deep", deep_call(3, 1000), 3, TOO_DEEP),
+    ("100 000 deep", deep_call(4, 100_000), 4, TOO_DEEP),
+    ("deep, its id after the deep part", deep_call(5, 100_000, id_last=True), None, TOO_DEEP),
+    ("deep, an id in its arguments first", deep_call(6, 5_000, id_last=True, decoy=True), None, TOO_DEEP),
+    ("one level past the budget", deep_call(8, MAX_DEPTH - 2), 8, TOO_DEEP),
+]
+"""(what it is, the line, the id its error must carry, the error's code)."""
+NOT_JSON_RPC: list[tuple[str, bytes, int | None, int]] = [
+    ("not JSON", b'{"jsonrpc":"2.0","id":9,"method":"tools/call",', None, -32700),
+    ("JSON, not JSON-RPC", b'{"jsonrpc":"2.0","id":10,"method":["tools/call"]}', 10, -32600),
+]
+"""Lines the SDK's stdio transport dropped unanswered (over HTTP the SDK answers them itself)."""
+
+
+def within_budget(ident: int) -> bytes:
+    """A call at the deepest the budget allows, with brackets in its strings that must not count."""
+    text = json.dumps("[{" * 5000 + '\\"[').encode()
+    nested = b'{"text":' + text + b',"x":' + b"[" * (MAX_DEPTH - 3) + b"]" * (MAX_DEPTH - 3) + b"}"
+    return b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"demo__echo","arguments":%s}}' % (
+        ident,
+        nested,
+    )
+
+
+@pytest.mark.parametrize("fast", ["on", "off"])
+async def test_requests_past_the_budget_over_stdio_get_an_error_and_the_process_serves_on(
+    tmp_path: Path, fast: str
+) -> None:
+    with anyio.fail_after(CALL_S):
+        async with serving(tmp_path, fast) as wire:
+            for what, line, ident, code in HOSTILE + NOT_JSON_RPC:
+                await wire.write(line)
+                answer = await wire.answer(ident)
+                assert answer["error"]["code"] == code, what
+            await wire.write(within_budget(20))
+            inside = await wire.answer(20)
+            alive = await wire.call("demo__echo", {"text": "still here"})
+            assert wire.process.returncode is None
+    assert "error" not in inside, inside  # the demo's own validation error is a result, not a refusal
+    assert alive["result"]["content"][0]["text"] == "still here"
+
+
+def _http_claimcheck(tmp_path: Path, transport: str, fast: str) -> AbstractAsyncContextManager[str]:
+    data: dict[str, Any] = {"mcpServers": {"demo": demo_server_entry()}}
+    (tmp_path / fast).mkdir(exist_ok=True)
+    config = write_config(tmp_path / fast, data)
+    command = ["env", f"CLAIMCHECK_FAST_PATH={fast}", PYTHON, "-m", "server", "serve", "--no-api"]
+    command += ["--config", str(config), "--transport", transport, "--port", "0"]
+    pattern = r"serving MCP over [A-Za-z ]+ at (http://\S+)"
+    return announced_url(command, pattern)
+
+
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+ECHO_PARAMS = {"name": "demo__echo", "arguments": {"text": "ok"}}
+ECHO = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": ECHO_PARAMS}
+
+
+def _data_of(text: str) -> list[dict[str, Any]]:
+    if text.lstrip().startswith("{"):
+        return [json.loads(text)]
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+@pytest.mark.parametrize("fast", ["on", "off"])
+async def test_requests_past_the_budget_over_http_get_a_json_rpc_error_and_the_session_serves_on(
+    tmp_path: Path, fast: str
+) -> None:
+    with anyio.fail_after(CALL_S):
+        async with _http_claimcheck(tmp_path, "http", fast) as url, httpx2.AsyncClient(timeout=CALL_S) as http:
+            opened = await http.post(url, json=INIT, headers=HEADERS)
+            session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            session["mcp-protocol-version"] = "2025-11-25"
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            await http.post(url, json=LIST, headers=session)  # waits for the demo server to be up
+            for what, line, ident, code in HOSTILE:
+                response = await http.post(url, content=line, headers=session)
+                assert response.status_code == 400, what
+                assert response.json()["id"] == ident and response.json()["error"]["code"] == code, what
+            alive = await http.post(url, json=ECHO, headers=session)
+    assert _data_of(alive.text)[-1]["result"]["content"][0]["text"] == "ok"
+
+
+async def test_requests_past_the_budget_over_sse_get_a_json_rpc_error_and_the_session_serves_on(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(CALL_S):
+        async with (
+            _http_claimcheck(tmp_path, "sse", "on") as url,
+            httpx2.AsyncClient(timeout=CALL_S) as http,
+            http.stream("GET", url) as stream,
+        ):
+            lines = stream.aiter_lines()
+            endpoint = ""
+            async for line in lines:
+                if line.startswith("data:"):
+                    endpoint = line[5:].strip()
+                    break
+            post = url.removesuffix("/sse") + endpoint
+            await http.post(post, json=INIT)
+            await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await http.post(post, json=LIST)
+            for what, line, ident, code in HOSTILE:
+                response = await http.post(post, content=line, headers={"content-type": "application/json"})
+                assert response.status_code == 400, what
+                assert response.json()["id"] == ident and response.json()["error"]["code"] == code, what
+            assert (await http.post(post, json=ECHO)).status_code == 202
+            async for line in lines:
+                if line.startswith("data:") and '"id":99' in line:
+                    assert json.loads(line[5:])["result"]["content"][0]["text"] == "ok"
+                    break

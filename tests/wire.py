@@ -1,0 +1,90 @@
+"""A real `claimcheck serve` spoken to by hand over stdio: the test writes any bytes it likes, reads the answers
+it chooses to (or none), and knows the process (its pid, for VmHWM/VmRSS; whether it still runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from support import PYTHON, demo_server_entry, write_config
+
+MIB = 1 << 20
+
+
+class Wire:
+    """JSON-RPC lines to and from one claimcheck process."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self._buffer = b""
+        self._next = 0
+        self.seen: list[dict[str, Any]] = []
+        """Every message read so far."""
+
+    async def write(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(line + b"\n")
+
+    async def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self._next += 1
+            message["id"] = self._next
+        await self.write(json.dumps(message).encode())
+        return self._next
+
+    async def read(self) -> dict[str, Any]:
+        """The next message claimcheck writes."""
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            self._buffer += await self.process.stdout.receive()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        self.seen.append(message)
+        return message
+
+    async def answer(self, ident: int | str | None) -> dict[str, Any]:
+        """The answer to request `ident` (None: an error about no request it could name); notifications skipped."""
+        while True:
+            message = await self.read()
+            if "method" not in message and message.get("id") == ident:
+                return message
+
+    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.answer(await self.send("tools/call", {"name": tool, "arguments": arguments or {}}))
+
+    def memory(self, field: str) -> int:
+        """A VmHWM/VmRSS figure of the claimcheck process, in bytes."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="utf-8")
+        match = re.search(rf"^{field}:\s+(\d+) kB$", status, re.M)
+        assert match is not None
+        return int(match.group(1)) * 1024
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, fast: str, settings: dict[str, Any] | None = None) -> AsyncIterator[Wire]:
+    """A claimcheck (fast path `fast`: on/off) in front of the demo server, its handshake done and the demo's
+    tools listed; outputs under `tmp_path / "out"`."""
+    base = {"root": str(tmp_path / "out"), **(settings or {})}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": base})
+    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
+    process = await anyio.open_process(command, stderr=None, env={**os.environ, "CLAIMCHECK_FAST_PATH": fast})
+    async with process:
+        wire = Wire(process)
+        client = {"name": "wire-test", "version": "1"}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        await wire.answer(await wire.send("initialize", init))
+        await wire.send("notifications/initialized", notify=True)
+        await wire.answer(await wire.send("tools/list"))
+        try:
+            yield wire
+        finally:
+            if process.returncode is None:
+                process.kill()
