@@ -20,7 +20,17 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "Refused", "check_budget", "request_id", "too_large", "unreadable"]
+__all__ = [
+    "HEAD_BYTES",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "Refused",
+    "check_budget",
+    "request_id",
+    "response_id",
+    "too_large",
+    "unreadable",
+]
 
 MAX_DEPTH = 128
 MAX_BYTES = 64 << 20
@@ -37,6 +47,7 @@ _MARKS = bytes.maketrans(_BRACKETS, b"\x02\x00\x02\x00")
 _NOT_BRACKETS = bytes(set(range(256)) - set(_BRACKETS))
 _TOKEN = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null|[][{}:,])', re.S)
 _INTEGER_ID = re.compile(rb"-?\d{1,18}")
+_ID_LAST = re.compile(rb'[,{]\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*}\s*$')
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +104,22 @@ def _nests_deeper(line: bytes, max_depth: int) -> bool:
 def request_id(head: bytes) -> RequestId | None:
     """The id of the request whose line starts with `head`, if the head shows its top-level `"id"` and
     `"method"` (an id only in the arguments, or that of a client's response, is not the request's)."""
+    return _top_level_id(head, (b'"method"',))
+
+
+def response_id(line: bytes) -> RequestId | None:
+    """The id of the response `line` is, if its head shows a top-level `"id"` and `"result"` or `"error"`, or
+    its end is `"id": <id>}` (a writer that puts the id last)."""
+    ident = _top_level_id(line[:HEAD_BYTES], (b'"result"', b'"error"'))
+    if ident is None and (match := _ID_LAST.search(line[-HEAD_BYTES:])) is not None:
+        ident = _id_of(match.group(1))
+    return ident
+
+
+def _top_level_id(head: bytes, markers: tuple[bytes, ...]) -> RequestId | None:
     depth, previous, key = 0, b"", b""
     ident: RequestId | None = None
-    method = False
+    marked = False
     position = 0
     while (match := _TOKEN.match(head, position)) is not None:
         position = match.end()
@@ -108,11 +132,11 @@ def request_id(head: bytes) -> RequestId | None:
             depth -= 1
         elif depth == 1 and previous in (b"{", b",") and token.startswith(b'"'):
             key = token
-            method = method or key == b'"method"'
+            marked = marked or key in markers
         elif depth == 1 and previous == b":" and key == b'"id"':
             ident = _id_of(token)
         previous = token
-    return ident if method else None
+    return ident if marked else None
 
 
 def _id_of(token: bytes) -> RequestId | None:

@@ -11,7 +11,19 @@ from mcp.shared.message import SessionMessage
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["Framer", "LineSplitter", "LongLine", "dump_json", "encode", "lone_surrogates_replaced", "parse_line"]
+from server.budget import response_id
+from server.errors import clip
+
+__all__ = [
+    "Framer",
+    "LineSplitter",
+    "LongLine",
+    "dump_json",
+    "encode",
+    "lone_surrogates_replaced",
+    "parse_line",
+    "unreadable_answer",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +153,20 @@ def parse_line(line: bytes, peer: str) -> SessionMessage | Exception:
     except ValueError as exc:
         logger.warning("%s wrote a line that is not JSON-RPC: %.200r", peer, line)
         return exc
+
+
+def unreadable_answer(line: bytes, error: Exception) -> bytes | None:
+    """For a downstream line the SDK cannot read (nested past its parser's limit, a number out of range, bytes
+    that are not UTF-8) that is the response to a request whose id it shows: an error response to that id, so
+    the waiting call fails at once with the reason instead of waiting for the server's timeout. None otherwise."""
+    ident = response_id(line)
+    if ident is None:
+        return None
+    details = getattr(error, "errors", None)
+    reason = details()[0].get("msg", "") if callable(details) and details() else ""
+    message = f"claimcheck could not read the server's answer ({clip(reason or type(error).__name__, 200)})"
+    body = {"jsonrpc": "2.0", "id": ident, "error": {"code": types.INTERNAL_ERROR, "message": message}}
+    return json.dumps(body).encode()
 
 
 def dump_json(model: BaseModel, *, exclude_unset: bool = True, exclude_none: bool = False) -> str:

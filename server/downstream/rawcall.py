@@ -185,7 +185,7 @@ async def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawRe
         raise DownstreamError(downstream.name, tool, f"{message_text} (JSON-RPC error {code})")
     result = parsed["result"]
     if not isinstance(result, dict):
-        return types.CallToolResult.model_validate(result, by_name=False)  # fails as the SDK's would
+        raise DownstreamError(downstream.name, tool, f"a result that is not an object: {clip(json.dumps(result), 80)}")
     return RawResult(result)
 
 

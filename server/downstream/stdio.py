@@ -33,7 +33,7 @@ from server.anyio_compat import stream_writer_of
 from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
-from server.framing import Framer, LineSplitter, LongLine, encode, parse_line
+from server.framing import Framer, LineSplitter, LongLine, encode, parse_line, unreadable_answer
 
 __all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 
@@ -163,7 +163,7 @@ async def stdio_transport(
                     splitter = LineSplitter()
                     async for chunk in process.stdout:
                         for line in splitter.feed(chunk):
-                            await to_session.send(parse_line(line, "downstream"))
+                            await to_session.send(_read(line))
                     spec.hung_up = True
                     return
                 framer = Framer(spec.spool.threshold)
@@ -172,7 +172,11 @@ async def stdio_transport(
                     for frame in framer.feed(chunk):
                         if isinstance(frame, bytes):
                             if not (raw.waiting and await raw.take_line(frame)):
-                                await to_session.send(parse_line(frame, "downstream"))
+                                message = parse_line(frame, "downstream")
+                                answer = unreadable_answer(frame, message) if isinstance(message, Exception) else None
+                                if answer is not None and raw.waiting and await raw.take_line(answer):
+                                    continue  # a raw request's answer that could not be read: it fails now
+                                await to_session.send(message if answer is None else _read(answer))
                             continue
                         spooler = await _long_line(spec, spooler, frame, to_session, raw)
         except anyio.EndOfStream:
@@ -307,3 +311,11 @@ async def _stop(process: anyio.abc.Process, stderr_done: anyio.Event) -> None:
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()
+
+
+def _read(line: bytes) -> SessionMessage | Exception:
+    """A line from the server as the session reads it; an answer it cannot read becomes an error answer."""
+    message = parse_line(line, "downstream")
+    if isinstance(message, Exception) and (answer := unreadable_answer(line, message)) is not None:
+        return parse_line(answer, "downstream")
+    return message

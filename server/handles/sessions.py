@@ -15,6 +15,7 @@ finished output is kept `settings.keepOutputsSecs` after it was last touched onc
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -25,12 +26,15 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from pydantic import ValidationError
 
 from extraction import Usage, estimate_tokens
 from server.config import Policy
+from server.downstream.listing import describe
 from server.downstream.rawcall import RawResult
 from server.downstream.relay import Relay, declares_roots
-from server.errors import ClaimcheckError
+from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
+from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
@@ -46,6 +50,8 @@ _ORIGIN_KEY = "claimcheck.origin"
 _ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult | RawResult]]
+
+logger = logging.getLogger(__name__)
 
 
 class Session:
@@ -269,11 +275,21 @@ class Sessions:
         with call.scope:
             try:
                 result = await invoke(relay)
+                await settle(session, call, result, policy, self._max_output_bytes)
             except ClaimcheckError as exc:
                 call.error = str(exc)
                 call.finish("failed")
-            else:
-                await settle(session, call, result, policy, self._max_output_bytes)
+            except Exception as exc:  # boundary: one call's answer must not end the process and every other call
+                if isinstance(exc, ValidationError):  # the server's answer is no tool result: its fault, said below
+                    logger.warning("server %r gave %r an answer that is no tool result", call.server, call.tool)
+                else:
+                    logger.exception("claimcheck failed on a call of %s", call.tool)
+                if not call.finished.is_set():
+                    reason = clip(" ".join(describe(exc).split()), DOWNSTREAM_MESSAGE_LIMIT)
+                    call.error = (
+                        f'Server "{call.server}" gave tool "{call.tool}" an answer claimcheck cannot use: {reason}'
+                    )
+                    call.finish("failed")
         if not call.finished.is_set():
             call.error = "the call was cancelled"
             call.finish("cancelled")

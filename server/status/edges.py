@@ -22,6 +22,7 @@ import h11
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.budget import HEAD_BYTES, request_id
 from server.http_compat import H11Protocol
 
 __all__ = [
@@ -203,20 +204,25 @@ class BodyLimit:
             return
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send, f"{int(declared)} bytes, over the {self.max_bytes}-byte limit ({self.setting})")
+            why = f"{int(declared)} bytes, over the {self.max_bytes}-byte limit ({self.setting})"
+            await self._refuse(send, why, await _head(receive))
             return
         received = 0
+        head = b""
         complete = False
         responded = False
 
         async def counted() -> Message:
-            nonlocal received, complete
+            nonlocal received, complete, head
             message = await receive()
             if complete:
                 return message
             if message["type"] == "http.disconnect":
                 raise _ClientLeft
-            received += len(message.get("body", b""))
+            body = message.get("body", b"")
+            if len(head) < HEAD_BYTES:
+                head += body[: HEAD_BYTES - len(head)]
+            received += len(body)
             if received > self.max_bytes:
                 raise _TooLarge
             complete = not message.get("more_body", False)
@@ -232,11 +238,26 @@ class BodyLimit:
         except _TooLarge:
             if not responded:
                 await self._refuse(
-                    send, f"over the {self.max_bytes}-byte limit ({self.setting}); the rest was not read"
+                    send, f"over the {self.max_bytes}-byte limit ({self.setting}); the rest was not read", head
                 )
         except _ClientLeft:
             logger.debug("%s %s: the client left before its request body was complete", scope["method"], scope["path"])
 
-    async def _refuse(self, send: Send, why: str) -> None:
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"Request too large: {why}."}}
+    async def _refuse(self, send: Send, why: str, head: bytes) -> None:
+        """413, with the request's id where the first bytes of its body show it."""
+        message = f"Request too large: {why}."
+        error = {"jsonrpc": "2.0", "id": request_id(head), "error": {"code": -32600, "message": message}}
         await reply(send, 413, error)
+
+
+async def _head(receive: Receive) -> bytes:
+    """The first bytes of a request body, for its id (the rest is not read)."""
+    head = b""
+    while len(head) < HEAD_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        head += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    return head[:HEAD_BYTES]
