@@ -90,14 +90,19 @@ class Proxy:
         store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
         for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
             if resolve_policy(settings, downstream.config, self.cli).async_enabled:
-                downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes)
+                downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes, self.pool.spooled)
         self._warmed = warmed = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
                 keep = settings.keep_outputs_secs
                 self._client_sessions = Sessions(
-                    store, tg, settings.max_output_bytes, shared=self.shared, keep_outputs_secs=keep
+                    store,
+                    tg,
+                    settings.max_output_bytes,
+                    spooled=self.pool.spooled,
+                    shared=self.shared,
+                    keep_outputs_secs=keep,
                 )
                 backend = None
                 if state_url:  # replicas: handles in Redis (redis is imported only here)

@@ -269,7 +269,11 @@ async def _try_output(wire: StdioWire, case: str) -> list[str]:
     if "result" not in answer:
         return [f"{case}: {answer}"]
     text = "\n".join(item.get("text", "") for item in answer["result"]["content"])
-    if "maximum recursion depth" in text or "Internal error" in text or (case.endswith("_big") and "too large" not in text):
+    if (
+        "maximum recursion depth" in text
+        or "Internal error" in text
+        or (case.endswith("_big") and "too large" not in text)
+    ):
         return [f"{case}: {text[:300]}"]
     match = HANDLE.search(text)
     if match is None:

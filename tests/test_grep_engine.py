@@ -15,7 +15,8 @@ import anyio
 import pytest
 
 from fs_sandbox import PatternError, Sandbox, _engine
-from server.handles.files import _Grep, _grep_text
+from server.handles.files import _grep_text
+from server.handles.own_registry import GrepArgs
 
 pytestmark = pytest.mark.anyio
 
@@ -112,7 +113,7 @@ async def test_three_needles_on_one_5_mb_json_line_show_as_three_windows_with_th
             found = await sandbox.grep("f", "NEEDLE-[A-Z]+", max_line_chars=2000)
     finally:
         await sandbox.aclose()
-    args = _Grep.model_validate({"file": "f", "regex": "NEEDLE-[A-Z]+"})
+    args = GrepArgs.model_validate({"file": "f", "regex": "NEEDLE-[A-Z]+"})
     shown = _grep_text(args, found, 10_000).splitlines()
     assert shown[0] == "1 matching line(s) for 'NEEDLE-[A-Z]+' in f:"
     windows = shown[1:]
@@ -136,7 +137,7 @@ async def test_matches_past_the_snippets_of_a_line_are_said_to_be_left_out(tmp_p
     (line,) = found.blocks[0]
     assert [snippet.column for snippet in line.snippets] == [m.start() for m in re.finditer(r"hit\d+", text)][:8]
     assert line.more_in_line
-    args = _Grep.model_validate({"file": "f", "regex": r"hit\d+"})
+    args = GrepArgs.model_validate({"file": "f", "regex": r"hit\d+"})
     assert _grep_text(args, found, 10_000).splitlines()[-1] == (
         f"     1   [more matches on this line of {len(text)} characters not shown]"
     )

@@ -12,6 +12,7 @@ import pytest
 import tiktoken
 
 from server.config import Settings
+from server.downstream.spooled import SpooledOutputs
 from server.handles.calls import Call
 from server.handles.own_tools import OwnToolError, run_own_tool
 from server.handles.sessions import Session, Sessions
@@ -54,7 +55,7 @@ async def listed(session: Session, arguments: dict[str, Any] | None = None) -> s
         return None
 
     async with anyio.create_task_group() as tg:  # the registry the listing asks for other replicas' handles
-        sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20)
+        sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20, spooled=SpooledOutputs())
         tg.cancel_scope.cancel()  # it starts no call here
     result = await run_own_tool(
         "list_tool_outputs",

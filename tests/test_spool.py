@@ -13,15 +13,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.downstream.spool import CUT_MARKER, MessageSpool, SpooledOutput, SpoolPolicy, claim
+from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
+from server.downstream.spooled import SpooledOutput, SpooledOutputs
 from server.handles.calls import render_output
 
 pytestmark = pytest.mark.anyio
 
+OUTPUTS = SpooledOutputs()  # what these tests' spools made, claimed by `claimed`
+
 
 async def spool(directory: Path, message: Any, *, piece: int = 65536, **policy: Any) -> bytes | Exception | None:
     data = message if isinstance(message, bytes) else json.dumps(message).encode()
-    spooler = MessageSpool(SpoolPolicy(directory, **({"max_output_bytes": 1 << 30} | policy)), "test")
+    defaults: dict[str, Any] = {"max_output_bytes": 1 << 30, "outputs": OUTPUTS}
+    spooler = MessageSpool(SpoolPolicy(directory, **(defaults | policy)), "test")
     for start in range(0, len(data), piece):
         await spooler.feed(data[start : start + piece])
     return await spooler.finish()
@@ -30,7 +34,7 @@ async def spool(directory: Path, message: Any, *, piece: int = 65536, **policy: 
 def claimed(answer: bytes | Exception | None) -> SpooledOutput:
     assert isinstance(answer, bytes)
     message = json.loads(answer)
-    spooled = claim(types.CallToolResult.model_validate(message["result"]))
+    spooled = OUTPUTS.claim(types.CallToolResult.model_validate(message["result"]))
     assert spooled is not None
     return spooled
 
@@ -132,4 +136,4 @@ async def test_garbage_is_reported_as_an_error_and_leaves_nothing_behind(tmp_pat
 
 async def test_a_forged_stand_in_claims_nothing() -> None:
     forged = types.CallToolResult(content=[], _meta={"claimcheck/spooled": "0" * 32})
-    assert claim(forged) is None
+    assert OUTPUTS.claim(forged) is None

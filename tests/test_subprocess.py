@@ -21,7 +21,6 @@ from support import PYTHON, announced_url, demo_server_entry, proxied_names, tex
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
-from server.downstream.spool import claim
 from server.proxy import Proxy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -191,7 +190,7 @@ async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(ki
                 route = proxy.pool.route("web__big")
                 assert route is not None
                 result = await route.downstream.call("big", {"kb": 1536}, None)
-                spooled = claim(result)  # over 1 MiB: it went to a file as it arrived
+                spooled = proxy.pool.spooled.claim(result)  # over 1 MiB: it went to a file as it arrived
                 assert spooled is not None and spooled.path is not None
                 stored = spooled.path.read_bytes()
     assert not spooled.is_error

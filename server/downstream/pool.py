@@ -15,6 +15,7 @@ from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
+from server.downstream.spooled import SpooledOutputs
 
 __all__ = ["Pool", "Route", "specs_from_config"]
 
@@ -43,7 +44,9 @@ class Pool:
     """Starts every downstream at once, keeps the routing table current, and says when it changes.
 
     Listing waits for the servers at most `startupWaitSecs`: then the tools of those that are ready
-    are served, and each server that comes up later is announced as a list change.
+    are served, and each server that comes up later is announced as a list change. `spooled` holds the
+    large outputs the servers' spools made until their calls claim them; they expire while the pool runs
+    and are released when it stops.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class Pool:
             for spec in (specs if specs is not None else specs_from_config(config))
         ]
         self.routes: dict[str, Route] = {}
+        self.spooled = SpooledOutputs()
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         self._listable = anyio.Event()
         self._settled = anyio.Event()
@@ -69,6 +73,7 @@ class Pool:
         """Run every supervisor; `task_status.started()` comes at once, `listable()` once each tried or
         `startupWaitSecs` passed, `settled()` once each tried."""
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self.spooled.run)
             for downstream in self.downstreams:
                 tg.start_soon(downstream.run)
             task_status.started()

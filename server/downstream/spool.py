@@ -1,11 +1,12 @@
-"""Large messages from a downstream go to disk as they arrive, never whole into memory (DESIGN §2).
+"""Large messages from a downstream go to disk as they arrive, never whole into memory.
 
 A transport hands a message to `MessageSpool` once it passes `SpoolPolicy.threshold` (1 MiB) and feeds
 it the rest in pieces. The spool decodes the message as it comes (`jsonstream` + `render`): a tool
 result's rendered output goes straight into a file of the run root, capped at `maxOutputBytes` (the rest
 is counted and drained), and the message itself is kept on disk only while it is small enough to be
 useful whole (`raw_keep`). At the end the transport gets the bytes to give the SDK session: for a tool
-result a small stand-in whose `_meta` names a `SpooledOutput` that `claim` hands to the handles wing;
+result a small stand-in whose `_meta` names a `SpooledOutput` kept in `SpoolPolicy.outputs` (the pool's
+`SpooledOutputs`, which hands it to whoever settles the call, or releases it if nobody claims it in time);
 for anything else the original message when it was kept, else an error answer or nothing.
 """
 
@@ -25,30 +26,18 @@ import anyio
 import mcp_types as types
 
 from fs_sandbox import INDEX_SUFFIX, IndexBuilder
-from server.downstream.json_depth import deeper_than
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
+from server.downstream.spooled import META_KEY, SpooledOutput, SpooledOutputs
 
-__all__ = [
-    "CUT_MARKER",
-    "META_KEY",
-    "MessageSpool",
-    "SpoolPolicy",
-    "SpooledOutput",
-    "claim",
-    "kept_result",
-    "materialize",
-]
+__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
 
 logger = logging.getLogger(__name__)
 
-META_KEY = "claimcheck/spooled"
 CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
 _FLUSH_BYTES = 1 << 20
 _HEAD_BYTES = 256 * 1024  # kept in memory for an answer when the output cannot be stored
 _DISK_RESERVE = 16 << 20  # stop writing before the disk is full to the last block
-
-_spooled: dict[str, SpooledOutput] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,66 +46,9 @@ class SpoolPolicy:
 
     directory: Path
     max_output_bytes: int
+    outputs: SpooledOutputs  # where a finished tool result's output waits for its claim
     threshold: int = 1 << 20
     raw_keep: int = 16 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class SpooledOutput:
-    """A tool result's rendered output, on disk; `path` is None when it could not be stored."""
-
-    path: Path | None
-    bytes: int  # in the file, cut marker included
-    total: int  # what the tool produced
-    lines: int
-    sha256: str
-    is_error: bool
-    head: str  # the first part of the output, for an answer when it could not be stored
-    failure: str | None  # why it could not be stored
-    raw: Path | None  # the whole original message, when it was small enough to keep
-    cut: bool  # only the first `maxOutputBytes` were kept, and the cut marker follows them
-
-
-def claim(result: types.CallToolResult) -> SpooledOutput | None:
-    """The spooled output a stand-in result names, once; None for any other result."""
-    meta = result.meta or {}
-    token = meta.get(META_KEY) if isinstance(meta, dict) else None
-    return _spooled.pop(token, None) if isinstance(token, str) else None
-
-
-def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
-    """The tool's own message when the spool kept it whole (it is then at most `raw_keep` bytes), else None."""
-    if spooled.raw is None:
-        return None
-    try:
-        text = spooled.raw.read_bytes().decode("utf-8", "replace")
-        if deeper_than(text):  # json and pydantic would recurse through it: the stored text stands in
-            return None
-        return types.CallToolResult.model_validate(json.loads(text)["result"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def materialize(result: types.CallToolResult) -> types.CallToolResult:
-    """A whole result in memory, for a caller that must pass it on as it is (a plain pass-through): the
-    tool's own message when it was kept, else the stored text. Blocking; holds the output whole."""
-    spooled = claim(result)
-    if spooled is None:
-        return result
-    try:
-        kept = kept_result(spooled)
-        if kept is not None:
-            return kept
-        if spooled.path is None:
-            text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {spooled.failure}"
-        else:
-            text = spooled.path.read_bytes().decode("utf-8", "replace")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
-    finally:
-        index = None if spooled.path is None else spooled.path.with_name(spooled.path.name + INDEX_SUFFIX)
-        for path in (spooled.raw, spooled.path, index):
-            if path is not None:
-                path.unlink(missing_ok=True)
 
 
 class _File:
@@ -331,8 +263,7 @@ class MessageSpool:
             file.remove()
         else:
             file.write_index()
-        token = uuid.uuid4().hex
-        _spooled[token] = spooled
+        token = self._policy.outputs.put(spooled)
         result = {
             "content": [{"type": "text", "text": f"[claimcheck] spooled output {token}"}],
             "isError": True,  # never checked against the tool's output schema; the real flag is in SpooledOutput

@@ -7,11 +7,11 @@ no links) and streamed by the sandbox; greps queue per session, served in turn.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
@@ -19,10 +19,11 @@ from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
 from server.handles.messages import cut_answer_note
 from server.handles.mirrors import lookup
+from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
 from server.handles.sessions import Session, Sessions
 from server.handles.store import StoreError
 
-__all__ = ["FILE_TOOLS", "FileToolError", "file_tool_definitions", "run_file_tool"]
+__all__ = ["FILE_TOOLS", "FileToolError", "run_file_tool"]
 
 MAX_LINE_CHARS = 2000
 _RESERVE_TOKENS = 200  # room for the header and the line saying what was left out
@@ -33,72 +34,7 @@ class FileToolError(ClaimcheckError):
     """Read or Grep cannot answer; the message says why."""
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
-
-
-class _Read(_Args):
-    file: str
-    start: int = Field(default=0, ge=0)
-    lines: int = Field(default=200, ge=1)
-    head_or_tail: Literal["head", "tail"] = Field(default="head", alias="headOrTail")
-
-
-class _Grep(_Args):
-    file: str
-    regex: str = Field(min_length=1)
-    before: int = Field(default=3, ge=0, le=50)
-    after: int = Field(default=3, ge=0, le=50)
-    case_sensitive: bool = Field(default=False, alias="caseSensitive")
-    max_matches: int = Field(default=50, ge=1, le=1000, alias="maxMatches")
-
-
-def file_tool_definitions() -> list[types.Tool]:
-    return [
-        types.Tool(
-            name="Read",
-            description=(
-                "Read numbered lines of a stored tool output. `file` is a handle of this session; "
-                "`start` is the 0-based first line (counted from the end with headOrTail=tail)."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string", "description": "a handle, e.g. session-…/…"},
-                    "start": {"type": "integer", "minimum": 0, "default": 0},
-                    "lines": {"type": "integer", "minimum": 1, "default": 200},
-                    "headOrTail": {"type": "string", "enum": ["head", "tail"], "default": "head"},
-                },
-                "required": ["file"],
-                "additionalProperties": False,
-            },
-        ),
-        types.Tool(
-            name="Grep",
-            description=(
-                "Search a stored tool output with a regular expression (Python syntax, run by RE2: \\d \\w \\s \\b "
-                "are ASCII; backreferences and lookaround fall back to a slower engine with a time limit); "
-                "matching lines are marked with →, with context lines around them; on a long line each match "
-                "is shown in a window with its column. `file` is a handle of this session."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string"},
-                    "regex": {"type": "string"},
-                    "before": {"type": "integer", "minimum": 0, "maximum": 50, "default": 3},
-                    "after": {"type": "integer", "minimum": 0, "maximum": 50, "default": 3},
-                    "caseSensitive": {"type": "boolean", "default": False},
-                    "maxMatches": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
-                },
-                "required": ["file", "regex"],
-                "additionalProperties": False,
-            },
-        ),
-    ]
-
-
-FILE_TOOLS = frozenset({"Read", "Grep"})
+FILE_TOOLS = frozenset(tool.name for tool in FILE_TOOL_REGISTRY)
 
 
 async def run_file_tool(
@@ -110,12 +46,11 @@ async def run_file_tool(
     sandbox: Sandbox,
     threshold: int,
 ) -> types.CallToolResult:
-    model: type[_Args] = _Read if name == "Read" else _Grep
     try:
-        args = model.model_validate(arguments or {})
+        args = OWN_TOOLS_BY_NAME[name].parse(arguments)
     except ValidationError as exc:
         raise FileToolError(f"Invalid arguments for {name}: {problems(exc)}") from None
-    assert isinstance(args, _Read | _Grep)
+    assert isinstance(args, ReadArgs | GrepArgs)
     call = await _check_handle(args.file, session, sessions)
     budget = max(100, threshold - _RESERVE_TOKENS)
     # Lines past this many characters can never fit in `budget` tokens (a token is at most 128 bytes), so the
@@ -126,7 +61,7 @@ async def run_file_tool(
     except StoreError as exc:
         raise FileToolError(f"{name} failed: {exc}") from None
     try:
-        if isinstance(args, _Read):
+        if isinstance(args, ReadArgs):
             result = await sandbox.read(
                 opened,
                 start=args.start,
@@ -187,7 +122,7 @@ def _noted(text: str, call: Call, what: str) -> str:
     return f"{text}\n{note}" if note else text
 
 
-def _grep_text(args: _Grep, found: GrepResult, budget: int) -> str:
+def _grep_text(args: GrepArgs, found: GrepResult, budget: int) -> str:
     if not found.matches:
         case = "case-sensitive" if args.case_sensitive else "case-insensitive"
         return f"No matches for {args.regex!r} in {args.file} ({case})."

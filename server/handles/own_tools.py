@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, get_args
+from typing import Any
 
 import anyio
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from extraction import Extraction, Source, exceeds, truncate_source
 from extraction import Mode as ExtractMode
@@ -22,154 +22,25 @@ from server.handles.json_view import query as json_query
 from server.handles.json_view import shape as json_shape
 from server.handles.mirrors import lookup, refresh, remote_calls
 from server.handles.own_manage import cancel, list_page
+from server.handles.own_registry import (
+    HANDLE_TOOL_REGISTRY,
+    OWN_TOOLS_BY_NAME,
+    CancelArgs,
+    ListArgs,
+    ToolOutputArgs,
+    WaitArgs,
+)
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions, current_origin
 
-__all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "own_tool_definitions", "run_own_tool"]
+__all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "run_own_tool"]
 
 PROGRESS_EVERY_S = 5.0
-LIST_PAGE = 20
-LIST_PAGE_MAX = 100
 UNKNOWN_SHOWN = 5
-Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice", "json"]
 Reporter = Callable[[float, float | None, str | None], Awaitable[None]]
 ExtractFn = Callable[[Call, Opener, str, ExtractMode], Awaitable[Extraction]]  # (call, its output, extract, mode)
 
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _Slice(_Args):
-    start: int | None = None
-    length: int | None = None
-    anchor: str | None = None
-    window: int = 1000
-    match_index: int = 0
-
-
-class _ToolOutput(_Args):
-    handle: str
-    extract: str | None = None
-    mode: Mode = "auto"
-    slice: _Slice | None = None
-    query: str | None = None
-
-
-class _Answer(_Args):
-    question: str
-    action: Literal["accept", "decline", "cancel"] = "accept"
-    content: dict[str, Any] | None = None
-    text: str | None = None
-
-
-class _Wait(_Args):
-    handles: list[str] | None = None
-    timeout_secs: float | None = Field(default=None, ge=0)
-    answer: _Answer | None = None
-
-
-class _Cancel(_Args):
-    handle: str
-
-
-class _List(_Args):
-    limit: int = Field(default=LIST_PAGE, ge=1, le=LIST_PAGE_MAX)
-    cursor: str | None = None
-
-
-def own_tool_definitions(settings: Settings) -> list[types.Tool]:
-    slice_schema = _Slice.model_json_schema()
-    return [
-        types.Tool(
-            name="tool_output",
-            description=(
-                "Read a stored tool output by its handle. mode: auto (default; needs `extract`), full-chunked, "
-                "read-grep, truncate (head and tail), raw (whole output, only under the size threshold), "
-                "slice ({start, length} in characters, or {anchor, window, match_index}), "
-                "json (for a JSON output: its shape, or with `query` a JMESPath query such as "
-                "`items[?status == 'error'].id`, read as a stream)."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "handle": {"type": "string", "description": "the handle claimcheck gave for the output"},
-                    "extract": {"type": "string", "description": "precisely what to extract from the output"},
-                    "mode": {"type": "string", "enum": list(get_args(Mode)), "default": "auto"},
-                    "slice": slice_schema,
-                    "query": {
-                        "type": "string",
-                        "description": 'for mode "json": a JMESPath query; without it, the shape of the JSON',
-                    },
-                },
-                "required": ["handle"],
-                "additionalProperties": False,
-            },
-        ),
-        types.Tool(
-            name="wait_for_tool_output",
-            description=(
-                "Wait until at least one background tool call finishes (default: any running one), at most "
-                f"{settings.wait_max_secs:g} s; small finished outputs are returned inline. Also returns when a "
-                "running call asks a question (for input, or for a completion from your model); answer it with "
-                "`answer`, which is delivered before the wait begins."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "handles": {"type": "array", "items": {"type": "string"}},
-                    "timeout_secs": {"type": "number", "minimum": 0, "maximum": settings.wait_max_secs},
-                    "answer": {
-                        "type": "object",
-                        "description": "the answer to a question a running call asked",
-                        "properties": {
-                            "question": {"type": "string", "description": 'the question\'s id, "q-…"'},
-                            "action": {"type": "string", "enum": ["accept", "decline", "cancel"], "default": "accept"},
-                            "content": {"type": "object", "description": "for a question for input: the fields"},
-                            "text": {"type": "string", "description": "for a question for a completion: its text"},
-                        },
-                        "required": ["question"],
-                        "additionalProperties": False,
-                    },
-                },
-                "additionalProperties": False,
-            },
-        ),
-        types.Tool(
-            name="list_tool_outputs",
-            description=(
-                "List the handles of this session with tool, status, duration, size and progress: running and "
-                "unread ones first, a page at a time (`cursor` from the last line gives the next page)."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "limit": {"type": "integer", "minimum": 1, "maximum": LIST_PAGE_MAX, "default": LIST_PAGE},
-                    "cursor": {"type": "string", "description": "where the previous page ended"},
-                },
-                "additionalProperties": False,
-            },
-        ),
-        types.Tool(
-            name="cancel_tool_output",
-            description='Cancel a running background call by handle, or every running call with "all".',
-            input_schema={
-                "type": "object",
-                "properties": {"handle": {"type": "string"}},
-                "required": ["handle"],
-                "additionalProperties": False,
-            },
-        ),
-    ]
-
-
-_ARGUMENTS: dict[str, type[_Args]] = {
-    "tool_output": _ToolOutput,
-    "wait_for_tool_output": _Wait,
-    "list_tool_outputs": _List,
-    "cancel_tool_output": _Cancel,
-}
-OWN_TOOLS = frozenset(_ARGUMENTS)
+OWN_TOOLS = frozenset(tool.name for tool in HANDLE_TOOL_REGISTRY)
 
 
 async def run_own_tool(
@@ -186,18 +57,17 @@ async def run_own_tool(
 ) -> types.CallToolResult:
     """Answer one call of an own tool; bad input raises `OwnToolError`. `llm`: whether `extract` can be
     answered for this client, so messages suggest it."""
-    model = _ARGUMENTS[name]
     try:
-        args = model.model_validate(arguments or {})
+        args = OWN_TOOLS_BY_NAME[name].parse(arguments)
     except ValidationError as exc:
         raise OwnToolError(f"Invalid arguments for {name}: {problems(exc)}") from None
-    if isinstance(args, _ToolOutput):
+    if isinstance(args, ToolOutputArgs):
         return await _tool_output(args, session, sessions, threshold, extract)
-    if isinstance(args, _Wait):
+    if isinstance(args, WaitArgs):
         return await _wait(args, session, sessions, settings, report, llm)
-    if isinstance(args, _Cancel):
+    if isinstance(args, CancelArgs):
         return _text(await cancel(args.handle, session, sessions))
-    assert isinstance(args, _List)
+    assert isinstance(args, ListArgs)
     calls = [*session.handed_out(), *await remote_calls(sessions, session)]
     return _text(list_page(session, calls, limit=args.limit, cursor=args.cursor, threshold=threshold))
 
@@ -207,7 +77,7 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
 
 
 async def _tool_output(
-    args: _ToolOutput, session: Session, sessions: Sessions, threshold: int, extract: ExtractFn
+    args: ToolOutputArgs, session: Session, sessions: Sessions, threshold: int, extract: ExtractFn
 ) -> types.CallToolResult:
     call = (await lookup(sessions, session, [args.handle]))[0]
     if call is None:
@@ -280,7 +150,7 @@ def _json_view(source: Source, query: str | None, call: Call, threshold: int) ->
 
 
 async def _wait(
-    args: _Wait, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
+    args: WaitArgs, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
 ) -> types.CallToolResult:
     """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
     inbox = questions.inbox(session.id)  # held while this wait runs

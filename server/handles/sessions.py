@@ -34,6 +34,7 @@ from server.downstream.listing import describe
 from server.downstream.rawcall import RawResult
 from server.downstream.relay import Relay, declares_roots
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
+from server.downstream.spooled import SpooledOutputs
 from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
@@ -107,12 +108,14 @@ class Sessions:
         task_group: anyio.abc.TaskGroup,
         max_output_bytes: int,
         *,
+        spooled: SpooledOutputs,
         shared: bool = False,
         keep_outputs_secs: float = 600,
     ) -> None:
         self.store = store
         self._tg = task_group
         self._max_output_bytes = max_output_bytes
+        self._spooled = spooled  # the pool's: where the outputs of spooled results wait for `settle`
         self._default: Session | None = None
         self._owned: dict[str, Session] = {}  # by owner key (server.handles.owners)
         self.live: set[Session] = set()
@@ -275,7 +278,7 @@ class Sessions:
         with call.scope:
             try:
                 result = await invoke(relay)
-                await settle(session, call, result, policy, self._max_output_bytes)
+                await settle(session, call, result, policy, self._max_output_bytes, self._spooled)
             except ClaimcheckError as exc:
                 call.error = str(exc)
                 call.finish("failed")

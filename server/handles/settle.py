@@ -20,7 +20,8 @@ from extraction import (
 )
 from server.config import Policy
 from server.downstream.rawcall import RawResult
-from server.downstream.spool import CUT_MARKER, SpooledOutput, claim, kept_result
+from server.downstream.spool import CUT_MARKER
+from server.downstream.spooled import SpooledOutput, SpooledOutputs, kept_result
 from server.handles.calls import Call, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.store import StoreError
@@ -34,14 +35,20 @@ logger = logging.getLogger(__name__)
 
 
 async def settle(
-    session: Session, call: Call, result: types.CallToolResult | RawResult, policy: Policy, max_output_bytes: int
+    session: Session,
+    call: Call,
+    result: types.CallToolResult | RawResult,
+    policy: Policy,
+    max_output_bytes: int,
+    spooled_outputs: SpooledOutputs,
 ) -> None:
-    """Apply the size rule; store what a handle will need."""
+    """Apply the size rule; store what a handle will need. A stand-in result is exchanged for its output in
+    `spooled_outputs`."""
     if isinstance(result, RawResult):
         if _settle_raw(call, result, policy, max_output_bytes):
             return
         result = result.model()
-    spooled = claim(result)
+    spooled = spooled_outputs.claim(result)
     if spooled is not None:
         await _settle_spooled(session, call, spooled, policy)
         return

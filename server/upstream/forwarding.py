@@ -14,7 +14,7 @@ from server.config import fast_path_enabled
 from server.downstream.pool import Route
 from server.downstream.rawcall import RawResult, RawSent, call_raw, raw_capable
 from server.downstream.relay import Relay, RequestRelay
-from server.downstream.spool import materialize
+from server.downstream.spooled import materialize
 from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.calls import Call, CallRelay
@@ -47,7 +47,10 @@ async def forward(
     args, background = split_arguments(route, arguments)
     if passthrough or not route.policy.async_enabled:
         result = await route.downstream.call(route.tool, args, relay)
-        return _inline(route, await anyio.to_thread.run_sync(materialize, result)), None
+        spooled = proxy.pool.spooled.claim(result)
+        if spooled is not None:
+            result = await anyio.to_thread.run_sync(materialize, spooled)
+        return _inline(route, result), None
 
     raw = not background and fast_path_enabled(proxy.config.settings) and raw_capable(route.downstream, route.tool)
     call, call_relay = begin(proxy, route, args, session, relay, background=background, raw=raw)

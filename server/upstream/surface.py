@@ -20,13 +20,14 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
-from server.downstream.chain import CAPABILITY, OWN, asks_passthrough, mark
+from server.downstream.chain import CAPABILITY, asks_passthrough
 from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
 from server.handles.calls import Call
-from server.handles.files import FILE_TOOLS, file_tool_definitions, run_file_tool
-from server.handles.own_tools import OWN_TOOLS, own_tool_definitions, run_own_tool
+from server.handles.files import FILE_TOOLS, run_file_tool
+from server.handles.own_registry import own_tool_definitions
+from server.handles.own_tools import OWN_TOOLS, run_own_tool
 from server.handles.questions import find as find_inbox
 from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
@@ -176,9 +177,8 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
 
 def client_tools(proxy: Proxy) -> list[types.Tool]:
     """What `tools/list` answers now: claimcheck's own tools (marked as its own), then the servers' tools."""
-    own = [mark(t, OWN, True) for t in (*own_tool_definitions(proxy.config.settings), *file_tool_definitions())]
     reserved = OWN_TOOLS | FILE_TOOLS
-    return [*own, *(t for t in proxy.pool.tools() if t.name not in reserved)]
+    return [*own_tool_definitions(proxy.config.settings), *(t for t in proxy.pool.tools() if t.name not in reserved)]
 
 
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:

@@ -1,0 +1,143 @@
+"""Spooled outputs waiting for their claim: the registry between the spool and whoever settles the call.
+
+`MessageSpool` puts a finished tool result's output here and gives the SDK session a small stand-in whose
+`_meta` names it by a random token; `SpooledOutputs.claim` hands it out once, to the code that receives the
+stand-in. A stand-in can be dropped on the way (the request was cancelled, the call timed out, nobody waits
+for that answer any more): its entry is then never claimed, so every entry expires `ttl` seconds after it was
+made, and whatever is left when the registry stops, is released with its files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+
+from fs_sandbox import INDEX_SUFFIX
+from server.downstream.json_depth import deeper_than
+
+__all__ = ["META_KEY", "SPOOLED_TTL_S", "SpooledOutput", "SpooledOutputs", "kept_result", "materialize"]
+
+META_KEY = "claimcheck/spooled"
+SPOOLED_TTL_S = 300.0
+"""How long a spooled output waits for its claim. The wait is the SDK handing one response to the task that
+sent the request (milliseconds, at worst a turn of the thread pool), whatever the tool's run time was: a call
+that has stopped waiting is gone and will never claim it. Five minutes is far above that hand-over, so a live
+claim never finds its output gone, and short enough that a dropped one does not hold its disk space for long."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledOutput:
+    """A tool result's rendered output, on disk; `path` is None when it could not be stored."""
+
+    path: Path | None
+    bytes: int  # in the file, cut marker included
+    total: int  # what the tool produced
+    lines: int
+    sha256: str
+    is_error: bool
+    head: str  # the first part of the output, for an answer when it could not be stored
+    failure: str | None  # why it could not be stored
+    raw: Path | None  # the whole original message, when it was small enough to keep
+    cut: bool  # only the first `maxOutputBytes` were kept, and the cut marker follows them
+
+    def release(self) -> None:
+        """Remove whatever of it is still on disk (the output, its line index, the original message)."""
+        index = None if self.path is None else self.path.with_name(self.path.name + INDEX_SUFFIX)
+        for path in (self.raw, self.path, index):
+            if path is not None:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    output: SpooledOutput
+    made: float
+
+
+class SpooledOutputs:
+    """The spooled outputs not claimed yet, by token. Used from the event loop's thread only."""
+
+    def __init__(self, *, ttl: float = SPOOLED_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, output: SpooledOutput) -> str:
+        """Keep `output` until it is claimed or expires; the token a stand-in names it by."""
+        token = uuid.uuid4().hex
+        self._entries[token] = _Entry(output, self._clock())
+        return token
+
+    def claim(self, result: types.CallToolResult) -> SpooledOutput | None:
+        """The spooled output a stand-in result names, once; None for any other result."""
+        meta = result.meta or {}
+        token = meta.get(META_KEY) if isinstance(meta, dict) else None
+        entry = self._entries.pop(token, None) if isinstance(token, str) else None
+        return None if entry is None else entry.output
+
+    def expire(self, now: float | None = None) -> int:
+        """Release every output made `ttl` seconds or more before `now` (the clock's time by default);
+        how many were released."""
+        now = self._clock() if now is None else now
+        old = [token for token, entry in self._entries.items() if now - entry.made >= self.ttl]
+        for token in old:
+            self._entries.pop(token).output.release()
+        return len(old)
+
+    def close(self) -> None:
+        """Release every output still waiting (the pool stops: no claim can come any more)."""
+        entries, self._entries = self._entries, {}
+        for entry in entries.values():
+            entry.output.release()
+
+    async def run(self) -> None:
+        """Expire outputs every quarter of `ttl` until cancelled; then release what is left."""
+        try:
+            while True:
+                await anyio.sleep(self.ttl / 4)
+                self.expire()
+        finally:
+            self.close()
+
+
+def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
+    """The tool's own message when the spool kept it whole (it is then at most `raw_keep` bytes), else None."""
+    if spooled.raw is None:
+        return None
+    try:
+        text = spooled.raw.read_bytes().decode("utf-8", "replace")
+        if deeper_than(text):  # json and pydantic would recurse through it: the stored text stands in
+            return None
+        return types.CallToolResult.model_validate(json.loads(text)["result"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def materialize(spooled: SpooledOutput) -> types.CallToolResult:
+    """A claimed output whole in memory, for a caller that must pass the result on as it is (a plain
+    pass-through): the tool's own message when it was kept, else the stored text. Blocking; holds the output
+    whole; its files are removed."""
+    try:
+        kept = kept_result(spooled)
+        if kept is not None:
+            return kept
+        if spooled.path is None:
+            text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {spooled.failure}"
+        else:
+            text = spooled.path.read_bytes().decode("utf-8", "replace")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
+    finally:
+        spooled.release()
