@@ -36,6 +36,7 @@ __all__ = [
     "content_type_ok",
     "in_flight",
     "lift_legacy_sse_event_cap",
+    "release_request_stream",
     "request_stream_taken",
     "send_raw_request",
     "session_owner",
@@ -134,6 +135,13 @@ def take_request_stream(transport: StreamableHTTPServerTransport, request_id: st
     """Register `stream` as the one the transport's router sends this request's messages to (the router pops
     it when the request's answer passes)."""
     transport._request_streams[request_id] = cast(Any, (stream, stream))
+
+
+def release_request_stream(transport: StreamableHTTPServerTransport, request_id: str, stream: Any) -> None:
+    """Take `stream` out of the transport's table, if it is still the one there for this request."""
+    streams = transport._request_streams
+    if cast(Any, streams.get(request_id, (None,)))[0] is stream:
+        streams.pop(request_id, None)
 
 
 @contextmanager

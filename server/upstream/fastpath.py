@@ -28,6 +28,7 @@ from mcp.server.session import ServerSession
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from server import sdk_compat
 from server.config import FAST_PATH_ENV
 from server.config import fast_path_enabled as enabled
 from server.downstream.pool import Route
@@ -173,7 +174,8 @@ class FastPath:
         route = self._route(envelope)
         if route is None or _key(envelope.id) in self._running:
             return False
-        session = self._proxy.sessions.of_connection(client._connection)  # no public accessor (sessions.py)
+        connection = sdk_compat.connection_of(client)
+        session = self._proxy.sessions.of_connection(connection) if connection is not None else None
         if session is None or footer_lines(session, None):
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)

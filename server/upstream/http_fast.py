@@ -31,8 +31,7 @@ else goes to the SDK: initialize, GET streams, DELETE, notifications, responses,
 claimcheck's own tools, 2026-07-28 requests, and all requests while the fast path is off
 (`settings.fastPath`, `CLAIMCHECK_FAST_PATH=off`). The SDK has no public way in for any of this: the
 session manager's table of transports, a transport's table of request streams and its idle count, and the
-dispatcher's request context are reached by their private names (mcp 2.3.0; `tests/test_http_fast.py`
-fails if they move).
+dispatcher's request context are reached through `server.sdk_compat`, which names each and what would replace it.
 """
 
 from __future__ import annotations
@@ -41,10 +40,8 @@ import asyncio
 import functools
 import json
 import logging
-import math
 import os
 from collections.abc import Awaitable, Callable
-from contextlib import contextmanager
 from typing import Any, cast
 
 import anyio
@@ -59,13 +56,14 @@ from mcp.server.streamable_http import (
     check_accept_headers,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server import sdk_compat
 from server.downstream.relay import RequestRelay
 from server.handles.owners import SESSION_HEADER, principal
 from server.proxy import Proxy
@@ -90,7 +88,7 @@ _PRIME_AFTER_SECS = 0.5
 priming event, so that it can be resumed; a quicker one in one JSON body."""
 
 
-class _Channel(_JSONRPCDispatchContext[TransportContext]):
+class _Channel(sdk_compat.DispatchContext[TransportContext]):
     """The request-scoped channel of a fast-path call, as the dispatcher makes one for each request it reads;
     `used` says whether anything went to the client on it (then the answer must follow it through the router)."""
 
@@ -119,7 +117,7 @@ class HttpFastPath:
         self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
     ) -> Any:
         """A `Server.middleware`: notes the `Connection` of each streamable HTTP session as its requests pass."""
-        connection = getattr(ctx.session, "_connection", None)  # the SDK has no public accessor yet (L54)
+        connection = sdk_compat.connection_of(ctx.session)
         session_id = getattr(connection, "session_id", None)
         if connection is not None and session_id is not None and session_id not in self._connections:
             self._connections[session_id] = connection
@@ -181,12 +179,12 @@ class HttpFastPath:
         key = session_id.decode("latin-1")
         connection = self._connections.get(key)
         manager = self._manager
-        transport = manager._server_instances.get(key)
+        transport = sdk_compat.transport_of(manager, key)
         if connection is None or transport is None or transport.is_terminated or manager.json_response:
             return None
         user = scope.get("user")
         requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
-        if requestor != manager._session_owners.get(key):
+        if requestor != sdk_compat.session_owner(manager, key):
             return None  # the SDK answers as for an unknown session
         if transport.idle_scope is not None and transport.idle_scope.cancel_called:
             return None
@@ -195,9 +193,9 @@ class HttpFastPath:
         if connection.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
         request = Request(scope)
-        if await transport._security.validate_request(request, is_post=True) is not None:
+        if not await sdk_compat.validate_request(transport, request):
             return None  # Host, Origin or Content-Type refused: the SDK says which
-        if not _accepts(request) or not transport._check_content_type(request):
+        if not _accepts(request) or not sdk_compat.content_type_ok(transport, request):
             return None
         return session_id, connection, transport
 
@@ -216,7 +214,7 @@ class HttpFastPath:
         route = plain_route(proxy, envelope)
         running_key = (session_id, *_key(envelope.id))
         request_id = str(envelope.id)
-        if route is None or running_key in self._running or request_id in transport._request_streams:
+        if route is None or running_key in self._running or sdk_compat.request_stream_taken(transport, request_id):
             return False
         dispatcher = connection.outbound
         if not isinstance(dispatcher, JSONRPCDispatcher):
@@ -237,7 +235,7 @@ class HttpFastPath:
         if session is None or footer_lines(session, None):
             return False  # a session still to be made or attached, or a result with a footer: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
-        transport._request_streams[request_id] = cast(Any, (stream, stream))
+        sdk_compat.take_request_stream(transport, request_id, stream)
         cancel = self._running[running_key] = anyio.CancelScope()
         context = CallContext(client, connection.protocol_version, envelope.id)
         version = connection.protocol_version
@@ -245,7 +243,7 @@ class HttpFastPath:
             self._prime_after, proxy.sessions.spawn, functools.partial(stream.prime, version)
         )
         try:
-            with _in_flight(transport):
+            with sdk_compat.in_flight(transport):
                 with cancel:
                     data = await respond(
                         proxy, envelope, route, session, RequestRelay(cast(Any, context), proxy.log_level), context
@@ -258,7 +256,7 @@ class HttpFastPath:
                 if channel.used or not await stream.answer(data):  # behind what the router carries for it
                     message = types.jsonrpc_message_adapter.validate_json(data, by_name=False)
                     try:
-                        await dispatcher._write(message)
+                        await sdk_compat.write_message(dispatcher, message)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return True  # the session ended under the call: its stream is over
                     await stream.done.wait()
@@ -283,21 +281,3 @@ def _key(ident: int | str) -> tuple[bool, int | str]:
 def _accepts(request: Request) -> bool:
     has_json, has_sse = check_accept_headers(request)
     return has_json and has_sse  # what the SDK's transport asks of a POST when it answers with SSE streams
-
-
-@contextmanager
-def _in_flight(transport: StreamableHTTPServerTransport) -> Any:
-    """A request in flight holds the session open, as in the SDK's `handle_request` (its idle countdown)."""
-    idle = transport.idle_scope
-    timeout = transport._idle_timeout
-    if idle is None or timeout is None:
-        yield
-        return
-    transport._requests_in_flight += 1
-    idle.deadline = math.inf
-    try:
-        yield
-    finally:
-        transport._requests_in_flight -= 1
-        if not transport._requests_in_flight:
-            idle.deadline = anyio.current_time() + timeout

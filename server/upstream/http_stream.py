@@ -3,14 +3,13 @@ stream carrying what the session's message router routes to the request, as the 
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import anyio
 import mcp_types as types
 from mcp.server.streamable_http import EventMessage, StreamableHTTPServerTransport
 from sse_starlette.event import ServerSentEvent
 from starlette.types import Receive, Send
 
+from server import sdk_compat
 from server.framing import dump_json
 
 __all__ = ["RequestStream"]
@@ -105,9 +104,7 @@ class RequestStream:
 
     def stand_aside(self) -> None:
         """Leave the transport's table (if still in it): what is routed to the request goes to the event store."""
-        streams = self._transport._request_streams
-        if cast(Any, streams.get(self._request_id, (None,)))[0] is self:
-            streams.pop(self._request_id, None)
+        sdk_compat.release_request_stream(self._transport, self._request_id, self)
 
     async def aclose(self) -> None:
         """The transport ends the request's stream (the session is over)."""

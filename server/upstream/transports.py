@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from server.http_compat import send_of
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
@@ -146,7 +147,7 @@ async def serve_sse(
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
 
     async def handle_sse(request: Request) -> Response:
-        async with sse.connect_sse(request.scope, request.receive, request._send) as (read, write):
+        async with sse.connect_sse(request.scope, request.receive, send_of(request)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return Response()
 

@@ -1,0 +1,210 @@
+"""Canaries for the private parts of the SDK, starlette and uvicorn that claimcheck uses (server/sdk_compat.py,
+server/http_compat.py): each fails, naming the entry to revisit, when a release moves or reshapes what it uses;
+and no module outside the compat modules reaches a private part of those libraries."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPAT = {"server/sdk_compat.py", "server/http_compat.py", "server/anyio_compat.py"}
+LIBRARIES = ("anyio", "mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "h11", "httpx2")
+
+
+def _sdk_session_connection() -> None:
+    from mcp.server.session import ServerSession
+
+    assert "self._connection = connection" in inspect.getsource(ServerSession.__init__)
+
+
+def _sdk_client_dispatcher() -> None:
+    from mcp.client.session import ClientSession
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    assert "self._dispatcher" in inspect.getsource(ClientSession)
+    assert list(inspect.signature(JSONRPCDispatcher.send_raw_request).parameters)[:3] == ["self", "method", "params"]
+
+
+def _sdk_initialization_options() -> None:
+    from mcp.server.lowlevel.server import Server
+
+    parameters = list(inspect.signature(Server.create_initialization_options).parameters)
+    assert parameters[:3] == ["self", "notification_options", "experimental_capabilities"]
+    server = Server("canary")
+    server.create_initialization_options = lambda: None  # type: ignore[method-assign,assignment,return-value]  # must be assignable
+    assert server.create_initialization_options() is None
+
+
+def _sdk_sse_event_cap() -> None:
+    import mcp.client.sse
+
+    from server import sdk_compat
+
+    helper = mcp.client.sse.sse_within_origin
+    inner = helper.func if hasattr(helper, "func") else helper
+    assert "max_event_size" in inspect.signature(inner).parameters
+    sdk_compat.lift_legacy_sse_event_cap()
+    assert mcp.client.sse.sse_within_origin.keywords["max_event_size"] is None  # type: ignore[attr-defined]  # a partial now
+
+
+def _sdk_httpx_factory() -> None:
+    from mcp.shared._httpx_utils import McpHttpClientFactory
+
+    assert McpHttpClientFactory is not None
+
+
+def _sdk_session_manager() -> None:
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    manager = StreamableHTTPSessionManager(app=Server("canary"))
+    assert isinstance(manager._server_instances, dict) and isinstance(manager._session_owners, dict)
+
+
+def _sdk_transport() -> None:
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+    transport = StreamableHTTPServerTransport(mcp_session_id="canary", idle_timeout=5)
+    assert isinstance(transport._request_streams, dict)
+    assert transport._requests_in_flight == 0 and transport._idle_timeout == 5
+    assert "is_post" in inspect.signature(transport._security.validate_request).parameters
+    assert callable(transport._check_content_type) and hasattr(transport, "idle_scope")
+
+
+def _sdk_dispatcher() -> None:
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+
+    assert inspect.iscoroutinefunction(JSONRPCDispatcher._write)
+    assert list(inspect.signature(JSONRPCDispatcher._write).parameters)[:2] == ["self", "message"]
+    fields = {field.name for field in dataclasses.fields(_JSONRPCDispatchContext)}
+    assert {"transport", "_dispatcher", "_request_id", "message_metadata"} <= fields
+
+
+def _starlette_send() -> None:
+    from starlette.requests import Request
+
+    from server.http_compat import send_of
+
+    async def receive() -> Any:
+        return {}
+
+    async def send(message: Any) -> None:
+        return None
+
+    assert send_of(Request({"type": "http", "headers": []}, receive, send)) is send
+
+
+def _uvicorn_h11() -> None:
+    from server.http_compat import H11Protocol
+
+    for method in ("connection_made", "data_received", "on_response_complete", "connection_lost"):
+        assert callable(getattr(H11Protocol, method)), method
+    source = inspect.getsource(H11Protocol.__init__)
+    for attribute in ("self.conn", "self.loop", "self.client", "self.transport"):
+        assert attribute in inspect.getsource(H11Protocol), attribute
+    assert "h11.Connection" in source
+
+
+def _anyio_stream_writer() -> None:
+    import anyio
+
+    from server.anyio_compat import stream_writer_of
+
+    async def check() -> None:
+        async with await anyio.open_process(["cat"]) as process:
+            writer = stream_writer_of(process.stdin)
+            assert writer is not None and writer.transport.get_write_buffer_size() == 0
+            assert process.stdin is not None
+            await process.stdin.aclose()
+
+    anyio.run(check)
+
+
+CANARIES: dict[str, Callable[[], None]] = {
+    "anyio_compat.stream_writer_of (the StreamWriter under a process's stdin)": _anyio_stream_writer,
+    "sdk_compat.connection_of (ServerSession._connection)": _sdk_session_connection,
+    "sdk_compat.send_raw_request (ClientSession._dispatcher)": _sdk_client_dispatcher,
+    "sdk_compat.set/wrap_initialization_options (Server.create_initialization_options)": _sdk_initialization_options,
+    "sdk_compat.lift_legacy_sse_event_cap (mcp.client.sse.sse_within_origin)": _sdk_sse_event_cap,
+    "sdk_compat.HttpClientFactory (mcp.shared._httpx_utils)": _sdk_httpx_factory,
+    "sdk_compat.transport_of/session_owner (StreamableHTTPSessionManager internals)": _sdk_session_manager,
+    "sdk_compat transport entries (StreamableHTTPServerTransport internals)": _sdk_transport,
+    "sdk_compat.DispatchContext/write_message (JSONRPCDispatcher internals)": _sdk_dispatcher,
+    "http_compat.send_of (starlette Request._send)": _starlette_send,
+    "http_compat.H11Protocol (uvicorn.protocols.http.h11_impl)": _uvicorn_h11,
+}
+
+
+@pytest.mark.parametrize("entry", sorted(CANARIES))
+def test_each_private_part_used_is_still_there_in_the_shape_used(entry: str) -> None:
+    try:
+        CANARIES[entry]()
+    except (AssertionError, AttributeError, ImportError, TypeError, KeyError) as error:
+        pytest.fail(f"{entry} moved or changed shape in this release ({error!r}): revisit it in its compat module")
+
+
+def _borrowed_private_names() -> set[str]:
+    """The private attribute names the compat modules reach on other objects than their own."""
+    names = set()
+    for relative in COMPAT:
+        for node in ast.walk(ast.parse((ROOT / relative).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    names.add(node.attr)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+                if (
+                    len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant)
+                    and isinstance(node.args[1].value, str)
+                ):
+                    names.add(node.args[1].value)
+    return names
+
+
+def _private_uses(path: Path, borrowed: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]  # read-only default
+    """Imports of private names or modules of the borrowed libraries, `getattr(x, "_name")` lookups, and
+    attributes of the names the compat modules borrow, reached on anything but `self`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in borrowed:
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"line {node.lineno}: .{node.attr}")
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in LIBRARIES:
+            names = [alias.name for alias in node.names]
+            if any(part.startswith("_") for part in node.module.split(".")) or any(n.startswith("_") for n in names):
+                found.append(f"line {node.lineno}: from {node.module} import {', '.join(names)}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in LIBRARIES and any(part.startswith("_") for part in parts):
+                    found.append(f"line {node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
+            if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                name = node.args[1].value
+                if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
+                    found.append(f"line {node.lineno}: {node.func.id}(…, {name!r})")
+    return found
+
+
+def test_no_module_outside_the_compat_modules_reaches_a_private_part_of_a_borrowed_library() -> None:
+    offenders = {}
+    borrowed = _borrowed_private_names()
+    for package in ("server", "extraction", "fs_sandbox"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = str(path.relative_to(ROOT))
+            if relative not in COMPAT and (uses := _private_uses(path, borrowed)):
+                offenders[relative] = uses
+    assert not offenders, f"private parts used outside the compat modules: {offenders}"
+
+
+def test_the_private_use_checker_sees_what_it_looks_for() -> None:
+    sample = ROOT / "server" / "sdk_compat.py"
+    assert any("_httpx_utils" in use for use in _private_uses(sample))
+    assert {"_connection", "_dispatcher", "_send", "_stream", "_request_streams"} <= _borrowed_private_names()
