@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "HOSTILE_READS",
     "OUTPUT_CASES",
     "REGRESSIONS",
     "Frame",
@@ -245,10 +246,16 @@ def random_frames(rng: random.Random, ids: Ids, tools: list[str]) -> Iterator[Fr
 
 
 def _regressions(ids: Ids, tool: str) -> list[Frame]:
-    one = ids()
-    two = ids()
-    three = ids()
+    one, two, three, four, five, six = (ids() for _ in range(6))
+    cut = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call",' % six
     return [
+        # Deeper than the SDK's parser reads (about 200) but within the stdlib's: the HTTP fast path forwarded
+        # it, the downstream dropped it, and the call waited for the server's timeout.
+        Frame(_call(four, tool, '{"x":' + deep(300) + "}"), four, "one", "300 deep arguments"),
+        # An "id" inside the arguments before the deep part: the refusal must carry the request's own id.
+        Frame(_call(five, tool, '{"id":7,"x":' + deep(2_000) + "}"), five, "one", "an id in the arguments"),
+        # A line that is no JSON: once dropped without a word by the SDK's stdio reader.
+        Frame(cut, six, "at_most_one", "a request cut after its method"),
         # A 2 KB line: arguments 1 000 brackets deep ended the process through the stdio fast path.
         Frame(_call(one, tool, '{"x":' + deep(1_000) + "}"), one, "one", "1 000 deep arguments"),
         # The HTTP fast path answered 2 000 deep with a 500 and dropped the connection at 100 000.
@@ -259,6 +266,28 @@ def _regressions(ids: Ids, tool: str) -> list[Frame]:
 
 REGRESSIONS: Callable[[Ids, str], list[Frame]] = _regressions
 """Inputs that once broke claimcheck, sent first by every fuzz run (an id maker and a proxied tool's name)."""
+
+
+HOSTILE_READS: list[tuple[str, dict[str, Any]]] = [
+    # JMESPath that doubles a string sixteen times: 2.3 GB and an unhandled MemoryError before its budget.
+    ("tool_output", {"mode": "json", "query": "to_string(@)" + " | join('', [@, @])" * 16}),
+    # One value reachable 2^40 times.
+    ("tool_output", {"mode": "json", "query": " | ".join(["[@, @]"] * 40) + " | to_string(@)"}),
+    # A separator repeated once per element.
+    ("tool_output", {"mode": "json", "query": "join(to_string(@), [" + ", ".join(["''"] * 1_000) + "])"}),
+    # Queries that made the parser recurse, or were too long to parse.
+    ("tool_output", {"mode": "json", "query": "(" * 5_000 + "@" + ")" * 5_000}),
+    ("tool_output", {"mode": "json", "query": "!" * 3_000 + "a"}),
+    ("tool_output", {"mode": "json", "query": "`" + "[" * 2_000 + "]" * 2_000 + "`"}),
+    ("tool_output", {"mode": "json", "query": "a" * 1_000_000}),
+    # Paths of three steps crashed the view ("too many values to unpack").
+    ("tool_output", {"mode": "json", "query": "[0][0][0]"}),
+    ("tool_output", {"mode": "json", "query": "a.a.a"}),
+    # An anchor of a mebibyte ("list index out of range").
+    ("tool_output", {"mode": "slice", "slice": {"anchor": "x" * (1 << 20)}}),
+    ("Grep", {"regex": "(a*)*b"}),
+]
+"""Reads of a stored output that once broke claimcheck (`handle` or `file` is added by the caller)."""
 
 
 OUTPUT_CASES: dict[str, str] = {

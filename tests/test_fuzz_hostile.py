@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from hostile import OUTPUT_CASES, REGRESSIONS, Frame, Ids, random_frames
+from hostile import HOSTILE_READS, OUTPUT_CASES, REGRESSIONS, Frame, Ids, random_frames
 from support import announced_url, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -280,12 +280,15 @@ async def _try_output(wire: StdioWire, case: str) -> list[str]:
         return []
     problems = []
     handle = match.group(0)
-    for tool, arguments in [
+    reads = [
         ("tool_output", {"handle": handle, "mode": "json", "query": "@"}),
         ("tool_output", {"handle": handle, "mode": "slice", "slice": {"start": 0, "length": 200}}),
         ("Read", {"file": handle, "lines": 5}),
         ("Grep", {"file": handle, "regex": "pad|7|L|a"}),
-    ]:
+    ]
+    if case in ("deep_object_big", "huge_int_text_big"):  # the known bad reads, on one deep and one flat JSON
+        reads += [(tool, {("file" if tool == "Grep" else "handle"): handle, **args}) for tool, args in HOSTILE_READS]
+    for tool, arguments in reads:
         read = await wire.request("tools/call", {"name": tool, "arguments": arguments})
         body = json.dumps(read.get("result", read))
         if "result" not in read or "maximum recursion depth" in body or "Traceback" in body or "Internal error" in body:

@@ -20,7 +20,7 @@ from support import running_proxy, text_of
 
 from extraction import TextSource
 from extraction.source import find_all
-from server.downstream.spool import SpooledOutput, kept_result
+from server.downstream.spooled import SpooledOutput, kept_result
 from server.handles import json_eval, retrieval
 from server.handles.json_view import JsonViewError, query
 from server.upstream.surface import build_server
