@@ -1,4 +1,4 @@
-"""Extraction quality on a real model, against what clients do today (issue 20).
+"""Extraction quality on a real model, against what clients do today.
 
 Per case (bench/extraction_cases.py: logs, JSON, tables, code search results, git history), with the same model
 and the same question:

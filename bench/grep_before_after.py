@@ -3,7 +3,7 @@
 Run from the repo root in the project's venv:  python bench/grep_before_after.py 96a31c7 [--mib 1024] [--repeats 5]
 
 The log of bench/grep_table.py (with its line index) is written once; then, for each repeat, one process
-per tree runs `_scan.find_matches` (the worker's search, without the hop) on the issue 24 cases, maxMatches
+per tree runs `_scan.find_matches` (the worker's search, without the hop) on the grep-table cases, maxMatches
 1000, old and new in turn, and an anchor slice's search for every needle (`extraction.find_all`, this tree's,
 over either fs_sandbox). The fs_sandbox of the older commit comes from `git archive`. Medians in ms.
 """

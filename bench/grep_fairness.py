@@ -1,4 +1,4 @@
-r"""Fair Grep (issue 17): session B's one grep alone, and while session A floods 20 slow greps.
+r"""Fair Grep: session B's one grep alone, and while session A floods 20 slow greps.
 
 Run from the repo root in the project's venv:  python bench/grep_fairness.py [--rounds 7] [--json PATH]
 

@@ -1,7 +1,7 @@
 """Grep in the sandbox: throughput on a 10 MiB output against `grep -n`, and a once-catastrophic pattern.
 
 Run from the repo root in the project's venv:  python bench/grep_speed.py [--json PATH]
-The issue 24 table:  python bench/grep_speed.py --table 100,1024 [--repeats 3]  (see `table` below)
+The grep table:  python bench/grep_speed.py --table 100,1024 [--repeats 3]  (see `table` below)
 
 (a) A deterministic 10 MiB log with a rare literal, written without a line index (as a file from elsewhere
     would be); `Sandbox.grep` for it and `grep -n` on the same file, median of `--repeats`, page cache warm.
@@ -11,7 +11,7 @@ The issue 24 table:  python bench/grep_speed.py --table 100,1024 [--repeats 3]  
     byte). Target: ≥ 500 MB/s.
 (b) `(a+)+$` on 50 000 "a" and a "b", while another task reads a file through the same sandbox: when the
     answer arrives, and when the read finished. RE2 runs it in linear time: the answer is "no match" at
-    once (before issue 24, `re` backtracked until the 2 s limit stopped it with an error).
+    once (before RE2, `re` backtracked until the 2 s limit stopped it with an error).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--table", help="sizes in MiB: the issue 24 table (Grep, grep, rg; Read, slice; time rule)")
+    parser.add_argument("--table", help="sizes in MiB: the grep table (Grep, grep, rg; Read, slice; time rule)")
     parser.add_argument("--skip-time-rule", action="store_true")
     args = parser.parse_args()
     if args.table:

@@ -1,4 +1,4 @@
-"""The issue 24 table: claimcheck's Grep, Read and slice on a stored output, with `grep` and `rg` beside, and
+"""The grep table: claimcheck's Grep, Read and slice on a stored output, with `grep` and `rg` beside, and
 the time rule at 1 GiB. Run through `python bench/grep_speed.py --table 100,1024 [--repeats 3]`.
 
 For each size a deterministic log is written with its line index beside it (as claimcheck's writers keep
@@ -131,7 +131,7 @@ async def read_cases(folder: Path, name: str, lines: int, repeats: int) -> dict[
             for column in ("indexed", "scanned"):
                 opened = await anyio.to_thread.run_sync(open_file, folder, name)
                 try:
-                    if column == "scanned":  # as before issue 24: no index, and none built on the way
+                    if column == "scanned":  # as before the line index: no index, and none built on the way
                         opened.index = None
                     sandbox_module.INDEX_FROM_BYTES = 1 << 62 if column == "scanned" else index_from
                     for place, line in places.items():

@@ -1,4 +1,4 @@
-"""Handles (issue 3): a 10 MiB output, the size decision, waking a waiter, and 200 background calls.
+"""Handles: a 10 MiB output, the size decision, waking a waiter, and 200 background calls.
 
   a) big:    time to the handle message for `demo__big {"kb": 10240}` through `claimcheck serve` (stdio)
              vs a direct client receiving the same 10 MiB from `big`; 5 interleaved repetitions each.

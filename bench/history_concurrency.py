@@ -1,4 +1,4 @@
-"""Many claimcheck processes writing one history database at once (issue 18): errors, lost rows, time.
+"""Many claimcheck processes writing one history database at once: errors, lost rows, time.
 
 N worker processes run ROUNDS rounds; in each, all of them open `History` on the same new SQLite file at the
 same instant (they spin on the clock), run its writer, record CALLS calls with the updates a real call makes

@@ -1,4 +1,4 @@
-"""Large outputs end to end: time to a handle and peak memory, against the floor and other clients (issue 15).
+"""Large outputs end to end: time to a handle and peak memory, against the floor and other clients.
 
 For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSON), in one run:
   floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client);

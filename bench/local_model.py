@@ -137,7 +137,7 @@ def serve(model: str = DEFAULT, context: int = 8192, threads: int | None = None)
     """The model served on a free port of 127.0.0.1 until the block ends; then the server is stopped.
 
     llama-cpp-python's RAM prompt cache (`--cache`) is not turned on: each state it keeps holds the logits of
-    every position (n_ctx × 151 936 floats for Qwen, 1.2 GB at 2048), and in the issue 20 run the server grew
+    every position (n_ctx × 151 936 floats for Qwen, 1.2 GB at 2048), and in the first real-model run the server grew
     to 10 GB and was killed by the kernel's OOM killer."""
     weights = WEIGHTS[model]
     if context > weights.max_context:

@@ -1,5 +1,5 @@
-"""The JSON view's needle query against GNU grep -c on the same 1000 MiB single-line JSON file, interleaved
-(issue 21). The file is bench/needle_downstream.py's `json` output, written to /tmp/needle-floor.json.
+"""The JSON view's needle query against GNU grep -c on the same 1000 MiB single-line JSON file, interleaved.
+The file is bench/needle_downstream.py's `json` output, written to /tmp/needle-floor.json.
 
 Usage: python bench/needle_floor.py
 """

@@ -1,4 +1,4 @@
-"""The least a proxy process in Python can add to a stdio call: a bare asyncio relay (issue 22's floor).
+"""The least a proxy process in Python can add to a stdio call: a bare asyncio relay.
 
 It starts the server given on its command line and copies lines both ways, reading and writing each as
 JSON (as any proxy must, to route by tool name and to remap ids): a `tools/call` of `<prefix>__<tool>` goes

@@ -1,4 +1,4 @@
-"""Replicas sharing handles through Redis (issue 19): wake-up across replicas, kill -9 to failed, throughput
+"""Replicas sharing handles through Redis: wake-up across replicas, kill -9 to failed, throughput
 through haproxy with 1 and 3 replicas, and missed wake-ups with Redis connections dropped.
 
   a) wake:   `demo__slow {"seconds": S, "background": true}` on replica A, then `wait_for_tool_output` on

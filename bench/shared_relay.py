@@ -1,4 +1,4 @@
-"""`serve --shared` (issue 23): start of a relay to its first answered `tools/list`, cold and warm, against today's
+"""`serve --shared`: start of a relay to its first answered `tools/list`, cold and warm, against today's
 per-process claimcheck and the downstream alone; and the time one `tools/call` takes through each.
 
 Each run spawns the process and drives stdio by hand, as a client does: `initialize`, then on its answer

@@ -1,5 +1,5 @@
 """Start-up to the first answered `tools/list` over stdio: claimcheck with 1 and 5 downstreams, against the
-downstreams alone and FastMCP's proxy with the same config (issue 18).
+downstreams alone and FastMCP's proxy with the same config.
 
 Each run spawns the process(es) and drives stdio by hand, as a client does: `initialize`, then on its answer
 `notifications/initialized` and `tools/list`. The figure is the time from spawning to the `tools/list` answer

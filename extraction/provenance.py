@@ -9,7 +9,7 @@ from extraction.source import Source, text_windows
 
 __all__ = ["Evidence", "split_evidence", "verify", "with_evidence"]
 
-_QUOTE = re.compile(r'^\s*>?\s*"(.*)"\s*$')  # the ">" is optional: a 0.5B model drops it (issue 20)
+_QUOTE = re.compile(r'^\s*>?\s*"(.*)"\s*$')  # the ">" is optional: a 0.5B model drops it
 _MIN_QUOTE_CHARS = 3
 _LOOSE_SLACK = 4096  # characters of extra whitespace a loosely matched quote may have
 

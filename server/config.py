@@ -95,7 +95,7 @@ class ServerConfig(_Strict):
 
 
 class ExtractionSettings(_Strict):
-    """LLM extraction settings (DESIGN §6)."""
+    """LLM extraction settings."""
 
     provider: Literal["auto", "openai", "sampling", "none"] = "auto"
     base_url: str | None = Field(default=None, alias="baseUrl")
@@ -114,7 +114,7 @@ class ExtractionSettings(_Strict):
 
 
 class ApiSettings(_Strict):
-    """The local status API (DESIGN §7)."""
+    """The local status API."""
 
     enabled: bool = True
     port: int = Field(default=5165, ge=0, le=65535)
@@ -123,7 +123,7 @@ class ApiSettings(_Strict):
 
 
 class HistorySettings(_Strict):
-    """What the call history keeps, and for how long (DESIGN §7)."""
+    """What the call history keeps, and for how long."""
 
     store_arguments: bool = Field(default=True, alias="storeArguments")
     max_age_days: float = Field(default=30, alias="maxAgeDays", gt=0)
@@ -131,7 +131,7 @@ class HistorySettings(_Strict):
 
 
 class StateSettings(_Strict):
-    """Where handles live: this process (no `url`), or a Redis that several replicas share (issue 19)."""
+    """Where handles live: this process (no `url`), or a Redis that several replicas share."""
 
     url: str | None = Field(default=None, pattern=r"^rediss?://")
     lease_secs: float = Field(default=15, alias="leaseSecs", gt=0)
@@ -158,14 +158,14 @@ class Settings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     state_dir: str | None = Field(default=None, alias="stateDir")
-    # Handles beyond one session (issue 23): how long an owner's outputs stay after they were last touched,
+    # Handles beyond one session: how long an owner's outputs stay after they were last touched,
     # whether `serve` relays to the user's shared claimcheck, and how long that one waits idle before exiting.
     keep_outputs_secs: float = Field(default=600, alias="keepOutputsSecs", ge=0)
     shared: bool = False
     shared_idle_secs: float = Field(default=900, alias="sharedIdleSecs", ge=0)
     state: StateSettings = Field(default_factory=StateSettings)
     fast_path: bool = Field(default=True, alias="fastPath")
-    """Plain tool calls over stdio skip the SDK's dispatch (issue 22); env CLAIMCHECK_FAST_PATH=on|off wins."""
+    """Plain tool calls over stdio skip the SDK's dispatch; env CLAIMCHECK_FAST_PATH=on|off wins."""
 
 
 class Config(_Strict):
@@ -356,7 +356,7 @@ FAST_PATH_ENV = "CLAIMCHECK_FAST_PATH"
 
 
 def fast_path_enabled(settings: Settings) -> bool:
-    """Whether the fast path is on (issue 22): `CLAIMCHECK_FAST_PATH` (on/off) if set, else `settings.fastPath`."""
+    """Whether the fast path is on: `CLAIMCHECK_FAST_PATH` (on/off) if set, else `settings.fastPath`."""
     value = os.environ.get(FAST_PATH_ENV, "").strip().lower()
     if value in ("1", "on", "true", "yes"):
         return True

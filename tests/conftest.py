@@ -22,7 +22,7 @@ settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 _BOTH_FAST_PATH_MODES = ("test_interop_", "test_conformance", "test_forwarding")
-"""Modules whose tests run twice, with claimcheck's fast path (issue 22) forced on and forced off."""
+"""Modules whose tests run twice, with claimcheck's fast path forced on and forced off."""
 
 
 @pytest.fixture

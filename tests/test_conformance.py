@@ -1,6 +1,6 @@
 """The official MCP conformance suite's server scenarios, against a fixture server alone and behind claimcheck.
 
-DESIGN §4: any conformance check a downstream passes on its own it also passes through claimcheck
+claimcheck is transparent: any conformance check a downstream passes on its own it also passes through claimcheck
 (with `prefix: ""`). The suite (`@modelcontextprotocol/conformance`, tests/conformance_peer.py) runs
 twice: against `tests/conformance_server.py` serving streamable HTTP itself (the baseline), and
 against `claimcheck serve --transport http` with the same file as its one stdio downstream. A

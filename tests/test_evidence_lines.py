@@ -23,7 +23,7 @@ def test_an_answer_made_only_of_an_evidence_section_keeps_its_lines() -> None:
 
 
 def test_a_quote_without_the_marker_or_on_the_evidence_line_is_taken() -> None:
-    # as Qwen2.5-Coder-0.5B wrote them in bench/extraction_eval.py (issue 20)
+    # as Qwen2.5-Coder-0.5B wrote them in bench/extraction_eval.py
     answer = 'ERROR TLS handshake failed\nEVIDENCE: "TLS handshake failed with 10.1.2.3"\n "disk full on /var/lib/db"'
     assert split_evidence(answer) == (
         "ERROR TLS handshake failed",

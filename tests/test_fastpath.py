@@ -1,4 +1,4 @@
-"""The fast path (issue 22) answers as the SDK's path does: the same calls through two real claimcheck processes,
+"""The fast path answers as the SDK's path does: the same calls through two real claimcheck processes,
 one with the fast path forced on and one with it forced off, give the same results; every log message of a
 call reaches the client; a cancelled call is not answered and the next call gets its own answer."""
 

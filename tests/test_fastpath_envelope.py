@@ -1,4 +1,4 @@
-"""The fast path's envelope reader against the SDK's own parsing (issue 22).
+"""The fast path's envelope reader against the SDK's own parsing.
 
 Whatever line the reader takes as a plain `tools/call`, the SDK reads as the same request: a JSON-RPC
 request of `tools/call` whose parameters validate, with the same id (value and type), tool name and

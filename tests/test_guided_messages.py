@@ -1,4 +1,4 @@
-"""Issue 21: the messages name what works for this client, cut outputs are said everywhere, the JSON view."""
+"""The messages name what works for this client, cut outputs are said everywhere, the JSON view."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP fast path (issue 22) answers as the SDK's streamable HTTP transport does, through two real claimcheck
+"""The HTTP fast path answers as the SDK's streamable HTTP transport does, through two real claimcheck
 processes (`serve --transport http`, the demo server behind each over stdio), one with the fast path forced
 on and one forced off, driven by plain HTTP requests so the test sees the wire:
 
@@ -251,7 +251,7 @@ async def test_a_client_that_leaves_mid_call_leaves_the_call_running_to_its_end(
 
 
 async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_path: Path) -> None:
-    """Issue 23's owner key: one token, two `Claimcheck-Session` headers, so two owners. A call handed a handle
+    """The owner key: one token, two `Claimcheck-Session` headers, so two owners. A call handed a handle
     (over the time rule, 1 s here) is listed for the owner of its request by every connection of that owner,
     and never for the other owner; a request of one owner on a connection the other opened is refused as for
     an unknown session (server.upstream.principals): fast path on as off."""

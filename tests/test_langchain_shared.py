@@ -1,4 +1,4 @@
-"""A real third-party client with per-call sessions (issue 23): LangChain's langchain-mcp-adapters 0.3.2, in a venv
+"""A real third-party client with per-call sessions: LangChain's langchain-mcp-adapters 0.3.2, in a venv
 of its own with the mcp 1.x it pins, gets a handle in one call and the output by it in the next, through
 `claimcheck serve --shared`. The venv is made once (under ~/.cache, or $CLAIMCHECK_LANGCHAIN_VENV) from PyPI;
 the test is skipped when that install cannot be done (offline)."""

@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN §1, read from the source (ast, no imports run).
+"""The dependency direction of the wings (docs/architecture.md), read from the source (ast, no imports run).
 
 Packages: server → extraction → fs_sandbox. Inside `server`, wings: upstream → proxy → status → handles →
 downstream → the root modules (config, errors, framing, version); cli, __main__ and the demo sit on top.
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 THIRD_PARTY_ALLOWED = {
-    "fs_sandbox": {"anyio", "re2"},  # google-re2: the reasoned exception of issue 24 (Grep in linear time)
+    "fs_sandbox": {"anyio", "re2"},  # google-re2: Grep in linear time, so no pattern can hang it
     "extraction": {
         "anyio",
         "pydantic",

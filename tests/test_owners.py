@@ -1,4 +1,4 @@
-"""Handles that outlive their connection (issue 23, issue 21's "handle lifetime"): owned by the user of the shared
+"""Handles that outlive their connection: owned by the user of the shared
 claimcheck, or by the principal over HTTP; running calls go on after the connection closes; outputs are kept
 `keepOutputsSecs` after they were last touched, then forgotten."""
 

@@ -1,5 +1,5 @@
-"""Several claimcheck replicas sharing handles through a real redis-server, alone and behind a real haproxy
-(issue 19): a handle made on one replica is waited on, read and cancelled from the others; a replica killed
+"""Several claimcheck replicas sharing handles through a real redis-server, alone and behind a real haproxy:
+a handle made on one replica is waited on, read and cancelled from the others; a replica killed
 with SIGKILL fails its handles within about a lease and wakes their waiters; a Redis restarted mid-wait
 leaves no waiter hanging and loses no completion; without a state URL, redis is never imported.
 

@@ -1,4 +1,4 @@
-"""`claimcheck serve --shared` (issue 23): one-shot clients through real relays to one real shared claimcheck.
+"""`claimcheck serve --shared`: one-shot clients through real relays to one real shared claimcheck.
 
 Each test gets its own runtime directory (so its own shared claimcheck) and state directory, and stops the shared
 claimcheck it made at the end.

@@ -1,5 +1,5 @@
 """claimcheck behind claimcheck: what one claimcheck declares on purpose so that another in front of it
-becomes the only layer that makes handles (issue 18).
+becomes the only layer that makes handles.
 
 A claimcheck marks each tool it serves in the tool's `_meta`: its own tools with `OWN`, the tools it
 forwards with `PROXIED` (naming the `background` argument it added, if it did). A claimcheck in front

@@ -1,4 +1,4 @@
-"""A plain `tools/call` to a stdio downstream written and read as bytes, beside the SDK client (issue 22).
+"""A plain `tools/call` to a stdio downstream written and read as bytes, beside the SDK client.
 
 The SDK client validates every request and result with pydantic, and that is much of what a proxied call
 costs. On the fast path the request is one line of JSON written straight to the server's stdin, and the

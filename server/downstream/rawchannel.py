@@ -1,4 +1,4 @@
-"""The requests the fast path writes to a stdio server as bytes, and the lines that go back to them (issue 22).
+"""The requests the fast path writes to a stdio server as bytes, and the lines that go back to them.
 
 `server.downstream.stdio` offers each line it reads to the channel while a raw request waits: the response
 to a raw request (told apart by its id), progress on one, and the server's log messages (relayed here so

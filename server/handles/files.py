@@ -1,4 +1,4 @@
-"""claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs (DESIGN §5).
+"""claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs.
 
 Each file is opened through the store's one door (`SessionStore.open_output`: the session's own directory,
 no links) and streamed by the sandbox; greps queue per session, served in turn.

@@ -1,4 +1,4 @@
-"""The exact texts a model reads about handles (DESIGN §4–§5); tests compare against these."""
+"""The exact texts a model reads about handles; tests compare against these."""
 
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def questions_footer(waiting: Sequence[Question]) -> str | None:
     return f"[claimcheck] {count} question(s) wait for an answer: {items}. Call wait_for_tool_output to see them."
 
 
-# Handles beyond one session (issue 23).
+# Handles beyond one session: an owner's, kept after its connection ends.
 
 
 def owned_handle_note(keep_secs: float, restarted_at: str | None) -> str:

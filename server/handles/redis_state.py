@@ -1,4 +1,4 @@
-"""Handles shared by several replicas through Redis (issue 19); `redis` is imported only when this is used.
+"""Handles shared by several replicas through Redis; `redis` is imported only when this is used.
 
 Keys (under `state.keyPrefix`, "cc:" by default):
 - `h:<handle>` hash: status, owner replica, tool, times, sizes, error, `cancel` flag. Written before the

@@ -1,4 +1,4 @@
-"""Where `tool_output` gets an output's text, and its non-LLM readings besides truncate: raw and slice (DESIGN §5).
+"""Where `tool_output` gets an output's text, and its non-LLM readings besides truncate: raw and slice.
 
 A stored output is read from its file through the store's one door (`SessionStore.open_output`), in pieces:
 nothing here holds a whole output, whatever its size. A small result that was never stored is read from

@@ -1,4 +1,4 @@
-"""Run roots and their marker: claimcheck deletes only directories it made itself (DESIGN §3).
+"""Run roots and their marker: claimcheck deletes only directories it made itself.
 
 A run root is `<root>/claimcheck-run-<24 hex>/`. Its first content is the marker file `.claimcheck-run`:
 a magic line, then `version`, `pid`, `start` (the process start time, so a reused pid is told apart),

@@ -1,7 +1,7 @@
 """The output store: one private run root per process, one directory per client session, one file per handle.
 
 Outputs are stored whole on disk so they can be served in pieces later; run roots left behind by dead
-processes are swept at start, and only those (DESIGN §3, `server.handles.run_root`).
+processes are swept at start, and only those (`server.handles.run_root`).
 """
 
 from __future__ import annotations

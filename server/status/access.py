@@ -1,4 +1,4 @@
-"""Who may read the status API (DESIGN §7): its own origin only, and only with the run's token.
+"""Who may read the status API: its own origin only, and only with the run's token.
 
 - The Host header must name the loopback address (no DNS rebinding), checked outside this layer.
 - A request whose `Origin` is not the API's own gets 403, unless `settings.api.allowOrigins` lists it; only

@@ -1,4 +1,4 @@
-"""The local status API and dashboard (DESIGN §7), served by uvicorn in claimcheck's own event loop.
+"""The local status API and dashboard, served by uvicorn in claimcheck's own event loop.
 
 Read-only: GET (and HEAD, OPTIONS). Who may read it is `access`'s business (Host, Origin, token); how slow
 or broken clients are kept from holding it is `edges`'; this module is the routes and how they are served.

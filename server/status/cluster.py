@@ -1,4 +1,4 @@
-"""The live part of `GET /v1/tasks` across replicas (issue 19): the other replicas' running handles, from Redis.
+"""The live part of `GET /v1/tasks` across replicas: the other replicas' running handles, from Redis.
 
 History stays local to each replica; what another replica runs is read from the shared state backend in a
 bounded number of commands (the newest page of running handles) and shown like a live task, marked with the

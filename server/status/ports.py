@@ -1,4 +1,4 @@
-"""The status API's port: the configured one, else the next ones, else one the OS picks (DESIGN §7).
+"""The status API's port: the configured one, else the next ones, else one the OS picks.
 
 Instances started side by side race for the same ports. With SO_REUSEADDR, Linux lets two sockets bind one
 port as long as neither listens yet, and then refuses the second `listen`: so a port counts as ours only once

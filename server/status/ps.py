@@ -42,7 +42,7 @@ async def print_ps(state: Path) -> int:
 
 
 async def _relays(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> str:
-    """ ", shared: N relays" for the user's shared claimcheck (issue 23), else nothing."""
+    """ ", shared: N relays" for the user's shared claimcheck, else nothing."""
     try:
         reply = await http.get(f"{url}v1/health", headers=headers)
         relays = reply.json().get("relays")

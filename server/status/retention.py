@@ -1,4 +1,4 @@
-"""Keeping the history small and to its promise: rows of older versions trimmed, old rows removed (DESIGN §7).
+"""Keeping the history small and to its promise: rows of older versions trimmed, old rows removed.
 
 Blocking functions over one open connection; `History` runs them in a worker thread at start and hourly.
 """

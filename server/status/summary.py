@@ -1,4 +1,4 @@
-"""What the status API and the history keep of a call: metadata, with errors and arguments capped (DESIGN §7).
+"""What the status API and the history keep of a call: metadata, with errors and arguments capped.
 
 A failed call's error can be its whole output, and arguments can carry secrets or whole documents; both
 are cut to a short head with a note of the full size, one way for the history, `/v1/*` and the live events.

@@ -1,4 +1,4 @@
-"""The fast path for a plain `tools/call` over stdio (issue 22): no SDK dispatch on either side.
+"""The fast path for a plain `tools/call` over stdio: no SDK dispatch on either side.
 
 The stdio transport offers every request line to `FastPath.take` before the SDK parses it. A line that
 is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`,

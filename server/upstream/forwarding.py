@@ -1,4 +1,4 @@
-"""One proxied `tools/call`: forward it, and apply the time and size rules (DESIGN §4)."""
+"""One proxied `tools/call`: forward it, and apply the time and size rules."""
 
 from __future__ import annotations
 

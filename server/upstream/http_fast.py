@@ -1,4 +1,4 @@
-"""The fast path for a plain `tools/call` over streamable HTTP (issue 22): no SDK transport or dispatch for it.
+"""The fast path for a plain `tools/call` over streamable HTTP: no SDK transport or dispatch for it.
 
 `HttpFastPath.app` wraps the `/mcp` endpoint, inside every edge rule (the bearer token, one Authorization and
 Origin header, the body limit, the request deadline: `server.status.edges`). It takes a POST only when the SDK
@@ -10,7 +10,7 @@ session would:
   DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
 - the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token
   or task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the
-  SDK's path would pick (`Sessions.of_http_connection`, with issue 23's owner key from the Authorization
+  SDK's path would pick (`Sessions.of_http_connection`, with the owner key from the Authorization
   header) and whose answer carries no status footer.
 
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),

@@ -1,4 +1,4 @@
-"""MCP Tasks (protocol 2025-11-25) served from the same registry that backs handles (DESIGN §8).
+"""MCP Tasks (protocol 2025-11-25) served from the same registry that backs handles.
 
 A task is a proxied call whose handle is its task id: a task-augmented `tools/call` starts the call
 in the background at once and answers `CreateTaskResult`; `tasks/get|result|list|cancel` read the

@@ -1,4 +1,4 @@
-"""The user's shared claimcheck: one proxy serving every relay of one config over a Unix socket (issue 23).
+"""The user's shared claimcheck: one proxy serving every relay of one config over a Unix socket.
 
 Started by a relay (`server.upstream.shared_relay`) as `serve --shared-socket <dir>/<key>.sock`. Each connection
 is served as a stdio client is, in a session of the user's (`server.handles.owners.USER`), so any relay may use

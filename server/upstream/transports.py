@@ -110,7 +110,7 @@ async def serve_http(
             yield
 
     fast = HttpFastPath(proxy, server.session_manager) if fast_path_enabled(proxy.config.settings) else None
-    if fast is not None:  # plain calls answered without the SDK's transport (issue 22)
+    if fast is not None:  # plain calls answered without the SDK's transport
         server.middleware.append(fast.middleware)
 
     def endpoint(app: ASGIApp) -> ASGIApp:
