@@ -20,6 +20,7 @@ import mcp_types as types
 from server.downstream.relay import Relay, RootsParams
 from server.framing import dump_json
 from server.handles import questions
+from server.handles.outcome import Outcome
 
 if TYPE_CHECKING:
     from server.handles.store import SessionStore
@@ -84,6 +85,8 @@ class Call:
     on_finish: Callable[[], None] | None = None
     """Called once, when the call finishes (the stdio fast path answers its request from here)."""
     home: SessionStore | None = None  # set on a mirror of another replica's call: where its output is
+    outcome: Outcome | None = None
+    """How it ended (set just before it finishes; None while it runs, and on a mirror)."""
 
     @property
     def arguments_json(self) -> str:

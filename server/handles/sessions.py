@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -39,6 +39,7 @@ from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
+from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, USER, connection_of, owner_key
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
@@ -280,8 +281,7 @@ class Sessions:
                 result = await invoke(relay)
                 await settle(session, call, result, policy, self._max_output_bytes, self._spooled)
             except ClaimcheckError as exc:
-                call.error = str(exc)
-                call.finish("failed")
+                _fail(call, str(exc))
             except Exception as exc:  # boundary: one call's answer must not end the process and every other call
                 if isinstance(exc, ValidationError):  # the server's answer is no tool result: its fault, said below
                     logger.warning("server %r gave %r an answer that is no tool result", call.server, call.tool)
@@ -289,13 +289,9 @@ class Sessions:
                     logger.exception("claimcheck failed on a call of %s", call.tool)
                 if not call.finished.is_set():
                     reason = clip(" ".join(describe(exc).split()), DOWNSTREAM_MESSAGE_LIMIT)
-                    call.error = (
-                        f'Server "{call.server}" gave tool "{call.tool}" an answer claimcheck cannot use: {reason}'
-                    )
-                    call.finish("failed")
+                    _fail(call, f'Server "{call.server}" failed on tool "{call.tool}": an unusable answer ({reason})')
         if not call.finished.is_set():
-            call.error = "the call was cancelled"
-            call.finish("cancelled")
+            _fail(call, "the call was cancelled", status="cancelled")
         if call.handed_out:
             with anyio.CancelScope(shield=True):
                 await self.share(call)
@@ -335,3 +331,9 @@ def _origin_of(connection: Any) -> str:
 
 def _digest(owner: str) -> str:
     return hashlib.sha256(owner.encode("utf-8", "replace")).hexdigest()
+
+
+def _fail(call: Call, reason: str, *, status: Literal["failed", "cancelled"] = "failed") -> None:
+    call.error = reason
+    call.outcome = Failed(reason)
+    call.finish(status)

@@ -24,6 +24,7 @@ from server.downstream.spool import CUT_MARKER
 from server.downstream.spooled import SpooledOutput, SpooledOutputs, kept_result
 from server.handles.calls import Call, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
+from server.handles.outcome import Inline, Lost, Outcome, Stored
 from server.handles.store import StoreError
 
 if TYPE_CHECKING:
@@ -41,17 +42,16 @@ async def settle(
     policy: Policy,
     max_output_bytes: int,
     spooled_outputs: SpooledOutputs,
-) -> None:
-    """Apply the size rule; store what a handle will need. A stand-in result is exchanged for its output in
-    `spooled_outputs`."""
+) -> Outcome:
+    """Apply the size rule; store what a handle will need; finish the call with its outcome. A stand-in result
+    is exchanged for its output in `spooled_outputs`."""
     if isinstance(result, RawResult):
-        if _settle_raw(call, result, policy, max_output_bytes):
-            return
+        if (outcome := _settle_raw(call, result, policy, max_output_bytes)) is not None:
+            return outcome
         result = result.model()
     spooled = spooled_outputs.claim(result)
     if spooled is not None:
-        await _settle_spooled(session, call, spooled, policy)
-        return
+        return await _settle_spooled(session, call, spooled, policy)
     text = render_output(result)
     total = len(text.encode("utf-8", "replace"))
     if total > max_output_bytes:
@@ -70,26 +70,24 @@ async def settle(
     if over or call.handed_out:
         failure = await store_text(session, call, text)
         if failure is not None and over:  # a small output stays in memory; a big one is lost but its start
-            _not_stored(call, failure, text, policy)
-            return
-    _finish(call, failed=result.is_error)
+            return _not_stored(call, failure, text, policy)
+    return _finish(call, Stored(result.is_error) if over else Inline(result), failed=result.is_error)
 
 
-def _settle_raw(call: Call, result: RawResult, policy: Policy, max_output_bytes: int) -> bool:
+def _settle_raw(call: Call, result: RawResult, policy: Policy, max_output_bytes: int) -> Outcome | None:
     """The fast path's common case, decided without waiting (so no handoff can come in between): a plain
-    text result under the threshold by its length alone, for a call not handed out. False: not that case."""
+    text result under the threshold by its length alone, for a call not handed out. None: not that case."""
     text = result.plain_text() if not call.handed_out else None
     if text is None or exceeds_by_length(text, policy.async_token_threshold) is not False:
-        return False
+        return None
     if len(text.encode("utf-8", "replace")) > max_output_bytes:
-        return False
+        return None
     call.set_output(text, tokens=None, tokens_exact=False, over=False)
     call.answer = result.result
-    _finish(call, failed=False)
-    return True
+    return _finish(call, Inline(raw=result.result), failed=False)
 
 
-async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> None:
+async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> Outcome:
     """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""
     call.set_stored_output(
         bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, sha256=spooled.sha256, cut=spooled.cut
@@ -106,33 +104,37 @@ async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, 
             if over or call.handed_out:
                 call.set_tokens(*await anyio.to_thread.run_sync(estimate_source_tokens, stored))
     except StoreError as exc:
-        _not_stored(call, exc.reason, spooled.head, policy)
-        return
+        return _not_stored(call, exc.reason, spooled.head, policy)
     finally:
         if spooled.raw is not None:
             spooled.raw.unlink(missing_ok=True)
     call.over_threshold = over
     call.stored = True
-    _finish(call, failed=spooled.is_error)
+    outcome: Outcome = Stored(spooled.is_error) if over else Inline(call.result)
+    return _finish(call, outcome, failed=spooled.is_error)
 
 
-def _not_stored(call: Call, reason: str, head: str, policy: Policy) -> None:
+def _not_stored(call: Call, reason: str, head: str, policy: Policy) -> Outcome:
     """The output is lost but for its first part: answer with that, truthfully, and fail the handle."""
     shown = head_tokens(head[: policy.async_token_threshold * 8], policy.async_token_threshold // 2)
     call.fallback = messages_not_stored(call, reason, shown)
     call.over_threshold = True
     call.result = None
     call.error = call.fallback
+    call.outcome = outcome = Lost(call.fallback)
     call.finish("failed")
+    return outcome
 
 
-def _finish(call: Call, *, failed: bool) -> None:
+def _finish(call: Call, outcome: Outcome, *, failed: bool) -> Outcome:
+    call.outcome = outcome  # before `finish`: what its waiters and `on_finish` read
     if failed:
         call.error = call.text if call.text is not None else _error_head(call)
         call.finish("failed")
     else:
         call.finish("ready")
     call.text = None  # the stored file holds it; memory holds only small results
+    return outcome
 
 
 async def store_text(session: Session, call: Call, text: str) -> str | None:

@@ -37,6 +37,7 @@ from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.calls import Call, CallRelay
 from server.handles.files import FILE_TOOLS
+from server.handles.outcome import Inline
 from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Session
 from server.proxy import Proxy
@@ -241,12 +242,15 @@ class _Request:
             return
         call, session = self.call, self.session
         assert call is not None
-        if call.answer is None or call.over_threshold or call.fallback is not None:
-            self._respond()
-            return
+        match call.outcome:
+            case Inline(raw=dict() as raw):
+                pass
+            case _:  # anything but the downstream's plain result as it came is built by `answer`
+                self._respond()
+                return
         self._end()
         session.calls.pop(call.handle, None)  # answered inline: no handle to remember
-        response = response_line(self.path._proxy, self.envelope, session, RawResult(call.answer), None, self.context)
+        response = response_line(self.path._proxy, self.envelope, session, RawResult(raw), None, self.context)
         self.path.writer.write_nowait(response)
 
     def _respond(self, result: types.CallToolResult | None = None) -> None:

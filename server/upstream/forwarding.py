@@ -19,6 +19,7 @@ from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.calls import Call, CallRelay
 from server.handles.guide import guide_for
+from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
@@ -84,19 +85,25 @@ async def answer(
     if not call.finished.is_set():
         await proxy.sessions.hand_out(call, "still running after the time rule")
         return text_result(messages.running_message(call, llm=llm())), call
-    if call.over_threshold and call.fallback is not None:
-        session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
-        return text_result(call.fallback, is_error=call.status == "failed"), None
-    if call.over_threshold:
-        call.seen = True  # the model is being told about it right now
-        await proxy.sessions.hand_out(call, "over the token threshold")
-        guide = await guide_for(call, session, llm=llm())
-        return text_result(messages.too_large_message(call, guide), is_error=call.status == "failed"), call
-    session.calls.pop(call.handle, None)  # answered inline: no handle to remember
-    if call.answer is not None:
-        return RawResult(call.answer), None
-    if call.result is not None:
-        return _inline(route, call.result), None
+    match call.outcome:
+        case Stored(failed=failed):
+            call.seen = True  # the model is being told about it right now
+            await proxy.sessions.hand_out(call, "over the token threshold")
+            guide = await guide_for(call, session, llm=llm())
+            return text_result(messages.too_large_message(call, guide), is_error=failed), call
+        case Inline(raw=dict() as raw):
+            session.calls.pop(call.handle, None)  # answered inline: no handle to remember
+            return RawResult(raw), None
+        case Inline(result=types.CallToolResult() as result):
+            session.calls.pop(call.handle, None)
+            return _inline(route, result), None
+        case Lost(message=message):
+            session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
+            return text_result(message, is_error=True), None
+        case Failed(reason=reason):
+            session.calls.pop(call.handle, None)
+            return text_result(reason, is_error=True), None
+    session.calls.pop(call.handle, None)
     return text_result(call.error or f"the call {call.status}", is_error=True), None
 
 
