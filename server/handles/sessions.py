@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -40,12 +41,12 @@ from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
-from server.handles.owners import LINK, SESSION_HEADER, USER, connection_of, owner_key
+from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, SessionStore, random_hex
 
-__all__ = ["SESSION_HEADER", "Session", "Sessions", "current_origin"]
+__all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
 
 _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
@@ -54,6 +55,17 @@ _ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult | RawResult]]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entrance:
+    """Where a request came from, as each entrance knows it: its handshake-era connection (None for a
+    sessionless request), its owner key (`server.handles.owners`; None when the connection owns its session),
+    and a `ServerSession` of it (what the client declared)."""
+
+    connection: Any  # None for a sessionless request
+    owner: str | None
+    client: Any
 
 
 class Session:
@@ -134,39 +146,50 @@ class Sessions:
         return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
-        """The session of the client that sent this request (which notes what the client declared)."""
-        session = self._for_request(ctx)
-        session.lists_roots = declares_roots(ctx.session)
-        session.last_request = time.monotonic()
+        """The session of the client that sent this request through the SDK, made or attached if need be."""
+        entrance = Entrance(connection_of(ctx), owner_key(ctx, shared=self.shared), ctx.session)
+        session = self.find(entrance, create=True)
+        assert session is not None
         return session
 
-    def of_connection(self, connection: Any) -> Session | None:
-        """For the fast path (no request context): the session a handshake-era connection already has, unless an
-        owner's (whose rules are the request's to apply); the current task's calls are the connection's own."""
-        session = connection.state.get(_STATE_KEY)
-        if not isinstance(session, Session) or session.owner is not None or session.closed:
-            return None
-        session.last_request = time.monotonic()
-        _ORIGIN.set(_origin_of(connection))
-        return session
-
-    def of_http_connection(self, connection: Any, client: Any, owner: str | None) -> Session | None:
-        """For the HTTP fast path (no request context): the session `for_request` would give a handshake-era
-        request on `connection` whose owner key is `owner` (`owners.principal`, or None without a token), if
-        it needs nothing made or attached first (else None: the SDK's path does that); the current task's
-        calls are the connection's own. `client`: a `ServerSession` of the connection (what it declared)."""
-        attached = connection.state.get(_STATE_KEY)
-        if attached is None:
-            return None
-        owner = USER if self.shared else owner
-        session = attached if owner is None else self._owned.get(owner)
-        if not isinstance(session, Session) or session.closed or session.owner != owner:
-            return None
+    def find(self, entrance: Entrance, *, create: bool = False) -> Session | None:
+        """The one session lookup of every entrance (the SDK path, the stdio and HTTP fast paths): the session
+        of the client `entrance` describes, which notes what the client declared; for the current task, the
+        origin its calls are started from. Without `create` (the fast paths, which have no request context), a
+        session still to be made or attached is None: the SDK's path does that."""
+        connection, owner = entrance.connection, entrance.owner
+        state: dict[str, Any] | None = connection.state if connection is not None else None
         if owner is not None:
+            session = self._owned.get(owner)
+            if session is None or session.closed:
+                if not create:
+                    return None
+                session = self._owned[owner] = self.open(owner)
+            if state is not None and _STATE_KEY not in state:
+                if not create:
+                    return None
+                state[_STATE_KEY] = session
+                session.attached += 1
+                connection.exit_stack.push_async_callback(self._detach, session)
             session.touched = time.time()
-        session.lists_roots = declares_roots(client)
+        elif state is None:
+            if not create:
+                return None
+            if self._default is None or self._default.closed:
+                self._default = self.open()
+            session = self._default
+        else:
+            session = state.get(_STATE_KEY)
+            if session is None:
+                if not create:
+                    return None
+                session = state[_STATE_KEY] = self.open()
+                connection.exit_stack.push_async_callback(self.close, session)
+        if not isinstance(session, Session) or (not create and (session.closed or session.owner != owner)):
+            return None
+        session.lists_roots = declares_roots(entrance.client)
         session.last_request = time.monotonic()
-        _ORIGIN.set(_origin_of(connection))
+        _ORIGIN.set(_origin_of(connection) if connection is not None else LINK.get() or owner or "default")
         return session
 
     def roots_session(self) -> Session | None:
@@ -174,36 +197,6 @@ class Sessions:
         those whose client declared roots (over stdio, the one client)."""
         declared = [session for session in self.live if session.lists_roots and not session.closed]
         return max(declared, key=lambda session: session.last_request) if declared else None
-
-    def _for_request(self, ctx: ServerRequestContext[Any]) -> Session:
-        """The session of the client that sent this request (and, for the request's task, its origin)."""
-        connection = connection_of(ctx)
-        owner = owner_key(ctx, shared=self.shared)
-        if owner is not None:
-            session = self._owned.get(owner)
-            if session is None or session.closed:
-                session = self._owned[owner] = self.open(owner)
-            session.touched = time.time()
-            if connection is not None and _STATE_KEY not in connection.state:
-                connection.state[_STATE_KEY] = session
-                session.attached += 1
-                connection.exit_stack.push_async_callback(self._detach, session)
-        elif connection is None:
-            if self._default is None or self._default.closed:
-                self._default = self.open()
-            session = self._default
-        else:
-            session = connection.state.get(_STATE_KEY)
-            if session is None:
-                session = connection.state[_STATE_KEY] = self.open()
-                connection.exit_stack.push_async_callback(self.close, session)
-        assert isinstance(session, Session)
-        if connection is not None:
-            origin = _origin_of(connection)
-        else:
-            origin = LINK.get() or owner or "default"
-        _ORIGIN.set(origin)
-        return session
 
     def open(self, owner: str | None = None) -> Session:
         """A new session; an owner's, with replicas, in the directory every replica computes for that owner."""

@@ -39,7 +39,7 @@ from server.handles.calls import Call, CallRelay
 from server.handles.files import FILE_TOOLS
 from server.handles.outcome import Inline
 from server.handles.own_tools import OWN_TOOLS
-from server.handles.sessions import Session
+from server.handles.sessions import Entrance, Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.forwarding import answer, begin, drop
@@ -176,7 +176,7 @@ class FastPath:
         if route is None or _key(envelope.id) in self._running:
             return False
         connection = sdk_compat.connection_of(client)
-        session = self._proxy.sessions.of_connection(connection) if connection is not None else None
+        session = self._proxy.sessions.find(Entrance(connection, None, client)) if connection is not None else None
         if session is None or footer_lines(session, None):
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)

@@ -10,7 +10,7 @@ session would:
   DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
 - the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token
   or task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the
-  SDK's path would pick (`Sessions.of_http_connection`, with the owner key from the Authorization
+  SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
   header) and whose answer carries no status footer.
 
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
@@ -65,7 +65,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.relay import RequestRelay
-from server.handles.owners import SESSION_HEADER, principal
+from server.handles.owners import SESSION_HEADER, USER, principal
+from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.fastpath import CallContext, Envelope, _cancelled_id, plain_route, read_envelope, respond
 from server.upstream.gate import read_body, replay
@@ -231,7 +232,7 @@ class HttpFastPath:
         owner = (
             principal(authorization, headers.get(_CLAIMCHECK_SESSION, b"").decode("latin-1")) if authorization else None
         )
-        session = proxy.sessions.of_http_connection(connection, client, owner)
+        session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
         if session is None or footer_lines(session, None):
             return False  # a session still to be made or attached, or a result with a footer: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
