@@ -20,11 +20,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from server.downstream.listing import describe
 from server.downstream.rawchannel import RawAnswer, RawChannel
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
-from server.errors import DownstreamError, DownstreamTimeout, clip
+from server.errors import DownstreamError, clip
 
 __all__ = ["RawResult", "RawSent", "call_raw", "raw_capable", "send_now"]
 
@@ -68,7 +67,7 @@ def raw_capable(downstream: Downstream, tool: str) -> bool:
     if process is None or process.raw is None or process.raw.closed or downstream.state != "ready":
         return False
     definition = downstream.tools.get(tool)
-    if definition is None or downstream._meta_for(tool) is not None:
+    if definition is None or downstream.passthrough_meta(tool) is not None:
         return False
     execution = definition.execution
     return execution is None or execution.task_support != "required"
@@ -100,7 +99,7 @@ def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None
     call's task enters it before any line of the server is read again."""
     process = downstream.process
     channel = process.raw if process is not None else None
-    if channel is None or channel.send_nowait is None or downstream._broken.is_set():
+    if channel is None or channel.send_nowait is None or downstream.broken:
         return None  # `call_raw` reconnects first, as `Downstream.client` does
     if not raw_capable(downstream, tool):
         return None
@@ -144,21 +143,11 @@ async def call_raw(
                 if data:
                     await channel.send(data)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                downstream.last_error = downstream._where(describe(exc))
-                downstream._broken.set()
-                raise DownstreamError(
-                    downstream.name, tool, f"the connection failed: {downstream.last_error}"
-                ) from None
+                raise downstream.connection_failed(tool, exc) from None
             answer = await waiter
             answered = True
             return await _result(downstream, tool, answer)
-        if process is not None and process.mid_message:
-            downstream.last_error = "a message that did not end within the call's timeout"
-            downstream._broken.set()
-        unanswered = f" (nobody answered its {waiting.unanswered} request)" if waiting.unanswered else ""
-        timeout = downstream.config.timeout
-        reason = f"no answer within the server's timeout of {timeout:g} s{unanswered}"
-        raise DownstreamTimeout(downstream.name, tool, reason)
+        raise downstream.timed_out(tool, waiting.unanswered)
     finally:
         channel.waiting.pop(ident, None)
         channel.progress.pop(ident, None)
@@ -168,10 +157,7 @@ async def call_raw(
 
 async def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawResult | types.CallToolResult:
     if answer is None:
-        downstream.last_error = "the connection closed during a call"
-        downstream._broken.set()
-        why = await downstream._why_gone()
-        raise DownstreamError(downstream.name, tool, f"the server closed the connection ({why})")
+        raise await downstream.closed_during_call(tool)
     if not isinstance(answer, tuple):  # a long response the spool stood in for: the SDK's message
         message = answer.message
         assert isinstance(message, types.JSONRPCResponse)

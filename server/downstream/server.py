@@ -313,27 +313,46 @@ class Downstream:
             with self.in_flight.track(relay) as waiting, anyio.move_on_after(self.config.timeout):
                 if self._wants_task(client, tool, as_task):
                     return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
-                return await client.call_tool(tool, arguments, progress_callback=progress, meta=self._meta_for(tool))
-            if self.process is not None and self.process.mid_message:
-                # It is still writing one message that never ends: nothing after it can get through.
-                self.last_error = "a message that did not end within the call's timeout"
-                self._broken.set()
-            unanswered = f" (nobody answered its {waiting.unanswered} request)" if waiting.unanswered else ""
-            raise DownstreamTimeout(
-                self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s{unanswered}"
-            )
+                meta = self.passthrough_meta(tool)
+                return await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
+            raise self.timed_out(tool, waiting.unanswered)
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
-                self.last_error = "the connection closed during a call"
-                self._broken.set()
-                why = await self._why_gone()
-                raise DownstreamError(self.name, tool, f"the server closed the connection ({why})") from None
+                raise await self.closed_during_call(tool) from None
             message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
             raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
         except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = self._where(describe(exc))
+            raise self.connection_failed(tool, exc) from None
+
+    # What a call learns of the connection, the same for a call through the SDK client and a raw one
+    # (`server.downstream.rawcall`): each marks the connection broken where it is, and gives the call's error.
+
+    @property
+    def broken(self) -> bool:
+        """The connection failed; the next call reconnects first (`client`)."""
+        return self._broken.is_set()
+
+    def connection_failed(self, tool: str, exc: BaseException) -> DownstreamError:
+        self.last_error = self._where(describe(exc))
+        self._broken.set()
+        return DownstreamError(self.name, tool, f"the connection failed: {self.last_error}")
+
+    async def closed_during_call(self, tool: str) -> DownstreamError:
+        self.last_error = "the connection closed during a call"
+        self._broken.set()
+        why = await self._why_gone()
+        return DownstreamError(self.name, tool, f"the server closed the connection ({why})")
+
+    def timed_out(self, tool: str, unanswered: str | None) -> DownstreamTimeout:
+        """`unanswered`: the kind of request of the server's that the client left unanswered meanwhile, if any."""
+        if self.process is not None and self.process.mid_message:
+            # It is still writing one message that never ends: nothing after it can get through.
+            self.last_error = "a message that did not end within the call's timeout"
             self._broken.set()
-            raise DownstreamError(self.name, tool, f"the connection failed: {self.last_error}") from None
+        asked = f" (nobody answered its {unanswered} request)" if unanswered else ""
+        return DownstreamTimeout(
+            self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s{asked}"
+        )
 
     async def _why_gone(self) -> str:
         """Why the server went away, once its supervisor knows (its process' exit status and last stderr
@@ -345,7 +364,7 @@ class Downstream:
             return "it may have crashed"
         return self.last_error
 
-    def _meta_for(self, tool: str) -> types.RequestParamsMeta | None:
+    def passthrough_meta(self, tool: str) -> types.RequestParamsMeta | None:
         """A claimcheck behind this one is asked to pass its tools' calls through: handles are made here."""
         definition = self.tools.get(tool)
         if definition is None or mark_of(definition, PROXIED) is None:
