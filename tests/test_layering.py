@@ -135,3 +135,49 @@ def test_an_upward_import_is_reported_with_its_file_and_line(tmp_path: Path) -> 
     )
     (tmp_path / "server" / "proxy.py").write_text("from server import config\nfrom server.status import api\n")
     assert upward_imports(tmp_path) == ["server/handles/calls.py:4 imports server.upstream.surface"]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module under `server` and the `server` modules it imports, TYPE_CHECKING imports included."""
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / "server").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module
+                and node.module.startswith("server.")
+            ):
+                imported.add(node.module)
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[module] = imported
+    return {module: {d for d in deps if d in graph and d != module} for module, deps in graph.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for dependency in sorted(graph[module]):
+            if dependency in path:
+                found.append([*path[path.index(dependency) :], dependency])
+            elif dependency not in done:
+                visit(dependency, [*path, dependency])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    return found
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    """Not even under TYPE_CHECKING: a circle means the concepts are not split where they should be."""
+    assert _circles(_module_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]

@@ -8,18 +8,23 @@ default `LocalBackend` there are no other replicas, and each of these answers fr
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import mcp_types as types
 
 from server.handles.calls import Call
 from server.handles.questions import either
-from server.handles.state import HandleState, StateUnavailable, mirror, update
+from server.handles.session import Session
+from server.handles.state import HandleState, StateBackend, StateUnavailable, mirror, update
 from server.handles.store import StoreError
 
-if TYPE_CHECKING:
-    from server.handles.sessions import Session, Sessions
+
+class Sessions(Protocol):
+    """What mirrors need of the session registry (`server.handles.sessions.Sessions`): where handles live."""
+
+    backend: StateBackend
+
 
 __all__ = ["lookup", "read_back", "refresh", "remote_calls", "until_finished"]
 

@@ -20,16 +20,13 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from server.config import StateSettings
-from server.handles.state import HandleState, StateUnavailable
-
-if TYPE_CHECKING:
-    from server.handles.sessions import Sessions
+from server.handles.state import HandleState, LiveSessions, StateUnavailable
 
 __all__ = ["RedisBackend"]
 
@@ -82,7 +79,7 @@ class RedisBackend:
 
     replicated = True
 
-    def __init__(self, url: str, settings: StateSettings, sessions: Sessions) -> None:
+    def __init__(self, url: str, settings: StateSettings, sessions: LiveSessions) -> None:
         import redis.asyncio as aioredis  # the optional extra, only when a state URL is set
         from redis.exceptions import RedisError
 

@@ -29,7 +29,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
-from extraction import Usage, estimate_tokens
+from extraction import estimate_tokens
 from server.config import Policy
 from server.downstream.listing import describe
 from server.downstream.rawcall import RawResult
@@ -42,9 +42,10 @@ from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
+from server.handles.session import Session
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
-from server.handles.store import OutputStore, SessionStore, random_hex
+from server.handles.store import OutputStore, random_hex
 
 __all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
 
@@ -66,45 +67,6 @@ class Entrance:
     connection: Any  # None for a sessionless request
     owner: str | None
     client: Any
-
-
-class Session:
-    """One client's handles, in call order."""
-
-    def __init__(self, store: SessionStore, owner: str | None = None) -> None:
-        self.store = store
-        self.owner = owner  # None: the connection owns this session (server.handles.owners)
-        self.attached = 0  # connections of the owner open now
-        self.touched = time.time()  # the last request, or the last connection closing
-        self.id = store.name
-        self.calls: dict[str, Call] = {}
-        self.usage = Usage()
-        self.listing: tuple[str, list[str]] = ("", [])  # list_tool_outputs' order, kept while it is paged
-        self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
-        self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
-        self._changed = anyio.Event()
-        self.closed = False
-        self.lists_roots = False
-        """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
-        self.last_request = 0.0
-
-    def call(self, handle: str) -> Call | None:
-        found = self.calls.get(handle)
-        return found if found is not None and found.handed_out else None
-
-    def handed_out(self) -> list[Call]:
-        return [call for call in self.calls.values() if call.handed_out]
-
-    def running(self) -> list[Call]:
-        return [call for call in self.handed_out() if call.status == "running"]
-
-    def changed(self) -> anyio.Event:
-        """An event set at the next finish of any call in this session."""
-        return self._changed
-
-    def pulse(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
 
 
 def current_origin() -> str:

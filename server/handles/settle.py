@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
@@ -25,10 +24,8 @@ from server.downstream.spooled import SpooledOutput, SpooledOutputs, kept_result
 from server.handles.calls import Call, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.outcome import Inline, Lost, Outcome, Stored
+from server.handles.session import Session
 from server.handles.store import StoreError
-
-if TYPE_CHECKING:
-    from server.handles.sessions import Session
 
 __all__ = ["settle", "store_text"]
 

@@ -19,10 +19,19 @@ from server.errors import ClaimcheckError
 from server.handles.calls import Call, Status
 
 if TYPE_CHECKING:
-    from server.handles.sessions import Sessions
+    from server.handles.session import Session
     from server.handles.store import SessionStore
 
-__all__ = ["TERMINAL", "HandleState", "LocalBackend", "StateBackend", "StateUnavailable", "mirror", "snapshot"]
+__all__ = [
+    "TERMINAL",
+    "HandleState",
+    "LiveSessions",
+    "LocalBackend",
+    "StateBackend",
+    "StateUnavailable",
+    "mirror",
+    "snapshot",
+]
 
 TERMINAL = frozenset({"ready", "failed", "cancelled"})
 
@@ -56,6 +65,13 @@ class HandleState:
     @property
     def done(self) -> bool:
         return self.status in TERMINAL
+
+
+class LiveSessions(Protocol):
+    """What a backend needs of the session registry (`server.handles.sessions.Sessions`): its live sessions."""
+
+    @property
+    def live(self) -> set[Session]: ...
 
 
 class StateBackend(Protocol):
@@ -96,7 +112,7 @@ class LocalBackend:
     replicated = False
     poll_secs = 5.0
 
-    def __init__(self, sessions: Sessions) -> None:
+    def __init__(self, sessions: LiveSessions) -> None:
         self.replica = "local"
         self._sessions = sessions
         self._changed = anyio.Event()

@@ -1,0 +1,54 @@
+"""One client's handles: the record each entrance finds (`server.handles.sessions.Sessions.find`) and the own
+tools, settling and mirrors work on. A module of its own so that those need not import the registry."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+
+from extraction import Usage
+from server.handles.calls import Call
+from server.handles.store import SessionStore
+
+__all__ = ["Session"]
+
+
+class Session:
+    """One client's handles, in call order."""
+
+    def __init__(self, store: SessionStore, owner: str | None = None) -> None:
+        self.store = store
+        self.owner = owner  # None: the connection owns this session (server.handles.owners)
+        self.attached = 0  # connections of the owner open now
+        self.touched = time.time()  # the last request, or the last connection closing
+        self.id = store.name
+        self.calls: dict[str, Call] = {}
+        self.usage = Usage()
+        self.listing: tuple[str, list[str]] = ("", [])  # list_tool_outputs' order, kept while it is paged
+        self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
+        self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
+        self._changed = anyio.Event()
+        self.closed = False
+        self.lists_roots = False
+        """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
+        self.last_request = 0.0
+
+    def call(self, handle: str) -> Call | None:
+        found = self.calls.get(handle)
+        return found if found is not None and found.handed_out else None
+
+    def handed_out(self) -> list[Call]:
+        return [call for call in self.calls.values() if call.handed_out]
+
+    def running(self) -> list[Call]:
+        return [call for call in self.handed_out() if call.status == "running"]
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next finish of any call in this session."""
+        return self._changed
+
+    def pulse(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
