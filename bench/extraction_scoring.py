@@ -1,6 +1,6 @@
 """Scoring for bench/extraction_eval.py: which facts an answer holds and how many of its quotes were verified.
 
-Pure functions over text, so CI tests them without a model (tests/test_extraction_eval_scoring.py).
+Pure functions over text, so CI tests them without a model (tests/extraction/test_extraction_eval_scoring.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A pattern is Python syntax: it must compile with `re` first, so errors read as t
 (google-re2) compiles it; a pattern RE2 refuses uses a construct only a backtracking engine has
 (backreferences, lookaround, atomic groups, possessive repeats, `\\Z`, `(?x)`): it runs on `re` in the
 worker, under the old fixed time limit (`Plan.backtracking`). Documented differences of RE2 from `re`,
-pinned by tests/test_grep_engine.py: `\\d \\w \\s \\b` and their negations are ASCII only (`re` is Unicode
+pinned by tests/fs_sandbox/test_grep_engine.py: `\\d \\w \\s \\b` and their negations are ASCII only (`re` is Unicode
 for text), and `\\s` is `[\\t\\n\\f\\r ]` (`re` also counts `\\v` and `\\x1c`-`\\x1f` as space);
 `[[:alpha:]]` is a POSIX class in RE2 (a set of characters in `re`); without case, İ (U+0130) and ı (U+0131)
 are not i; a byte that is not UTF-8 is no character (`.` does not match it; stored outputs are always UTF-8,

@@ -9,7 +9,6 @@ import re
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel
-from pydantic_core import PydanticSerializationError
 
 from server.budget import response_id
 from server.errors import clip
@@ -174,7 +173,7 @@ def dump_json(model: BaseModel, *, exclude_unset: bool = True, exclude_none: boo
     allows, where the SDK's serializer would refuse the whole message."""
     try:
         return model.model_dump_json(by_alias=True, exclude_unset=exclude_unset, exclude_none=exclude_none)
-    except PydanticSerializationError:
+    except ValueError:  # pydantic_core.PydanticSerializationError: a lone surrogate in a string
         dumped = model.model_dump(mode="json", by_alias=True, exclude_unset=exclude_unset, exclude_none=exclude_none)
         return json.dumps(dumped, separators=(",", ":"))
 

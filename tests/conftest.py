@@ -1,13 +1,23 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import mcp.client.stdio
 import pytest
 from hypothesis import settings
 
 from server.config import FAST_PATH_ENV
+
+# Tests are grouped by what they test: one folder per wing of server/ (upstream, status, handles, downstream),
+# extraction/ and fs_sandbox/, e2e/ for whole-process runs, and this folder for the root modules. The helpers
+# beside this file, and a test module another one reuses, are importable from every folder.
+_TESTS = Path(__file__).resolve().parent
+for _folder in [*sorted(p for p in _TESTS.iterdir() if p.is_dir() and p.name.isidentifier()), _TESTS]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 # The status API is off unless a test turns it on: claimcheck processes the tests start inherit this,
 # so no test binds port 5165 or writes discovery files into the developer's state directory.

@@ -2,7 +2,7 @@
 
 Each generator makes bytes from a seeded `random.Random`, so a failing run is repeated by its seed. `REGRESSIONS`
 holds the exact inputs that once broke claimcheck; every bug fixed adds one there, and the fuzz tests
-(tests/test_fuzz_hostile.py) send all of them before the random ones.
+(tests/e2e/test_fuzz_hostile.py) send all of them before the random ones.
 
 A `Frame` says what its sender may expect: `"one"` (a request with an id of ours: exactly one answer),
 `"at_most_one"` (an id of ours may be hidden by the damage: never two answers) or `"none"` (notifications,
@@ -77,9 +77,9 @@ def _deep_frames(rng: random.Random, ids: Ids, tools: list[str]) -> Iterator[Fra
     if where == "arguments":
         yield Frame(_call(ident, rng.choice(tools), '{"x":' + nest + "}"), ident, "one", f"{depth} deep in arguments")
     elif where == "params":
-        yield Frame(
-            _request(ident, rng.choice(["tools/call", "ping", "tools/list"]), nest), ident, "one", "deep params"
-        )
+        method = rng.choice(["tools/call", "ping", "tools/list"])
+        # params must be an object for the frame to be a request at all: an array's error may carry a null id
+        yield Frame(_request(ident, method, '{"x":' + nest + "}"), ident, "one", f"{depth} deep params")
     elif where == "id":
         yield Frame(_request(nest, "ping", None), None, "none", f"{depth} deep id")
     elif where == "meta":

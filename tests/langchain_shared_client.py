@@ -1,4 +1,5 @@
-"""Run in a venv of its own with langchain-mcp-adapters (and the mcp 1.x it pins), by tests/test_langchain_shared.py.
+"""Run in a venv of its own with langchain-mcp-adapters (and the mcp 1.x it pins), by
+tests/e2e/test_langchain_shared.py.
 
 MultiServerMCPClient with its default stdio set-up opens a new session, so starts a new `claimcheck serve --shared`,
 for every tool call. Prints one JSON object: what the big call answered, and what tool_output answered next.

@@ -1,6 +1,6 @@
 """Many MCP clients hammering one `claimcheck serve --transport http`: every answer must be the caller's own.
 
-Shared by `tests/test_load.py` (a size CI can afford) and `bench/load.py` (the full 2 000 calls).
+Shared by `tests/e2e/test_load.py` (a size CI can afford) and `bench/load.py` (the full 2 000 calls).
 """
 
 from __future__ import annotations

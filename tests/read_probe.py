@@ -1,6 +1,6 @@
 """Reads one large stored output through claimcheck's own readers and reports each one's peak memory.
 
-Run by tests/test_reading_large_outputs.py as `python read_probe.py BIG_FILE LINES WORKDIR PROBE...`; prints
+Run by tests/handles/test_reading_large_outputs.py as `python read_probe.py BIG_FILE LINES WORKDIR PROBE...`; prints
 one JSON object: per probe its answer and its memory (KiB of VmHWM above the RSS it started from), and the
 peak RSS (VmHWM) of the grep worker processes. Each probe first runs on a small output (so imports and
 workers are warm), then the peak is reset (/proc/self/clear_refs) and it runs on the big one. The text

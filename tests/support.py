@@ -89,7 +89,7 @@ async def proxied(
 
 def write_config(directory: Path, data: Mapping[str, Any]) -> Path:
     """The config file of a real claimcheck process. Unless the test sets `startupWaitSecs`, the first
-    listing waits for the servers however slowly a loaded machine starts them: only tests/test_startup.py
+    listing waits for the servers however slowly a loaded machine starts them: only tests/downstream/test_startup.py
     is about that wait."""
     settings = {"startupWaitSecs": 120, **dict(data.get("settings") or {})}
     path = directory / "claimcheck.json"

@@ -25,7 +25,7 @@ from server.handles.calls import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
-RAW = str(Path(__file__).with_name("raw_downstream.py"))
+RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")
 MIB = 1 << 20
 HANDLE = re.compile(r'tool_output\(handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 

@@ -23,7 +23,7 @@ from test_handles import handle_in
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # the test helpers
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 
 

@@ -28,6 +28,8 @@ from support import PYTHON, demo_server_entry, text_of, write_config
 from server.handles.run_root import boot_id
 from server.upstream.shared_relay import shared_paths
 
+ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
+
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 HANDLE = re.compile(r"session-[0-9a-f]{32}/[0-9a-f]{32}")
@@ -301,7 +303,7 @@ async def test_a_directory_that_is_not_private_is_refused(tmp_path: Path, runtim
 async def test_a_question_of_a_handed_off_call_reaches_the_client_through_the_relay(
     tmp_path: Path, runtime: Path
 ) -> None:
-    asking = {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}
+    asking = {"command": PYTHON, "args": [ASKING_SERVER]}
     shared = Shared(tmp_path, runtime, {"asyncTimeoutSecs": 1}, {"ask": asking})
     seen: list[str] = []
 

@@ -35,7 +35,7 @@ SECONDS = float(os.environ.get("CLAIMCHECK_FUZZ_SECONDS", "60"))
 ANSWER_S = 120
 PEAK_RSS_MIB = 600
 """Idle claimcheck is about 120 MiB; frames of up to 3 MiB and a few hundred calls must not take it far."""
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # the test helpers
 TOOLS = ["hostile__echo", "hostile__hostile", "nope__nothing"]
 TOKEN = "fuzz-token"
 HANDLE = re.compile(r"session-[0-9a-f-]{36}/[0-9a-f-]{36}")
@@ -189,9 +189,8 @@ async def http_claimcheck(tmp_path: Path, fast: str) -> AsyncIterator[tuple[str,
 
 def _messages(response: httpx2.Response) -> list[Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return [
-            json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
-        ]
+        lines = re.split(r"\r\n|\r|\n", response.text)  # SSE's line ends only: str.splitlines also cuts at U+2028
+        return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip()]
     if response.headers.get("content-type", "").startswith("application/json") and response.content:
         return [response.json()]
     return []

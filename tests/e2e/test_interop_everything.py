@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 60  # python, then node and npm's module tree, on a cold cache
 CALL_S = 60
 EXIT_S = 30

@@ -135,7 +135,7 @@ def test_the_run_root_of_a_killed_claimcheck_is_removed_at_the_next_start_and_lo
         [sys.executable, "-c", script, str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert child.stdout is not None
     left = Path(child.stdout.readline().strip())

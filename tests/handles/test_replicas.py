@@ -33,7 +33,7 @@ from support import PYTHON, demo_server_entry, text_of, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _API = r"dashboard: (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]+)"
 HANDLE = re.compile(r'handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 STATE = {"leaseSecs": 3, "pollSecs": 0.3}  # a lease well above the event-loop stalls of a loaded machine

@@ -18,7 +18,7 @@ from support import PYTHON, write_config
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 INSTANCES = 8
-RAW = str(Path(__file__).with_name("raw_downstream.py"))  # stdlib only: starts in milliseconds
+RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")  # stdlib only: starts in milliseconds
 API_LINE = b"claimcheck: status API at "
 
 

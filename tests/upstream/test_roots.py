@@ -25,8 +25,8 @@ from server.upstream.surface import build_server
 pytestmark = pytest.mark.anyio
 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ROOTS_SERVER = {"command": PYTHON, "args": [str(Path(__file__).with_name("roots_server.py"))]}
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ROOTS_SERVER = {"command": PYTHON, "args": [str(Path(__file__).resolve().parents[1] / "roots_server.py")]}
 
 
 class Roots:

@@ -14,7 +14,7 @@ from support import OWN_TOOLS, PYTHON, demo_server_entry, text_of, write_config
 
 from server.cli import _parser
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def claimcheck(*args: str) -> list[str]:

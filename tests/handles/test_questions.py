@@ -22,9 +22,11 @@ from server.handles import questions
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 
+ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
+
 pytestmark = pytest.mark.anyio
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 QUESTION = re.compile(r'question "(q-[0-9a-f]{8})"')
 
@@ -279,7 +281,7 @@ async def test_a_task_whose_downstream_asks_is_input_required_and_tasks_result_c
 
 @pytest.mark.subprocess
 async def test_over_real_stdio_a_question_after_the_hand_off_is_sent_to_the_client_directly(tmp_path: Path) -> None:
-    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}}}
+    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [ASKING_SERVER]}}}
     path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 
@@ -302,7 +304,7 @@ async def test_over_real_stdio_a_question_after_the_hand_off_is_sent_to_the_clie
 async def test_over_http_a_question_rides_the_wait_for_tool_output_request_to_a_client_that_can_elicit(
     tmp_path: Path,
 ) -> None:
-    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [str(Path(__file__).with_name("asking_server.py"))]}}}
+    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [ASKING_SERVER]}}}
     path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 

@@ -20,7 +20,7 @@ from support import PYTHON, demo_server_entry, write_config
 pytestmark = pytest.mark.subprocess
 
 ADAPTERS = "langchain-mcp-adapters==0.3.2"
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # the test helpers
 
 
 @pytest.fixture(scope="module")

@@ -78,6 +78,10 @@ def old_slice(text: str, request: SliceRequest, threshold: int) -> str:
             raise RetrievalError("`anchor` must not be empty.")
         if request.window < 0 or request.match_index < 0:
             raise RetrievalError("`window` and `match_index` must not be negative.")
+        if exceeds(request.anchor, threshold):  # a slice holding it could never be answered: refused unsearched
+            raise RetrievalError(
+                f"The anchor alone is over the {threshold}-token threshold; use a shorter one (a few words)."
+            )
         position, found = -1, 0
         while found <= request.match_index:
             position = text.find(request.anchor, position + 1)

@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 60  # python, then node and npm's module tree, on a cold cache
 CALL_S = 60  # one call; a wait_for_tool_output blocks up to waitMaxSecs (50 s by default)
 EXIT_S = 30

@@ -28,7 +28,7 @@ from support import announced_url, write_config
 
 pytestmark = [pytest.mark.conformance, pytest.mark.subprocess]
 
-FIXTURE = Path(__file__).resolve().with_name("conformance_server.py")
+FIXTURE = Path(__file__).resolve().parents[1] / "conformance_server.py"
 LIST_S = 60
 SUITE_S = 300  # the whole suite takes a few seconds; its own per-request timeouts are 10 s
 _SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"

@@ -1,7 +1,7 @@
 """Grep's engine: RE2 where it can, `re` (under the fixed time limit) where only backtracking will do, and the
 differences from `re` that fs_sandbox/_engine.py documents, pinned; long lines shown as windows with columns.
 
-Equality with `re` on a corpus of texts and patterns is tests/test_sandbox_streaming.py's hypothesis test.
+Equality with `re` on a corpus of texts and patterns is tests/fs_sandbox/test_sandbox_streaming.py's hypothesis test.
 """
 
 from __future__ import annotations

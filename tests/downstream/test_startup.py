@@ -28,9 +28,9 @@ from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SLOW_START = str(Path(__file__).with_name("slow_start_server.py"))
-RAW = str(Path(__file__).with_name("raw_downstream.py"))  # starts in milliseconds, however busy the machine
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SLOW_START = str(Path(__file__).resolve().parents[1] / "slow_start_server.py")
+RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")  # starts in milliseconds, however busy the machine
 
 
 def one_tool(name: str) -> MCPServer:

@@ -98,7 +98,7 @@ def re2_spaces(pattern: str) -> str:
 
 def documented_difference(data: bytes, pattern: str, case_sensitive: bool) -> bool:
     """Where RE2 (Grep's engine) answers otherwise than `re`, as fs_sandbox/_engine.py documents and
-    tests/test_grep_engine.py pins: `\\b \\w \\d \\s` are ASCII, without case İ and ı are not i, and a byte
+    tests/fs_sandbox/test_grep_engine.py pins: `\\b \\w \\d \\s` are ASCII, without case İ and ı are not i, and a byte
     that is not UTF-8 (never in a stored output, which claimcheck writes as UTF-8) is no character to `.`."""
     text = data.decode("utf-8", "replace")
     ascii_classes = re.search(r"\\[bBwWdDsS]", pattern) is not None and not text.isascii()
