@@ -51,9 +51,11 @@ __all__ = [
     "CallContext",
     "Envelope",
     "FastPath",
+    "cancelled_id",
     "enabled",
     "plain_route",
     "read_envelope",
+    "request_key",
     "respond",
     "response_line",
 ]
@@ -107,7 +109,7 @@ def read_envelope(line: bytes) -> Envelope | None:
     return Envelope(ident, name, arguments)
 
 
-def _cancelled_id(line: bytes) -> RequestId | None:
+def cancelled_id(line: bytes) -> RequestId | None:
     """The request id of a `notifications/cancelled` line."""
     if b'"notifications/cancelled"' not in line:
         return None
@@ -122,7 +124,8 @@ def _cancelled_id(line: bytes) -> RequestId | None:
     return ident if type(ident) in (int, str) else None
 
 
-def _key(ident: RequestId) -> tuple[bool, RequestId]:
+def request_key(ident: RequestId) -> tuple[bool, RequestId]:
+    """A request id as a key of the requests running: 1 and "1" are different requests."""
     return type(ident) is str, ident  # 1 and "1" are different requests
 
 
@@ -160,8 +163,8 @@ class FastPath:
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
-        if self._running and (cancelled := _cancelled_id(line)) is not None:
-            request = self._running.get(_key(cancelled))
+        if self._running and (cancelled := cancelled_id(line)) is not None:
+            request = self._running.get(request_key(cancelled))
             if request is None:
                 return False
             request.cancel()
@@ -173,14 +176,14 @@ class FastPath:
         if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return False  # before the handshake is done, or a client of the sessionless era
         route = self._route(envelope)
-        if route is None or _key(envelope.id) in self._running:
+        if route is None or request_key(envelope.id) in self._running:
             return False
         connection = sdk_compat.connection_of(client)
         session = self._proxy.sessions.find(Entrance(connection, None, client)) if connection is not None else None
         if session is None or footer_lines(session, None):
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)
-        self._running[_key(envelope.id)] = request
+        self._running[request_key(envelope.id)] = request
         self.writer.owe()
         request.start()
         return True
@@ -189,7 +192,7 @@ class FastPath:
         return plain_route(self._proxy, envelope)
 
     def forget(self, request: _Request) -> None:
-        key = _key(request.envelope.id)
+        key = request_key(request.envelope.id)
         if self._running.get(key) is request:
             del self._running[key]
             self.writer.paid()  # its answer is written, or on its way (the writer's backlog counts it)

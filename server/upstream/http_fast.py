@@ -68,7 +68,15 @@ from server.downstream.relay import RequestRelay
 from server.handles.owners import SESSION_HEADER, USER, principal
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.fastpath import CallContext, Envelope, _cancelled_id, plain_route, read_envelope, respond
+from server.upstream.fastpath import (
+    CallContext,
+    Envelope,
+    cancelled_id,
+    plain_route,
+    read_envelope,
+    request_key,
+    respond,
+)
 from server.upstream.gate import read_body, replay
 from server.upstream.http_stream import RequestStream
 from server.upstream.surface import footer_lines
@@ -148,13 +156,13 @@ class HttpFastPath:
             await inner(scope, replayed, send)
             return
         try:
-            cancelled = _cancelled_id(body) if self._running else None
+            cancelled = cancelled_id(body) if self._running else None
             envelope = read_envelope(body) if cancelled is None else None
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             cancelled = envelope = None
         if cancelled is not None:
-            running = self._running.get((session_id, *_key(cancelled)))
+            running = self._running.get((session_id, *request_key(cancelled)))
             if running is not None:
                 running.cancel()
                 headers = [(b"content-length", b"0"), (b"content-type", b"application/json"), (_SESSION, session_id)]
@@ -213,7 +221,7 @@ class HttpFastPath:
         """Answer the call here; False (having done nothing) when it is the SDK's to answer after all."""
         proxy = self._proxy
         route = plain_route(proxy, envelope)
-        running_key = (session_id, *_key(envelope.id))
+        running_key = (session_id, *request_key(envelope.id))
         request_id = str(envelope.id)
         if route is None or running_key in self._running or sdk_compat.request_stream_taken(transport, request_id):
             return False
@@ -273,10 +281,6 @@ def _prime_after() -> float:
         return max(0.0, float(os.environ.get(PRIME_ENV, _PRIME_AFTER_SECS)))
     except ValueError:
         return _PRIME_AFTER_SECS
-
-
-def _key(ident: int | str) -> tuple[bool, int | str]:
-    return type(ident) is str, ident  # 1 and "1" are different requests
 
 
 def _accepts(request: Request) -> bool:
