@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx2
+import mcp_types as types
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
@@ -16,8 +17,18 @@ from server import sdk_compat
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
 from server.downstream.spool import SpoolPolicy
+from server.downstream.stdio import StdioProcess
 
-__all__ = ["DownstreamSpec", "Target", "http_target"]
+__all__ = [
+    "TRANSPORTS",
+    "DownstreamSpec",
+    "Opened",
+    "Target",
+    "Transport",
+    "sse_transport",
+    "stdio_transport",
+    "streamable_http_transport",
+]
 
 sdk_compat.lift_legacy_sse_event_cap()  # a tool result is one event: over 1 MiB it would end the connection
 
@@ -35,14 +46,52 @@ class DownstreamSpec:
     connect_timeout: float | None = None
 
 
-async def http_target(config: ServerConfig, spool: SpoolPolicy | None, stack: AsyncExitStack) -> Target:
-    """The transport to a server reached over HTTP (legacy SSE or streamable HTTP); long messages go to `spool`."""
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A way in to one server for one connection attempt: what the SDK's `Client` connects through, and for a
+    stdio server its process (whose raw channel the fast path writes plain calls to)."""
+
+    target: Target
+    process: StdioProcess | None = None
+
+
+LogSink = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+
+class Transport(Protocol):
+    """How claimcheck reaches one kind of server (`ServerConfig.kind`). `spool`: where long messages go (None keeps
+    them whole); `on_log`: the server's log messages while a raw request waits; `stack` closes what it opens.
+    Adding a transport: one of these, registered in `TRANSPORTS`, and its name in `ServerConfig.transport`."""
+
+    async def __call__(
+        self, config: ServerConfig, spool: SpoolPolicy | None, on_log: LogSink, stack: AsyncExitStack
+    ) -> Opened: ...
+
+
+async def stdio_transport(
+    config: ServerConfig, spool: SpoolPolicy | None, on_log: LogSink, stack: AsyncExitStack
+) -> Opened:
+    assert config.command is not None
+    process = StdioProcess(config.command, list(config.args), dict(config.env), config.cwd, spool=spool, on_log=on_log)
+    return Opened(process.connect(), process)
+
+
+async def sse_transport(
+    config: ServerConfig, spool: SpoolPolicy | None, on_log: LogSink, stack: AsyncExitStack
+) -> Opened:
+    """Legacy SSE (`/sse` + `/messages/`); its events are spooled by the HTTP client's transport."""
     assert config.url is not None
-    if config.kind == "sse":
-        if spool is None:
-            return sse_client(config.url, headers=dict(config.headers) or None)
-        factory = spooling_client_factory(spool)
-        return sse_client(config.url, headers=dict(config.headers) or None, httpx_client_factory=factory)
+    headers = dict(config.headers) or None
+    if spool is None:
+        return Opened(sse_client(config.url, headers=headers))
+    return Opened(sse_client(config.url, headers=headers, httpx_client_factory=spooling_client_factory(spool)))
+
+
+async def streamable_http_transport(
+    config: ServerConfig, spool: SpoolPolicy | None, on_log: LogSink, stack: AsyncExitStack
+) -> Opened:
+    """Streamable HTTP; JSON bodies and SSE events are spooled by the HTTP client's transport."""
+    assert config.url is not None
     transport = SpoolingTransport(spool) if spool is not None else None
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -51,4 +100,11 @@ async def http_target(config: ServerConfig, spool: SpoolPolicy | None, stack: As
             transport=transport,
         )
     )
-    return streamable_http_client(config.url, http_client=http, max_sse_event_size=None)
+    return Opened(streamable_http_client(config.url, http_client=http, max_sse_event_size=None))
+
+
+TRANSPORTS: dict[str, Transport] = {
+    "stdio": stdio_transport,
+    "sse": sse_transport,
+    "streamable-http": streamable_http_transport,
+}

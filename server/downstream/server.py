@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import ValidationError
 
 from server.downstream.chain import PASSTHROUGH, PROXIED, mark_of
-from server.downstream.connect import DownstreamSpec, Target, http_target
+from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.relay import Relay
@@ -196,12 +196,9 @@ class Downstream:
     async def _target(self, stack: AsyncExitStack) -> Target:
         if self._spec.target is not None:
             return self._spec.target()
-        config = self.config
-        if config.command is not None:
-            args, env, on_log = list(config.args), dict(config.env), self.in_flight.log
-            self.process = StdioProcess(config.command, args, env, config.cwd, spool=self.spool, on_log=on_log)
-            return self.process.connect()
-        return await http_target(config, self.spool, stack)
+        opened = await TRANSPORTS[self.config.kind](self.config, self.spool, self.in_flight.log, stack)
+        self.process = opened.process
+        return opened.target
 
     def _client_for(self, target: Target) -> Client:
         return Client(
