@@ -1,6 +1,8 @@
 """Canaries for the private parts of the SDK, starlette and uvicorn that claimcheck uses (server/sdk_compat.py,
-server/http_compat.py): each fails, naming the entry to revisit, when a release moves or reshapes what it uses;
-and no module outside the compat modules reaches a private part of those libraries."""
+server/http_compat.py, server/anyio_compat.py), and of the two modules that are jmespath's and the stdlib's
+`re` parser's only users (handles/json_eval.py, fs_sandbox/_prefilter.py): each fails, naming the entry to
+revisit, when a release moves or reshapes what it uses; and no other module reaches a private part of those
+libraries."""
 
 from __future__ import annotations
 
@@ -127,7 +129,28 @@ def _anyio_stream_writer() -> None:
     anyio.run(check)
 
 
+def _jmespath_visitor() -> None:
+    import jmespath
+    from jmespath.visitor import TreeInterpreter
+
+    assert callable(TreeInterpreter.visit)
+    parsed = jmespath.compile("a.b[0]").parsed
+    assert isinstance(parsed, dict) and {"type", "children"} <= set(parsed)
+
+
+def _stdlib_re_parser() -> None:
+    import importlib
+    import re
+
+    parser = importlib.import_module("re._parser")
+    parsed = parser.parse("ab[cd]", re.MULTILINE)
+    assert hasattr(parsed, "state") and hasattr(parsed.state, "flags")
+    assert [str(op) for op, _ in parsed][:2] == ["LITERAL", "LITERAL"]
+
+
 CANARIES: dict[str, Callable[[], None]] = {
+    "handles/json_eval.py (jmespath's TreeInterpreter.visit and AST dicts)": _jmespath_visitor,
+    "fs_sandbox/_prefilter.py (the stdlib's re._parser)": _stdlib_re_parser,
     "anyio_compat.stream_writer_of (the StreamWriter under a process's stdin)": _anyio_stream_writer,
     "sdk_compat.connection_of (ServerSession._connection)": _sdk_session_connection,
     "sdk_compat.send_raw_request (ClientSession._dispatcher)": _sdk_client_dispatcher,
