@@ -62,7 +62,8 @@ def connection_of(session: Any) -> Connection | None:
     """The handshake-era connection of a `ServerSession` (None for a 2026-07-28 request, which has none). It keys
     per-connection state (claimcheck's session, subscriptions). Would be replaced by: a public
     `ServerSession.connection`."""
-    return cast("Connection | None", getattr(session, "_connection", None))
+    connection: Connection | None = getattr(session, "_connection", None)
+    return connection
 
 
 def set_initialization_options(server: Server[Any], *args: Any, **kwargs: Any) -> None:

@@ -62,7 +62,8 @@ logger = logging.getLogger(__name__)
 class Entrance:
     """Where a request came from, as each entrance knows it: its handshake-era connection (None for a
     sessionless request), its owner key (`server.handles.owners`; None when the connection owns its session),
-    and a `ServerSession` of it (what the client declared)."""
+    and a `ServerSession` of it (what the client declared; None leaves what the session knew, as over stdio,
+    where the one client declared it at its handshake)."""
 
     connection: Any  # None for a sessionless request
     owner: str | None
@@ -149,7 +150,8 @@ class Sessions:
                 connection.exit_stack.push_async_callback(self.close, session)
         if not isinstance(session, Session) or (not create and (session.closed or session.owner != owner)):
             return None
-        session.lists_roots = declares_roots(entrance.client)
+        if entrance.client is not None:
+            session.lists_roots = declares_roots(entrance.client)
         session.last_request = time.monotonic()
         _ORIGIN.set(_origin_of(connection) if connection is not None else LINK.get() or owner or "default")
         return session

@@ -179,7 +179,7 @@ class FastPath:
         if route is None or request_key(envelope.id) in self._running:
             return False
         connection = sdk_compat.connection_of(client)
-        session = self._proxy.sessions.find(Entrance(connection, None, client)) if connection is not None else None
+        session = self._proxy.sessions.find(Entrance(connection, None, None)) if connection is not None else None
         if session is None or footer_lines(session, None):
             return False  # a result with a footer: the SDK's path builds it as always
         request = _Request(self, envelope, route, client, session)
