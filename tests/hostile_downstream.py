@@ -14,6 +14,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from hostile import OUTPUT_CASES, hostile_output
+from raw_downstream import handshake
 
 TOOLS = [
     {
@@ -24,33 +25,24 @@ TOOLS = [
 ]
 
 
-def _send(out: Any, message: dict[str, Any]) -> None:
-    out.write(json.dumps(message).encode() + b"\n")
-    out.flush()
-
-
 def _answer(out: Any, request: dict[str, Any]) -> None:
-    method, ident = request.get("method"), request.get("id")
-    if method == "initialize":
-        result = {
-            "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "hostile-downstream", "version": "1"},
-        }
-        _send(out, {"jsonrpc": "2.0", "id": ident, "result": result})
-    elif method == "tools/list":
-        _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
-    elif method == "tools/call":
+    ident = request.get("id")
+    if handshake(out, request, TOOLS, "hostile-downstream"):
+        return
+    if request.get("method") == "tools/call":
         params = request.get("params") or {}
         arguments = params.get("arguments") or {}
         if params.get("name") == "echo":
             content = [{"type": "text", "text": str(arguments.get("text", ""))}]
-            _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
-            return
-        out.write(hostile_output(str(arguments.get("case", "")), ident))
+            line = {"jsonrpc": "2.0", "id": ident, "result": {"content": content}}
+            out.write(json.dumps(line).encode() + b"\n")
+        else:
+            out.write(hostile_output(str(arguments.get("case", "")), ident))
         out.flush()
     elif ident is not None:
-        _send(out, {"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"no method {method}"}})
+        error = {"code": -32601, "message": f"no method {request.get('method')}"}
+        out.write(json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode() + b"\n")
+        out.flush()
 
 
 def main() -> None:

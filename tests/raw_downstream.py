@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["big_text_pieces", "big_text_sha256"]
+__all__ = ["big_text_pieces", "big_text_sha256", "handshake"]
 
 _LINE = 'line {:09d} "quoted" \\ back é 😀 {}\n'
 _PIECE_LINES = 4096
@@ -64,18 +64,28 @@ def _send(out: Any, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _answer(out: Any, request: dict[str, Any]) -> None:
+def handshake(out: Any, request: dict[str, Any], tools: list[dict[str, Any]], name: str) -> bool:
+    """Answer `initialize` and `tools/list` as a server named `name` with `tools`; False for any other request."""
     method, ident = request.get("method"), request.get("id")
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
             "capabilities": {"tools": {}},
-            "serverInfo": {"name": "raw-downstream", "version": "1"},
+            "serverInfo": {"name": name, "version": "1"},
         }
         _send(out, {"jsonrpc": "2.0", "id": ident, "result": result})
     elif method == "tools/list":
-        _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
-    elif method == "tools/call":
+        _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+    else:
+        return False
+    return True
+
+
+def _answer(out: Any, request: dict[str, Any]) -> None:
+    method, ident = request.get("method"), request.get("id")
+    if handshake(out, request, TOOLS, "raw-downstream"):
+        return
+    if method == "tools/call":
         name, args = request["params"]["name"], request["params"].get("arguments") or {}
         if name == "echo":
             content = [{"type": "text", "text": str(args.get("text", ""))}]

@@ -10,6 +10,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from test_layering import imported_top_levels
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("server", "extraction", "fs_sandbox")
 NOT_DISTRIBUTIONS = {"tiktoken_ext"}
@@ -31,18 +33,9 @@ def _imported() -> dict[str, set[str]]:
     """Each third-party top-level module the code imports, with the files that import it."""
     found: dict[str, set[str]] = {}
     for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                else:
-                    continue
-                for name in names:
-                    top = name.split(".")[0]
-                    if top not in sys.stdlib_module_names and top not in PACKAGES and top not in NOT_DISTRIBUTIONS:
-                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+        for module, files in imported_top_levels(package).items():
+            if module not in sys.stdlib_module_names and module not in PACKAGES and module not in NOT_DISTRIBUTIONS:
+                found.setdefault(module, set()).update(files)
     return found
 
 
