@@ -19,6 +19,7 @@ from server.downstream.chain import OWN, mark_of
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import ConfigError
 from server.proxy import Proxy
+from server.upstream.bearer import Tokens, read_tokens_file
 from server.upstream.surface import VERSION, client_tools
 from server.upstream.transports import serve
 
@@ -74,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not token:
             print(f"claimcheck: --auth-token-env names {args.auth_token_env}, which is not set", file=sys.stderr)
             return EXIT_CONFIG
+    try:
+        auth = _bearer_tokens(args, token)
+    except ConfigError as exc:
+        print(f"claimcheck: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     if args.shared_socket:
         from server.upstream.shared_serve import serve_shared
 
@@ -87,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from server.upstream.shared_relay import relay_main
 
         return relay_main(list(sys.argv[1:] if argv is None else argv))
-    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, token)
+    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, auth)
     return 0
 
 
@@ -127,6 +133,13 @@ def _parser() -> argparse.ArgumentParser:
         "is required as `Authorization: Bearer $VAR` on every MCP request",
     )
     run.add_argument(
+        "--auth-tokens-file",
+        metavar="PATH",
+        help="over HTTP/SSE, accept each token of this file of `NAME TOKEN` lines (tokens of 32 bytes or more) as "
+        "the principal NAME: principals never share handles or sessions (with --auth-token-env too, its token "
+        "is one more principal and alone opens the status API)",
+    )
+    run.add_argument(
         "--shared",
         action="store_true",
         help="relay stdio to this user's shared claimcheck for this config (started if none runs): handles "
@@ -147,6 +160,16 @@ def _parser() -> argparse.ArgumentParser:
     command("demo", "run claimcheck on a bundled demo server and show what a client sees")
     command("ps", "list the running claimcheck instances and their live calls (settings.stateDir of --config)")
     return parser
+
+
+def _bearer_tokens(args: argparse.Namespace, env_token: str | None) -> Tokens | None:
+    """The tokens an HTTP/SSE request must carry one of, or None when any request is served."""
+    if args.auth_tokens_file is None:
+        return None if env_token is None else Tokens.of(env_token)
+    if args.transport == "stdio" or args.shared or args.shared_socket:
+        raise ConfigError("--auth-tokens-file applies to --transport http or sse only")
+    named = read_tokens_file(Path(args.auth_tokens_file), env_token=env_token)
+    return Tokens.of(env_token, named)
 
 
 def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:

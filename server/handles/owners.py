@@ -4,9 +4,10 @@ An owner key says whose handles a request may see. Three kinds (replicas key sha
 
 - the **user**, in the shared claimcheck (`serve --shared`): every relay of this config is the same user,
   since only the user can reach its socket;
-- the **principal** over HTTP: the request's `Authorization` header (with the optional `Claimcheck-Session`
-  header, for telling apart two agents that share a token), so a client that reconnects with the same token
-  reads what it made before, and another token cannot;
+- the **principal** over HTTP: the name a tokens file gives the request's token (`principal:<NAME>`), else a
+  digest of its `Authorization` header; with the optional `Claimcheck-Session` header, for telling apart two
+  agents that share a token. A client that reconnects with the same token reads what it made before, and
+  another token cannot;
 - over HTTP without a token, a 2026-07-28 (sessionless) request is keyed by its client's name and that header.
 
 None means the session is the connection itself (stdio, and handshake-era HTTP without a token): its handles
@@ -25,10 +26,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
 
-__all__ = ["LINK", "SESSION_HEADER", "USER", "connection_of", "owner_key", "principal"]
+__all__ = ["LINK", "PRINCIPAL_NAME", "SESSION_HEADER", "USER", "connection_of", "owner_key", "owner_name", "principal"]
 
 SESSION_HEADER = "claimcheck-session"
 USER = "user"
+PRINCIPAL_NAME = "claimcheck.principal"
+"""The ASGI scope key under which the bearer check leaves the name of a tokens file's principal ("" for the
+token of `--auth-token-env`); only that check sets it."""
+_PRINCIPAL = "principal:"
+_DIGEST_LENGTH = 64
 LINK: ContextVar[str] = ContextVar("claimcheck_link", default="")
 """The transport link a request came over, where the transport knows it (a relay's connection to the shared
 claimcheck): it tells apart the owner's sessions when the protocol has none (2026-07-28)."""
@@ -51,7 +57,8 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
         return None  # stdio: one client, whose session is the connection
     authorization = headers.get("authorization", "")
     if authorization:
-        return principal(authorization, headers.get(SESSION_HEADER, ""))
+        name = getattr(ctx.request, "scope", {}).get(PRINCIPAL_NAME, "")
+        return principal(authorization, headers.get(SESSION_HEADER, ""), name)
     if connection_of(ctx) is None:
         params = ctx.session.client_params
         client = params.client_info.name if params is not None else ""
@@ -59,9 +66,24 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
     return None
 
 
-def principal(authorization: str, claimcheck_session: str) -> str:
-    """The owner key of an HTTP request with an `Authorization` header (and its `Claimcheck-Session` header)."""
-    return "principal:" + _digest(authorization, claimcheck_session)
+def principal(authorization: str, claimcheck_session: str, name: str = "") -> str:
+    """The owner key of an HTTP request with an `Authorization` header (and its `Claimcheck-Session` header):
+    by the principal's `name` when a tokens file named it, else by a digest of the header."""
+    if name:
+        return _PRINCIPAL + name + (":" + _digest(claimcheck_session) if claimcheck_session else "")
+    return _PRINCIPAL + _digest(authorization, claimcheck_session)
+
+
+def owner_name(key: str | None) -> str | None:
+    """Whom an owner key names, as the status API shows it: a tokens file's principal by its name, "user" in
+    the shared claimcheck, "token" for `--auth-token-env`'s, "client" for a sessionless client; None when the
+    session is its connection's."""
+    if key is None or key == USER:
+        return key
+    if key.startswith(_PRINCIPAL):
+        name = key.removeprefix(_PRINCIPAL).split(":", 1)[0]
+        return "token" if len(name) == _DIGEST_LENGTH else name
+    return key.split(":", 1)[0]
 
 
 def _digest(*parts: str) -> str:

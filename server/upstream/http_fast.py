@@ -65,7 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.relay import RequestRelay
-from server.handles.owners import SESSION_HEADER, USER, principal
+from server.handles.owners import PRINCIPAL_NAME, SESSION_HEADER, USER, principal
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.fastpath import (
@@ -237,9 +237,8 @@ class HttpFastPath:
         client = ServerSession(channel, connection)
         headers = dict(scope["headers"])
         authorization = headers.get(_AUTHORIZATION, b"").decode("latin-1")
-        owner = (
-            principal(authorization, headers.get(_CLAIMCHECK_SESSION, b"").decode("latin-1")) if authorization else None
-        )
+        claimcheck_session = headers.get(_CLAIMCHECK_SESSION, b"").decode("latin-1")
+        owner = principal(authorization, claimcheck_session, scope.get(PRINCIPAL_NAME, "")) if authorization else None
         session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
         if session is None or footer_lines(session, None):
             return False  # a session still to be made or attached, or a result with a footer: the SDK's path

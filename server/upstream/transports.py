@@ -8,7 +8,6 @@ serves only the principal that opened it (`server.upstream.principals`).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import signal
 import socket
@@ -26,11 +25,12 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from server.http_compat import send_of
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
+from server.upstream.bearer import BearerAuth, Tokens
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
@@ -56,17 +56,18 @@ async def serve(
     transport: UpstreamTransport,
     host: str = "127.0.0.1",
     port: int = 0,
-    auth_token: str | None = None,
+    auth: Tokens | None = None,
 ) -> None:
-    """Serve until stopped; over HTTP/SSE every request must carry `Authorization: Bearer <auth_token>` if set."""
+    """Serve until stopped; over HTTP/SSE every request must carry `Authorization: Bearer <token>` of one of
+    `auth`'s tokens, if given."""
     if transport == "stdio":
         await serve_stdio(proxy)
     else:
         sock = _bind(host, port)
         if transport == "http":
-            await serve_http(proxy, sock, auth_token)
+            await serve_http(proxy, sock, auth)
         else:
-            await serve_sse(proxy, sock, auth_token)
+            await serve_sse(proxy, sock, auth)
 
 
 async def serve_stdio(proxy: Proxy) -> None:
@@ -87,7 +88,7 @@ def _fast_path(proxy: Proxy, writer: LineWriter) -> Take:
 async def serve_http(
     proxy: Proxy,
     sock: socket.socket,
-    auth_token: str | None = None,
+    auth: Tokens | None = None,
     *,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
@@ -123,13 +124,13 @@ async def serve_http(
         for route in inner.routes
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=_edges(limit))
-    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth_token, request_deadline)
+    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth, request_deadline)
 
 
 async def serve_sse(
     proxy: Proxy,
     sock: socket.socket,
-    auth_token: str | None = None,
+    auth: Tokens | None = None,
     *,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
@@ -161,7 +162,7 @@ async def serve_sse(
         lifespan=lifespan,
         middleware=_edges(limit),
     )
-    await _run_uvicorn(app, sock, "/sse", "SSE", auth_token, request_deadline)
+    await _run_uvicorn(app, sock, "/sse", "SSE", auth, request_deadline)
 
 
 def _edges(limit: int) -> list[Middleware]:
@@ -190,13 +191,13 @@ async def _run_uvicorn(
     sock: socket.socket,
     path: str,
     label: str,
-    auth_token: str | None = None,
+    auth: Tokens | None = None,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"claimcheck: serving MCP over {label} at http://{shown}:{port}{path}", file=sys.stderr, flush=True)
-    served: ASGIApp = app if auth_token is None else BearerAuth(app, auth_token)
+    served: ASGIApp = app if auth is None else BearerAuth(app, auth)
     server = edge_server(served, lifespan="on", request_deadline=request_deadline, graceful_secs=3, own_signals=True)
     await serve_until_cancelled(server, sock)
 
@@ -206,25 +207,3 @@ async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
         async for _ in signals:
             scope.cancel()
             return
-
-
-class BearerAuth:
-    """Refuse every HTTP request without `Authorization: Bearer <token>` (compared in constant time).
-
-    Behind `SingleHeaders`, so there is never more than one Authorization header to choose from.
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers", [])).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": "missing or wrong bearer token"}'
-                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
-                await send({"type": "http.response.start", "status": 401, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)

@@ -29,6 +29,7 @@ from server.proxy import Proxy
 from server.status.api import StatusApi, serve_api
 from server.status.events import EventHub
 from server.status.history import History
+from server.upstream.bearer import Tokens
 from server.upstream.transports import serve_http, serve_sse
 
 pytestmark = pytest.mark.anyio
@@ -124,7 +125,7 @@ async def test_duplicate_authorization_headers_are_refused_by_the_status_api_and
             origins = await http.get(
                 f"{url}v1/tasks", headers=[("Authorization", f"Bearer {token}"), ("Origin", "a"), ("Origin", "b")]
             )
-        async with mcp_server(auth_token="s3cret") as base, httpx2.AsyncClient(timeout=10) as http:
+        async with mcp_server(auth=Tokens.of("s3cret")) as base, httpx2.AsyncClient(timeout=10) as http:
             body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             right_then_wrong = [("Authorization", "Bearer s3cret"), ("Authorization", "Bearer wrong")]
             mcp = await http.post(f"{base}/mcp", json=body, headers=[*JSON_RPC.items(), *right_then_wrong])

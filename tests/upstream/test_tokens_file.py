@@ -1,0 +1,91 @@
+"""`serve --auth-tokens-file`: several static tokens, each a named principal whose handles and sessions no other
+token reaches; a bad file stops claimcheck at start, naming its line. A real claimcheck over streamable HTTP."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
+from test_handles import handle_in
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
+ALICE, BOB = secrets.token_hex(32), secrets.token_hex(32)
+
+
+def serve_with_tokens(tmp_path: Path, tokens: str) -> list[str]:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    path = tmp_path / "tokens"
+    path.write_text(tokens, encoding="utf-8")
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "http"]
+    return [*command, "--port", "0", "--auth-tokens-file", str(path)]
+
+
+def client(url: str, token: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(url, http_client=http))
+
+
+async def test_two_users_of_one_tokens_file_never_see_each_others_handles_and_one_users_clients_share_theirs(
+    tmp_path: Path,
+) -> None:
+    tokens = f"# the team\nalice {ALICE}\n\nbob   {BOB}\n"
+    with anyio.fail_after(120):
+        async with announced_url(serve_with_tokens(tmp_path, tokens), SERVING) as url:
+            async with client(url, ALICE) as alice:
+                big = handle_in(text_of(await alice.call_tool("demo__big", {"kb": 1024})))
+            async with client(url, ALICE) as alice_again:
+                own = text_of(await alice_again.call_tool("list_tool_outputs", {}))
+            async with client(url, BOB) as bob:
+                refused = await bob.call_tool("tool_output", {"handle": big, "mode": "truncate"})
+                listed = text_of(await bob.call_tool("list_tool_outputs", {}))
+    assert big in own
+    assert refused.is_error and f'Unknown handle "{big}"' in text_of(refused)
+    assert listed == "This session has no tool outputs yet."
+
+
+async def test_a_token_not_in_the_file_or_none_gets_401(tmp_path: Path) -> None:
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with anyio.fail_after(60):
+        async with (
+            announced_url(serve_with_tokens(tmp_path, f"alice {ALICE}\n"), SERVING) as url,
+            httpx2.AsyncClient(timeout=30) as http,
+        ):
+            unknown = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {BOB}"})
+            prefix = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {ALICE[:-1]}"})
+            missing = await http.post(url, json=body, headers=accept)
+            known = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {ALICE}"})
+    assert unknown.status_code == prefix.status_code == missing.status_code == 401
+    assert unknown.headers["www-authenticate"] == "Bearer"
+    assert known.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("tokens", "refusal"),
+    [
+        (f"alice {ALICE}\n# bob\nbob {ALICE}\n", "line 3: the token of bob is the token of line 1 too"),
+        (f"alice {ALICE}\nalice {BOB}\n", "line 2: the name alice is on line 1 too"),
+        (f"alice {ALICE}\n\nbob {BOB[:31]}\n", "line 3: the token of bob is under 32 bytes"),
+        (f"alice {ALICE}\nbob\n", "line 2: expected `NAME TOKEN`, found 1 field(s)"),
+        (f"alice:x {ALICE}\n", "line 1: a name is 1-63 of"),
+        ("# nobody yet\n", "names no tokens"),
+    ],
+)
+async def test_a_bad_tokens_file_stops_serve_at_start_naming_its_line(
+    tmp_path: Path, tokens: str, refusal: str
+) -> None:
+    with anyio.fail_after(60):
+        done = await anyio.run_process(serve_with_tokens(tmp_path, tokens), check=False)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert refusal in stderr and str(tmp_path / "tokens") in stderr
+    assert ALICE not in stderr and BOB[:31] not in stderr  # a refusal never shows a token
