@@ -79,6 +79,7 @@ class Call:
     retrievals: int = 0
     session_id: str = ""
     origin: str = ""  # the connection that started it, in a session several share (server.handles.owners)
+    owner: str | None = None  # whom its session's owner key names (`owners.owner_name`); None: the connection's
     batch_id: str = ""
     log: list[tuple[float, str, str]] = field(default_factory=list)
     observer: Callable[[Call, str], None] | None = None

@@ -41,7 +41,7 @@ from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
-from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
+from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
 from server.handles.session import Session
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
@@ -224,6 +224,7 @@ class Sessions:
         relay = CallRelay(call, upstream, lambda: session.lists_roots)
         running = [other for other in session.calls.values() if other.status == "running"]
         call.session_id = session.id
+        call.owner = owner_name(session.owner)
         call.origin = current_origin()
         call.batch_id = running[-1].batch_id if running else random_hex()[:12]
         call.observer = self.observer

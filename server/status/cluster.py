@@ -67,6 +67,7 @@ class ClusterView:
             "retrievals": None,
             "live": True,
             "replica": state.owner,
+            "owner": None,  # whose call it is stays with the replica that runs it (HandleState does not carry it)
         }
 
 

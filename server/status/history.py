@@ -53,9 +53,11 @@ CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
 """
 _COLUMNS = (
     "handle, session, server, tool, name, arguments, status, started, finished, bytes, lines, tokens, "
-    "progress, error, batch, handed_out, retrievals, instance, produced"
+    "progress, error, batch, handed_out, retrievals, instance, produced, owner"
 )
-_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 19)})"
+_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 20)})"
+_ADDED = {"produced": "INTEGER", "owner": "TEXT"}
+"""Columns added since the first schema: a history made before gains them when opened (NULL in older rows)."""
 Row = tuple[Any, ...]
 
 
@@ -121,7 +123,7 @@ class History:
         db = connect_shared(path)
         try:
             retrying(lambda: db.executescript(_SCHEMA), "create the history's tables")
-            retrying(lambda: _add_produced(db), "add the produced column")
+            retrying(lambda: _add_columns(db), "add the columns of newer versions")
             retrying(lambda: self._close_orphans(db), "end the calls of instances that are gone")
         except BaseException:
             db.close()
@@ -213,7 +215,7 @@ class History:
             call.finished_at, call.bytes, call.lines, call.tokens_or_none(),
             None if progress is None else json.dumps([progress.progress, progress.total, cap_text(progress.message)]),
             error_summary(call.error), call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
-            call.produced if call.cut else None,
+            call.produced if call.cut else None, call.owner,
         )  # fmt: skip
         ts, log_kind, detail = call.log[-1] if call.log else (call.started, kind, "")
         entry = (call.handle, ts, log_kind, cap_text(detail, TEXT_BYTES, "detail") or "")
@@ -369,25 +371,27 @@ def _release(batch: list[Any]) -> None:
             item[1].set()
 
 
-def _add_produced(db: sqlite3.Connection) -> None:
-    """Histories made before cut outputs were recorded gain the column (NULL: the output was kept whole)."""
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Older histories gain the newer columns (`produced` NULL: the output was kept whole; `owner` NULL: unknown)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
-    if "produced" in columns:
-        return
-    try:
-        db.execute("ALTER TABLE tasks ADD COLUMN produced INTEGER")
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):  # another process added it first
-            raise
+    for name, kind in _ADDED.items():
+        if name in columns:
+            continue
+        try:
+            db.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
 
 
 def _task(row: Row) -> dict[str, Any]:
     (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
-     progress, error, batch, handed_out, retrievals, _instance, produced) = row  # fmt: skip
+     progress, error, batch, handed_out, retrievals, _instance, produced, owner) = row  # fmt: skip
     progress_values = json.loads(progress) if progress else None
     return {
         "handle": handle,
         "session": session,
+        "owner": owner,
         "server": server,
         "tool": tool,
         "name": name,

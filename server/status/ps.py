@@ -37,7 +37,8 @@ async def print_ps(state: Path) -> int:
             shared = await _relays(http, url, headers)
             print(f"pid {info['pid']}  {shown}  since {info.get('startedAt', '?')}  {len(tasks)} running{shared}")
             for task in tasks:
-                print(f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}")
+                owner = f"  owner {task['owner']}" if task.get("owner") else ""
+                print(f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}{owner}")
     return 0
 
 

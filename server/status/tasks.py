@@ -26,6 +26,7 @@ def task_json(call: Call, *, store_arguments: bool = True) -> dict[str, Any]:
     return {
         "handle": call.handle,
         "session": call.session_id,
+        "owner": call.owner,
         "server": call.server,
         "tool": call.tool,
         "name": call.public_name,

@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
 from test_handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
 
-from server.handles.owners import LINK
+from server.handles.owners import LINK, USER, owner_name, principal
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +113,16 @@ async def test_over_http_a_client_that_reconnects_with_its_token_reads_its_handl
     assert "00000007 INFO demo log line" in text_of(grep) and not grep.is_error
     assert refused.is_error and f'Unknown handle "{big}"' in text_of(refused)
     assert listed == "This session has no tool outputs yet."
+
+
+def test_an_owner_is_shown_by_its_tokens_file_name_else_by_its_kind_and_a_connections_session_by_none() -> None:
+    named = principal("Bearer t", "", "alice")
+    agent = principal("Bearer t", "agent 2", "alice")
+    assert named == "principal:alice" and agent.startswith("principal:alice:") and agent != named
+    assert [owner_name(key) for key in (named, agent, principal("Bearer t", ""), USER, None)] == [
+        "alice",
+        "alice",
+        "token",
+        "user",
+        None,
+    ]

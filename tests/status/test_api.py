@@ -251,3 +251,27 @@ def test_calls_a_crashed_instance_left_running_are_marked_cancelled_at_the_next_
     assert tasks["session-a/b"]["status"] == "cancelled"
     assert tasks["session-a/b"]["error"] == "claimcheck stopped before the call finished"
     assert tasks["session-c/d"]["status"] == "running"  # a live instance's calls are left alone
+
+
+def test_a_history_made_before_owners_were_recorded_gains_the_column_and_its_old_rows_have_no_owner(
+    tmp_path: Path,
+) -> None:
+    from server.status.history import History, TaskQuery
+
+    path = tmp_path / "history.sqlite3"
+    with sqlite3.connect(path) as db:  # the first schema: neither `produced` nor `owner`
+        db.execute(
+            "CREATE TABLE tasks (handle TEXT PRIMARY KEY, session TEXT, server TEXT, tool TEXT, name TEXT, "
+            "arguments TEXT, status TEXT, started REAL, finished REAL, bytes INTEGER, lines INTEGER, tokens INTEGER, "
+            "progress TEXT, error TEXT, batch TEXT, handed_out INTEGER, retrievals INTEGER, instance INTEGER)"
+        )
+        db.execute("INSERT INTO tasks (handle, name, status, started) VALUES ('session-a/b', 'x__y', 'ready', 1.0)")
+    history = History(path)
+    try:
+        [task] = history.tasks(TaskQuery(), 10, 0)[0]
+    finally:
+        history.close()
+    with sqlite3.connect(path) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+    assert {"produced", "owner"} <= columns
+    assert task["owner"] is None and task["handle"] == "session-a/b" and task["cut"] is False

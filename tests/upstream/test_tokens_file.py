@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -14,14 +15,17 @@ from mcp.client.streamable_http import streamable_http_client
 from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
 from test_handles import handle_in
 
+from server.status.discovery import instances
+from server.status.ps import print_ps
+
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 ALICE, BOB = secrets.token_hex(32), secrets.token_hex(32)
 
 
-def serve_with_tokens(tmp_path: Path, tokens: str) -> list[str]:
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+def serve_with_tokens(tmp_path: Path, tokens: str, settings: dict[str, Any] | None = None) -> list[str]:
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings or {}})
     path = tmp_path / "tokens"
     path.write_text(tokens, encoding="utf-8")
     command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "http"]
@@ -49,6 +53,34 @@ async def test_two_users_of_one_tokens_file_never_see_each_others_handles_and_on
     assert big in own
     assert refused.is_error and f'Unknown handle "{big}"' in text_of(refused)
     assert listed == "This session has no tool outputs yet."
+
+
+async def test_the_status_api_and_ps_show_each_calls_principal_by_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    command = serve_with_tokens(tmp_path, f"alice {ALICE}\nbob {BOB}\n", {"stateDir": str(state)})
+    command.remove("--no-api")
+    api_token = secrets.token_hex(32)  # --auth-token-env with the file: one more principal, and the API's token
+    environment = ["env", "CLAIMCHECK_API_ENABLED=true", "CLAIMCHECK_API_PORT=0", f"API_TOKEN={api_token}"]
+    with anyio.fail_after(120):
+        async with announced_url([*environment, *command, "--auth-token-env", "API_TOKEN"], SERVING) as url:
+            async with client(url, ALICE) as alice:
+                running = handle_in(text_of(await alice.call_tool("demo__slow", {"seconds": 600, "background": True})))
+                await alice.call_tool("demo__echo", {"text": "alice's"})
+            async with client(url, BOB) as bob:
+                await bob.call_tool("demo__big", {"kb": 1024})
+            async with client(url, api_token) as unnamed:
+                await unnamed.call_tool("demo__echo", {"text": "the environment's token"})
+            [instance] = instances(state)
+            assert instance["token"] == api_token
+            async with httpx2.AsyncClient(timeout=30) as http:
+                reply = await http.get(f"{instance['url']}v1/tasks", headers={"Authorization": f"Bearer {api_token}"})
+            await print_ps(state)
+    owners = {(task["name"], task["owner"]) for task in reply.json()["tasks"]}
+    assert owners == {("demo__slow", "alice"), ("demo__echo", "alice"), ("demo__big", "bob"), ("demo__echo", "token")}
+    [_, line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"  demo__slow  {running}  running ") and line.endswith("  owner alice")
 
 
 async def test_a_token_not_in_the_file_or_none_gets_401(tmp_path: Path) -> None:
