@@ -1,7 +1,8 @@
 """A stdio MCP server written by hand that answers with hostile outputs (tests/hostile.py's `OUTPUT_CASES`).
 
 Tools: `hostile {case}` answers as the case says; `echo {text}` answers with the text. Run as
-`python tests/hostile_downstream.py`.
+`python tests/hostile_downstream.py` (stdio), or with `--http PORT` for streamable HTTP at `/mcp`, the URL
+announced on stderr.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import raw_downstream
 from hostile import OUTPUT_CASES, hostile_output
 from raw_downstream import handshake
 
@@ -46,15 +48,7 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    out = sys.stdout.buffer
-    for line in sys.stdin.buffer:
-        if line.strip():
-            try:
-                request = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(request, dict):
-                _answer(out, request)
+    raw_downstream.main(_answer, "hostile downstream")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -134,6 +134,7 @@ class _Chunked:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     sse = False
+    answer = staticmethod(_answer)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -150,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         body = _Chunked(self.wfile, self.sse)
-        _answer(body, request)
+        self.answer(body, request)
         body.end()
 
     def do_GET(self) -> None:
@@ -161,20 +162,22 @@ class _Handler(BaseHTTPRequestHandler):
     do_DELETE = do_GET
 
 
-def main() -> None:
+def main(answer: Callable[[Any, dict[str, Any]], None] | None = None, name: str = "raw downstream") -> None:
+    """Serve `answer` (this server's own by default) over stdio, or over HTTP with `--http PORT`."""
+    answer = answer or _answer
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT")
     parser.add_argument("--sse", action="store_true", help="answer as SSE events instead of JSON bodies")
     args = parser.parse_args()
     if args.http is not None:
-        handler = type("Handler", (_Handler,), {"sse": args.sse})
+        handler = type("Handler", (_Handler,), {"sse": args.sse, "answer": staticmethod(answer)})
         server = ThreadingHTTPServer(("127.0.0.1", args.http), handler)
-        print(f"raw downstream at http://127.0.0.1:{server.server_address[1]}/mcp", file=sys.stderr, flush=True)
+        print(f"{name} at http://127.0.0.1:{server.server_address[1]}/mcp", file=sys.stderr, flush=True)
         server.serve_forever()
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         if line.strip():
-            _answer(out, json.loads(line))
+            answer(out, json.loads(line))
 
 
 if __name__ == "__main__":

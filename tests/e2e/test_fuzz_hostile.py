@@ -17,7 +17,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,11 @@ TOKEN = "fuzz-token"
 HANDLE = re.compile(r"session-[0-9a-f-]{36}/[0-9a-f-]{36}")
 
 
-def _config(tmp_path: Path) -> Path:
+def _config(tmp_path: Path, url: str | None = None) -> Path:
+    """claimcheck's config: the hostile downstream over stdio, or at `url` over streamable HTTP."""
+    hostile = {"url": url} if url else {"command": sys.executable, "args": [str(HERE / "hostile_downstream.py")]}
     data = {
-        "mcpServers": {"hostile": {"command": sys.executable, "args": [str(HERE / "hostile_downstream.py")]}},
+        "mcpServers": {"hostile": hostile},
         "settings": {"asyncTokenThreshold": 2_000, "maxRequestBytes": 2 << 20},
     }
     return write_config(tmp_path, data)
@@ -131,8 +133,8 @@ class StdioWire:
 
 
 @asynccontextmanager
-async def stdio_claimcheck(tmp_path: Path, fast: str) -> AsyncIterator[StdioWire]:
-    command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(_config(tmp_path))]
+async def stdio_claimcheck(tmp_path: Path, fast: str, url: str | None = None) -> AsyncIterator[StdioWire]:
+    command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(_config(tmp_path, url))]
     env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast}
     async with await anyio.open_process(command, env=env, stderr=None) as process:
         wire = StdioWire(process)
@@ -251,9 +253,17 @@ async def test_hostile_frames_over_http_leave_claimcheck_serving_and_answer_each
         _check(sent, answers, SEED)
 
 
-async def test_hostile_outputs_of_a_downstream_are_answered_and_stored_ones_can_be_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_hostile_outputs_of_a_downstream_are_answered_and_stored_ones_can_be_read(
+    tmp_path: Path, transport: str
+) -> None:
     problems: list[str] = []
-    async with stdio_claimcheck(tmp_path, "on") as wire:
+    async with AsyncExitStack() as stack:
+        url = None
+        if transport == "http":
+            command = [sys.executable, str(HERE / "hostile_downstream.py"), "--http", "0"]
+            url = await stack.enter_async_context(announced_url(command, r"hostile downstream at (http://\S+/mcp)"))
+        wire = await stack.enter_async_context(stdio_claimcheck(tmp_path, "on", url))
         with anyio.fail_after(ANSWER_S):
             for case in OUTPUT_CASES:
                 problems += await _try_output(wire, case)
