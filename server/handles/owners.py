@@ -30,6 +30,9 @@ __all__ = ["LINK", "PRINCIPAL_NAME", "SESSION_HEADER", "USER", "connection_of", 
 
 SESSION_HEADER = "claimcheck-session"
 USER = "user"
+OWNER = "claimcheck.owner"
+"""The ASGI scope key under which `server.upstream.principals.PrincipalAsUser` leaves the owner key of a request
+with an Authorization header: made once per request, read by every entrance."""
 PRINCIPAL_NAME = "claimcheck.principal"
 """The ASGI scope key under which the bearer check leaves the name of a tokens file's principal ("" for the
 token of `--auth-token-env`); only that check sets it."""
@@ -57,8 +60,9 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
         return None  # stdio: one client, whose session is the connection
     authorization = headers.get("authorization", "")
     if authorization:
-        name = getattr(ctx.request, "scope", {}).get(PRINCIPAL_NAME, "")
-        return principal(authorization, headers.get(SESSION_HEADER, ""), name)
+        scope = getattr(ctx.request, "scope", {})
+        owner: str | None = scope.get(OWNER)
+        return owner or principal(authorization, headers.get(SESSION_HEADER, ""), scope.get(PRINCIPAL_NAME, ""))
     if connection_of(ctx) is None:
         params = ctx.session.client_params
         client = params.client_info.name if params is not None else ""

@@ -65,7 +65,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.relay import RequestRelay
-from server.handles.owners import PRINCIPAL_NAME, SESSION_HEADER, USER, principal
+from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.fastpath import (
@@ -89,8 +89,6 @@ _SESSION = b"mcp-session-id"
 _VERSION = b"mcp-protocol-version"
 _ACCEPT = b"accept"
 _LAST_EVENT = b"last-event-id"
-_AUTHORIZATION = b"authorization"
-_CLAIMCHECK_SESSION = SESSION_HEADER.encode()
 PRIME_ENV = "CLAIMCHECK_FAST_PATH_PRIME_SECS"
 _PRIME_AFTER_SECS = 0.5
 """A call still running after this long (or `PRIME_ENV`'s seconds) is answered on an SSE stream begun with a
@@ -235,10 +233,7 @@ class HttpFastPath:
             message_metadata=ServerMessageMetadata(request_context=Request(scope), can_send_request=True),
         )
         client = ServerSession(channel, connection)
-        headers = dict(scope["headers"])
-        authorization = headers.get(_AUTHORIZATION, b"").decode("latin-1")
-        claimcheck_session = headers.get(_CLAIMCHECK_SESSION, b"").decode("latin-1")
-        owner = principal(authorization, claimcheck_session, scope.get(PRINCIPAL_NAME, "")) if authorization else None
+        owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
         session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
         if session is None or footer_lines(session, None):
             return False  # a session still to be made or attached, or a result with a footer: the SDK's path

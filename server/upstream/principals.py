@@ -19,7 +19,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.handles.owners import PRINCIPAL_NAME, SESSION_HEADER, principal
+from server.handles.owners import OWNER, PRINCIPAL_NAME, SESSION_HEADER, principal
 
 __all__ = ["PrincipalAsUser"]
 
@@ -43,8 +43,10 @@ class PrincipalAsUser:
                 elif key == _CLAIMCHECK_SESSION:
                     claimcheck_session = bytes(value)
             scope.pop("user", None)  # only this layer says who is asking
+            scope.pop(OWNER, None)
             if authorization:
                 name = scope.get(PRINCIPAL_NAME, "")
                 owner = principal(authorization.decode("latin-1"), claimcheck_session.decode("latin-1"), name)
+                scope[OWNER] = owner
                 scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
         await self.app(scope, receive, send)
