@@ -26,7 +26,9 @@ __all__ = [
     "MAX_DEPTH",
     "Refused",
     "check_budget",
+    "nests_deeper",
     "request_id",
+    "request_key",
     "response_id",
     "too_large",
     "unreadable",
@@ -70,7 +72,7 @@ def check_budget(line: bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MA
     """None when `line` fits the budget, else why it does not: its parsing would cost more than a request may."""
     if len(line) > max_bytes:
         return too_large(line[:HEAD_BYTES], max_bytes)
-    if _nests_deeper(line, max_depth):
+    if nests_deeper(line, max_depth):
         message = f"Request nested too deep: over {max_depth} levels of brackets; it was not read."
         return Refused(types.INVALID_REQUEST, message, request_id(line[:HEAD_BYTES]))
     return None
@@ -90,7 +92,9 @@ def unreadable(line: bytes, error: Exception) -> Refused:
     return Refused(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC message.", request_id(line[:HEAD_BYTES]))
 
 
-def _nests_deeper(line: bytes, max_depth: int) -> bool:
+def nests_deeper(line: bytes, max_depth: int) -> bool:
+    """Whether JSON text nests arrays and objects more than `max_depth` deep, found without parsing it: brackets
+    in strings do not count; in text that is not JSON the answer may be too high, never too low."""
     if line.count(b"[") + line.count(b"{") <= max_depth:
         return False
     structure = _STRING.sub(b"", line) if b'"' in line else line
@@ -99,6 +103,11 @@ def _nests_deeper(line: bytes, max_depth: int) -> bool:
         return False
     depths = map(operator.sub, itertools.accumulate(marks), itertools.count(1))
     return next(filter(functools.partial(operator.lt, max_depth), depths), None) is not None
+
+
+def request_key(ident: RequestId) -> tuple[bool, RequestId]:
+    """A request id as a key of the requests in flight: 1 and "1" are different requests."""
+    return type(ident) is str, ident
 
 
 def request_id(head: bytes) -> RequestId | None:

@@ -9,16 +9,12 @@ never scanned.
 
 from __future__ import annotations
 
-import re
-from itertools import accumulate
+from server.budget import nests_deeper
 
 __all__ = ["MAX_DEPTH", "deeper_than"]
 
 MAX_DEPTH = 200
 """The deepest JSON claimcheck builds from an output: far beyond what tools return, far below the limit."""
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def deeper_than(text: str, limit: int = MAX_DEPTH, start: int = 0, end: int | None = None) -> bool:
@@ -27,5 +23,4 @@ def deeper_than(text: str, limit: int = MAX_DEPTH, start: int = 0, end: int | No
     end = len(text) if end is None else end
     if text.count("[", start, end) + text.count("{", start, end) <= limit:
         return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text[start:end]))
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+    return nests_deeper(text[start:end].encode("utf-8", "surrogatepass"), limit)

@@ -29,6 +29,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
+from server.budget import request_key
 from server.config import FAST_PATH_ENV
 from server.config import fast_path_enabled as enabled
 from server.downstream.pool import Route
@@ -55,7 +56,6 @@ __all__ = [
     "enabled",
     "plain_route",
     "read_envelope",
-    "request_key",
     "respond",
     "response_line",
 ]
@@ -122,11 +122,6 @@ def cancelled_id(line: bytes) -> RequestId | None:
     params = message.get("params")
     ident = params.get("requestId") if type(params) is dict else None
     return ident if type(ident) in (int, str) else None
-
-
-def request_key(ident: RequestId) -> tuple[bool, RequestId]:
-    """A request id as a key of the requests running: 1 and "1" are different requests."""
-    return type(ident) is str, ident  # 1 and "1" are different requests
 
 
 @dataclass(frozen=True, slots=True)

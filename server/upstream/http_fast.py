@@ -64,6 +64,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
+from server.budget import request_key
 from server.downstream.relay import RequestRelay
 from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
@@ -74,7 +75,6 @@ from server.upstream.fastpath import (
     cancelled_id,
     plain_route,
     read_envelope,
-    request_key,
     respond,
 )
 from server.upstream.gate import read_body, replay

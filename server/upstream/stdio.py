@@ -32,7 +32,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, too_large, unreadable
+from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, request_key, too_large, unreadable
 from server.framing import Framer, LongLine, encode, parse_line
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams"]
@@ -107,7 +107,7 @@ async def fd_streams(
                     return  # the client went away; reading stdin will end too
                 answered = message.message
                 if isinstance(answered, JSONRPCResponse | JSONRPCError) and answered.id is not None:
-                    _settled(_key(answered.id), owed, writer)
+                    _settled(request_key(answered.id), owed, writer)
 
     take = fast(writer) if fast is not None else None
     async with anyio.create_task_group() as tg:
@@ -119,21 +119,17 @@ async def fd_streams(
             tg.cancel_scope.cancel()
 
 
-def _key(ident: int | str) -> tuple[bool, int | str]:
-    return type(ident) is str, ident  # 1 and "1" are different requests
-
-
 def _account(message: JSONRPCMessage, owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
     """A request the SDK will answer is owed; one the client cancelled is not any more (it never will be)."""
     if isinstance(message, JSONRPCRequest):
-        key = _key(message.id)
+        key = request_key(message.id)
         if key not in owed:
             owed.add(key)
             writer.owe()
     elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
         ident = (message.params or {}).get("requestId")
         if isinstance(ident, int | str):
-            _settled(_key(ident), owed, writer)
+            _settled(request_key(ident), owed, writer)
 
 
 def _settled(key: tuple[bool, int | str], owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
