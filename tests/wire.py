@@ -25,6 +25,7 @@ class Wire:
         self.process = process
         self._buffer = b""
         self._next = 0
+        self._answers: dict[int | str | None, dict[str, Any]] = {}  # read while waiting for another
         self.seen: list[dict[str, Any]] = []
         """Every message read so far."""
 
@@ -51,11 +52,20 @@ class Wire:
         return message
 
     async def answer(self, ident: int | str | None) -> dict[str, Any]:
-        """The answer to request `ident` (None: an error about no request it could name); notifications skipped."""
-        while True:
+        """The answer to request `ident` (None: an error about no request it could name); notifications skipped,
+        answers to other requests kept for their turn."""
+        while ident not in self._answers:
             message = await self.read()
-            if "method" not in message and message.get("id") == ident:
-                return message
+            if "method" not in message:
+                self._answers[message.get("id")] = message
+        return self._answers.pop(ident)
+
+    async def handshake(self, client: str) -> None:
+        """initialize, initialized, and the tools listed (claimcheck answers once its servers are up)."""
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}
+        await self.answer(await self.send("initialize", init))
+        await self.send("notifications/initialized", notify=True)
+        await self.answer(await self.send("tools/list"))
 
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.answer(await self.send("tools/call", {"name": tool, "arguments": arguments or {}}))
@@ -78,11 +88,7 @@ async def serving(tmp_path: Path, fast: str, settings: dict[str, Any] | None = N
     process = await anyio.open_process(command, stderr=None, env={**os.environ, "CLAIMCHECK_FAST_PATH": fast})
     async with process:
         wire = Wire(process)
-        client = {"name": "wire-test", "version": "1"}
-        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
-        await wire.answer(await wire.send("initialize", init))
-        await wire.send("notifications/initialized", notify=True)
-        await wire.answer(await wire.send("tools/list"))
+        await wire.handshake("wire-test")
         try:
             yield wire
         finally:

@@ -19,6 +19,7 @@ import anyio.abc
 import pytest
 from raw_downstream import big_text_pieces, big_text_sha256
 from support import PYTHON, announced_url, write_config
+from wire import Wire as LineClient
 
 from server.handles import messages
 from server.handles.calls import Call
@@ -30,54 +31,19 @@ MIB = 1 << 20
 HANDLE = re.compile(r'tool_output\(handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 
 
-class Wire:
-    """JSON-RPC with a claimcheck process over its stdin and stdout."""
+class Wire(LineClient):
+    """`tests/wire.py`'s client, with a call's text and error flag at hand."""
 
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self._buffer = b""
-        self._answers: dict[int, dict[str, Any]] = {}
-        self._next = 0
-
-    async def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
-        assert self.process.stdin is not None
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
-        if not notify:
-            self._next += 1
-            message["id"] = self._next
-        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
-        return self._next
-
-    async def answer(self, ident: int) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while ident not in self._answers:
-            while b"\n" not in self._buffer:
-                self._buffer += await self.process.stdout.receive()
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            message = json.loads(line)
-            if "id" in message and "method" not in message:
-                self._answers[message["id"]] = message
-        return self._answers.pop(ident)
-
-    async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[str, bool]:
-        answer = await self.answer(await self.send("tools/call", {"name": tool, "arguments": arguments or {}}))
-        result = answer["result"]
-        return "\n".join(item["text"] for item in result["content"] if item["type"] == "text"), bool(
-            result.get("isError")
-        )
+    async def call_text(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[str, bool]:
+        result = (await self.call(tool, arguments))["result"]
+        text = "\n".join(item["text"] for item in result["content"] if item["type"] == "text")
+        return text, bool(result.get("isError"))
 
     async def warm_up(self, server: str) -> None:
         """Make claimcheck load what any big output needs (the tokenizer is loaded in the background after
         start), so what is measured next is the output's cost alone."""
-        answer, _ = await self.call(f"{server}__big", {"mib": 2})
+        answer, _ = await self.call_text(f"{server}__big", {"mib": 2})
         assert answer.startswith("Tool output is too large"), answer
-
-    def memory(self, field: str) -> int:
-        """A VmHWM/VmRSS figure of the claimcheck process, in bytes."""
-        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="utf-8")
-        match = re.search(rf"^{field}:\s+(\d+) kB$", status, re.M)
-        assert match is not None
-        return int(match.group(1)) * 1024
 
 
 @asynccontextmanager
@@ -94,11 +60,7 @@ async def claimcheck(
     process = await anyio.open_process(command, stderr=None)
     async with process:
         wire = Wire(process)
-        client = {"name": "bounded-memory-test", "version": "1"}
-        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
-        await wire.answer(await wire.send("initialize", init))
-        await wire.send("notifications/initialized", notify=True)
-        await wire.answer(await wire.send("tools/list"))
+        await wire.handshake("bounded-memory-test")
         try:
             yield wire
         finally:
@@ -144,7 +106,7 @@ async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_
         async with raw_downstream(kind) as entry, claimcheck(tmp_path, {"raw": entry}, {}) as wire:
             await wire.warm_up("raw")
             idle_peak = wire.memory("VmHWM")
-            answer, is_error = await wire.call("raw__big", {"mib": 200})
+            answer, is_error = await wire.call_text("raw__big", {"mib": 200})
             peak = wire.memory("VmHWM")
             expected_sha, expected_size = big_text_sha256(200)
             match = HANDLE.search(answer)
@@ -165,10 +127,10 @@ async def test_a_message_that_never_ends_fails_at_its_timeout_while_other_server
             await wire.warm_up("other")
             idle_peak = wire.memory("VmHWM")
             endless = await wire.send("tools/call", {"name": "endless__endless", "arguments": {}})
-            meanwhile, _ = await wire.call("other__echo", {"text": "still here"})
+            meanwhile, _ = await wire.call_text("other__echo", {"text": "still here"})
             failed = (await wire.answer(endless))["result"]
             peak = wire.memory("VmHWM")
-            again, again_error = await wire.call("endless__echo", {"text": "back again"})
+            again, again_error = await wire.call_text("endless__echo", {"text": "back again"})
     assert meanwhile == "still here"
     assert failed["isError"] is True
     assert "no answer within the server's timeout of 3 s" in failed["content"][0]["text"]
@@ -179,7 +141,7 @@ async def test_a_message_that_never_ends_fails_at_its_timeout_while_other_server
 async def test_max_output_bytes_keeps_exactly_the_first_part_with_the_marker_and_says_so(tmp_path: Path) -> None:
     with anyio.fail_after(60):
         async with claimcheck(tmp_path, {"raw": raw_server()}, {"maxOutputBytes": MIB}) as wire:
-            answer, is_error = await wire.call("raw__big", {"mib": 5})
+            answer, is_error = await wire.call_text("raw__big", {"mib": 5})
             match = HANDLE.search(answer)
             assert match is not None, answer
             stored = stored_file(tmp_path, match.group(1)).read_bytes()
@@ -197,9 +159,9 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
 ) -> None:
     with anyio.fail_after(60):
         async with claimcheck(tmp_path, {"raw": raw_server()}, {}, file_limit=4 * MIB) as wire:
-            answer, is_error = await wire.call("raw__big", {"mib": 20})
-            listed, _ = await wire.call("list_tool_outputs")
-            echo, echo_error = await wire.call("raw__echo", {"text": "fine"})
+            answer, is_error = await wire.call_text("raw__big", {"mib": 20})
+            listed, _ = await wire.call_text("list_tool_outputs")
+            echo, echo_error = await wire.call_text("raw__echo", {"text": "fine"})
     assert is_error
     assert answer.startswith(
         f"Tool raw__big produced {20 * MIB} bytes, but claimcheck could not store them (File too large"
@@ -226,7 +188,7 @@ async def test_a_request_over_max_request_bytes_is_refused_and_the_connection_go
             line = json.dumps(huge).encode()[:-1] + b', "arguments": {"text": "' + b"y" * (40 * MIB) + b'"}}\n'
             await wire.process.stdin.send(line)
             refused = await wire.answer(99)
-            echo, echo_error = await wire.call("raw__echo", {"text": "still served"})
+            echo, echo_error = await wire.call_text("raw__echo", {"text": "still served"})
             peak = wire.memory("VmHWM")
     assert refused["error"]["code"] == -32600
     assert refused["error"]["message"] == (
@@ -242,7 +204,7 @@ async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_pat
             await wire.warm_up("raw")
             before = wire.memory("VmRSS")
             for _ in range(10):
-                answer, is_error = await wire.call("raw__big", {"mib": 100})
+                answer, is_error = await wire.call_text("raw__big", {"mib": 100})
                 assert not is_error and answer.startswith("Tool output is too large (104857600 bytes, ")
             after = wire.memory("VmRSS")
     assert after - before < 32 * MIB, f"RSS grew by {(after - before) / MIB:.0f} MiB"
