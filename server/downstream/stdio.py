@@ -176,7 +176,7 @@ async def stdio_transport(
                                 answer = unreadable_answer(frame, message) if isinstance(message, Exception) else None
                                 if answer is not None and raw.waiting and await raw.take_line(answer):
                                     continue  # a raw request's answer that could not be read: it fails now
-                                await to_session.send(message if answer is None else _read(answer))
+                                await to_session.send(message if answer is None else parse_line(answer, "downstream"))
                             continue
                         spooler = await _long_line(spec, spooler, frame, to_session, raw)
         except anyio.EndOfStream:

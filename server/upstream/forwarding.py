@@ -85,6 +85,8 @@ async def answer(
     if not call.finished.is_set():
         await proxy.sessions.hand_out(call, "still running after the time rule")
         return text_result(messages.running_message(call, llm=llm())), call
+    if not isinstance(call.outcome, Stored):
+        session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     match call.outcome:
         case Stored(failed=failed):
             call.seen = True  # the model is being told about it right now
@@ -92,18 +94,13 @@ async def answer(
             guide = await guide_for(call, session, llm=llm())
             return text_result(messages.too_large_message(call, guide), is_error=failed), call
         case Inline(raw=dict() as raw):
-            session.calls.pop(call.handle, None)  # answered inline: no handle to remember
             return RawResult(raw), None
         case Inline(result=types.CallToolResult() as result):
-            session.calls.pop(call.handle, None)
             return _inline(route, result), None
-        case Lost(message=message):
-            session.calls.pop(call.handle, None)  # nothing stored to come back to: answer inline
+        case Lost(message=message):  # nothing stored to come back to: its first part, inline
             return text_result(message, is_error=True), None
         case Failed(reason=reason):
-            session.calls.pop(call.handle, None)
             return text_result(reason, is_error=True), None
-    session.calls.pop(call.handle, None)
     return text_result(call.error or f"the call {call.status}", is_error=True), None
 
 
