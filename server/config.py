@@ -74,6 +74,13 @@ class ServerConfig(_Strict):
     async_: bool | None = Field(default=None, alias="async")
     async_token_threshold: int | None = Field(default=None, alias="asyncTokenThreshold", gt=0)
     async_timeout_secs: float | None = Field(default=None, alias="asyncTimeoutSecs", ge=0)
+    scope: Literal["auto", "shared", "owner", "session"] = "auto"
+    """Whose world one process of this server is, when claimcheck has several clients (HTTP, SSE, the shared
+    claimcheck): "shared" one for all, "owner" one per owner, "session" one per client connection; "auto" is
+    "shared" until the server asks for roots, then "session" for the clients that declare roots
+    (`server.downstream.scopes`). With one client (stdio) there is one process, that client's."""
+    idle_secs: float = Field(default=600, alias="idleSecs", gt=0)
+    max_instances: int = Field(default=16, alias="maxInstances", ge=1)
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
@@ -150,6 +157,8 @@ class Settings(_Strict):
     max_request_bytes: int = Field(default=64 << 20, alias="maxRequestBytes", gt=0)
     startup_wait_secs: float = Field(default=3, alias="startupWaitSecs", ge=0)
     root: str | None = None
+    roots: list[str] = Field(default_factory=list)
+    """The roots a server's process shared by several clients is given (absolute directories): never a client's."""
     wait_max_secs: float = Field(default=50, alias="waitMaxSecs", gt=0)
     status_footer: bool = Field(default=True, alias="statusFooter")
     tool_separator: str = Field(default="__", alias="toolSeparator", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -316,8 +325,19 @@ def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
             raise ConfigError(f"settings.{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
         return os.path.expanduser(expanded)
 
+    roots = []
+    for index, value in enumerate(settings.roots):
+        where = f"roots[{index}]"
+        path = value.removeprefix("file://") if value.startswith("file://") else expand(value, where)
+        if not path or not os.path.isabs(path):
+            raise ConfigError(f"settings.{where}: {value!r} is not an absolute directory")
+        roots.append(path)
     return settings.model_copy(
-        update={"root": expand(settings.root, "root"), "state_dir": expand(settings.state_dir, "stateDir")}
+        update={
+            "root": expand(settings.root, "root"),
+            "state_dir": expand(settings.state_dir, "stateDir"),
+            "roots": roots,
+        }
     )
 
 

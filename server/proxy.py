@@ -190,7 +190,9 @@ class Proxy:
 
     def server_states(self) -> list[dict[str, Any]]:
         """Each downstream's state (ready, starting, down, failed), for the status API."""
-        return [downstream.status() for downstream in self.pool.downstreams]
+        return [
+            downstream.status() | self.pool.instances[downstream.name].status() for downstream in self.pool.downstreams
+        ]
 
     @property
     def sessions(self) -> Sessions:
@@ -209,11 +211,16 @@ class Proxy:
         )
         return questions.roots_answer(answer)
 
-    async def roots_changed(self) -> None:
-        """A client's roots changed (or a client that has roots came): every server that is up hears of it."""
+    async def roots_changed(self, connection: str) -> None:
+        """The roots of the client on `connection` changed (or a client that has roots came): the servers that hear
+        its roots, and are up, hear of it (with one client, every server)."""
         async with anyio.create_task_group() as tg:
-            for downstream in self.pool.downstreams:
+            for downstream in self.pool.hearing_roots_of(connection):
                 tg.start_soon(downstream.roots_changed)
+
+    def serve_many(self) -> None:
+        """Several clients will come (HTTP, SSE, the shared claimcheck): see `Pool.serve_many`."""
+        self.pool.serve_many()
 
     def add_session(self, session: ServerSession) -> None:
         """Remember a handshake-era client so it hears about list changes."""

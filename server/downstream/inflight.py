@@ -11,6 +11,7 @@ changed) goes to `outside_roots`, set by the proxy, bounded by the server's time
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,15 @@ class InFlight:
         self._order = itertools.count(1)
         self.outside_roots: OutsideRoots | None = None
         """Where a `roots/list` made outside any forwarded request goes; without it, it gets `no_roots()`."""
+        self.fixed_roots: OutsideRoots | None = None
+        """When set, the answer to every `roots/list`: a process that serves several clients never hears one's
+        roots (`server.downstream.scopes`)."""
+        self.idle_since = time.monotonic()
+        """When the last request ended (or the process was made): an instance idle long enough is stopped."""
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._waiting)
 
     @contextmanager
     def track(self, relay: Relay | None) -> Iterator[Waiting]:
@@ -60,6 +70,7 @@ class InFlight:
             yield waiting
         finally:
             self._waiting.remove(waiting)
+            self.idle_since = time.monotonic()
             for scope in waiting.questions:
                 scope.cancel()  # the request is over: its questions need no answer any more
 
@@ -87,6 +98,8 @@ class InFlight:
     async def list_roots(self) -> types.ListRootsResult | types.ErrorData:
         """Through the newest request, like the other questions; but roots are the client's, not the call's: when
         that request ends first, the question goes on as one made outside any request."""
+        if self.fixed_roots is not None:
+            return await self.fixed_roots()
         waiting = self._newest()
         if waiting is not None and waiting.relay is not None:
             with self._bounded(waiting, "roots"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import anyio.abc
@@ -14,6 +14,7 @@ from server.config import CliOverrides, Config, Policy, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
+from server.downstream.scopes import Instances, Requester, fixed_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 from server.downstream.spooled import SpooledOutputs
 
@@ -59,10 +60,17 @@ class Pool:
     ) -> None:
         self.config = config
         self.cli = cli
-        self.downstreams = [
-            Downstream(spec, self._tools_changed, connect_timeout=connect_timeout)
-            for spec in (specs if specs is not None else specs_from_config(config))
-        ]
+        self.many_clients = False  # several clients (`serve_many`): each server's scope applies
+        self.downstreams: list[Downstream] = []
+        self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
+        for spec in specs if specs is not None else specs_from_config(config):
+            primary = Downstream(spec, self._tools_changed, connect_timeout=connect_timeout)
+            self.downstreams.append(primary)
+
+            def make(spec: DownstreamSpec, timeout: float = connect_timeout) -> Downstream:
+                return Downstream(spec, _nothing, connect_timeout=timeout)
+
+            self.instances[spec.name] = Instances(primary, spec, make)
         self.routes: dict[str, Route] = {}
         self.spooled = SpooledOutputs()
         self.listeners: list[Callable[[], Awaitable[None]]] = []
@@ -76,6 +84,7 @@ class Pool:
             tg.start_soon(self.spooled.run)
             for downstream in self.downstreams:
                 tg.start_soon(downstream.run)
+                await tg.start(self.instances[downstream.name].run)
             task_status.started()
             wait = self.config.settings.startup_wait_secs
             with anyio.move_on_after(wait):
@@ -115,6 +124,36 @@ class Pool:
 
     def route(self, name: str) -> Route | None:
         return self.routes.get(name)
+
+    def serve_many(self) -> None:
+        """Several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is everyone's,
+        so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`)."""
+        self.many_clients = True
+        answer = fixed_roots(self.config.settings.roots)
+        for downstream in self.downstreams:
+            downstream.in_flight.fixed_roots = answer
+
+    def for_client(self, route: Route, requester: Requester) -> Route:
+        """`route` with the process that serves `requester` (started now if it is the first call that needs it)."""
+        if not self.many_clients:
+            return route
+        downstream = self.instances[route.downstream.name].get(requester, route.public)
+        return route if downstream is route.downstream else replace(route, downstream=downstream)
+
+    def for_everyone(self, route: Route) -> bool:
+        """Whether `route`'s calls go to its server's first process whoever makes them (the fast paths' own)."""
+        return not self.many_clients or self.instances[route.downstream.name].for_everyone()
+
+    def connection_closed(self, connection: str) -> None:
+        for instances in self.instances.values():
+            instances.connection_closed(connection)
+
+    def hearing_roots_of(self, connection: str) -> list[Downstream]:
+        """The processes to tell when `connection`'s roots change: with one client, every server; else the
+        processes that are that connection's own."""
+        if not self.many_clients:
+            return list(self.downstreams)
+        return [d for instances in self.instances.values() for d in instances.of_connection(connection)]
 
     def tools(self) -> list[types.Tool]:
         return [route.definition for route in self.routes.values()]
@@ -165,6 +204,10 @@ class Pool:
     def _prefix(self, downstream: Downstream) -> str:
         prefix = downstream.config.prefix
         return downstream.name if prefix is None else prefix
+
+
+async def _nothing() -> None:
+    """A scoped server's other processes: the tools clients see are its first process's."""
 
 
 def _with_background(tool: types.Tool, param: str) -> tuple[types.Tool, str | None]:

@@ -96,6 +96,9 @@ class Downstream:
         self.in_flight = InFlight(self.name, self.config.timeout)
         self.backoff = Restarts()
         self._ever_up = False
+        self.asks_roots = False
+        """Whether the server has asked for roots: an "auto" scoped server then runs per client that has roots."""
+        self._retired: str | None = None
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -264,6 +267,7 @@ class Downstream:
         return await self.in_flight.elicit(params)
 
     async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        self.asks_roots = True
         return await self.in_flight.list_roots()
 
     async def roots_changed(self) -> None:
@@ -285,6 +289,8 @@ class Downstream:
         while True:
             if self._client is not None and not self._broken.is_set():
                 return self._client
+            if self._retired is not None:
+                raise DownstreamUnavailable(self.name, tool, self._retired)
             if self.state == "failed":
                 raise DownstreamUnavailable(self.name, tool, f"the server {self.backoff.not_started(self.last_error)}")
             if self.state == "down" and (crashing := self.backoff.crashing(self.last_error)) is not None:
@@ -304,22 +310,25 @@ class Downstream:
         A tool that requires tasks is always called as one; a tool that allows them is when `as_task`
         (the call goes to the background anyway), so cancellation and progress are the server's own.
         """
-        client = await self.client(tool)
         progress = relay.progress if relay is not None else None
-        try:
-            with self.in_flight.track(relay) as waiting, anyio.move_on_after(self.config.timeout):
-                if self._wants_task(client, tool, as_task):
-                    return await call_as_task(client, tool, arguments, relay, ttl_ms=int(self.config.timeout * 1000))
-                meta = self.passthrough_meta(tool)
-                return await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
-            raise self.timed_out(tool, waiting.unanswered)
-        except MCPError as exc:
-            if exc.error.code == types.CONNECTION_CLOSED:
-                raise await self.closed_during_call(tool) from None
-            message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
-            raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
-        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise self.connection_failed(tool, exc) from None
+        # Tracked from before the connection: a process started for this call asks its roots through it.
+        with self.in_flight.track(relay) as waiting:
+            client = await self.client(tool)
+            try:
+                with anyio.move_on_after(self.config.timeout):
+                    if self._wants_task(client, tool, as_task):
+                        ttl_ms = int(self.config.timeout * 1000)
+                        return await call_as_task(client, tool, arguments, relay, ttl_ms=ttl_ms)
+                    meta = self.passthrough_meta(tool)
+                    return await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
+                raise self.timed_out(tool, waiting.unanswered)
+            except MCPError as exc:
+                if exc.error.code == types.CONNECTION_CLOSED:
+                    raise await self.closed_during_call(tool) from None
+                message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
+                raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
+            except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise self.connection_failed(tool, exc) from None
 
     # What a call learns of the connection, the same for a call through the SDK client and a raw one
     # (`server.downstream.rawcall`): each marks the connection broken where it is, and gives the call's error.
@@ -411,3 +420,10 @@ class Downstream:
 
     async def close(self) -> None:
         self._broken.set()
+
+    def retired(self, why: str) -> None:
+        """The supervisor of this process was stopped for good (an instance of a scoped server): a call that
+        still holds it hears `why`."""
+        self._retired = self.last_error = why
+        self._client, self.state = None, "down"
+        self._changed()

@@ -317,6 +317,8 @@ def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
     arguments = envelope.arguments
     if route.background_param is not None and arguments is not None and route.background_param in arguments:
         return None
+    if not proxy.pool.for_everyone(route):
+        return None  # a scoped server: the SDK's path finds the client's own process
     return route if raw_capable(route.downstream, route.tool) else None
 
 

@@ -23,6 +23,7 @@ from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
+from server.upstream.requesters import for_client
 
 __all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "split_arguments", "text_result"]
 
@@ -46,6 +47,7 @@ async def forward(
     call is answered whole, as with `async` off."""
     relay = RequestRelay(ctx, proxy.log_level)
     args, background = split_arguments(route, arguments)
+    route = for_client(proxy, ctx, route, session)
     if passthrough or not route.policy.async_enabled:
         result = await route.downstream.call(route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)

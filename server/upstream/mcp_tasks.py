@@ -41,6 +41,7 @@ from server.proxy import Proxy
 from server.status.tasks import iso
 from server.upstream.extracting import llm_available
 from server.upstream.forwarding import begin, split_arguments, text_result
+from server.upstream.requesters import for_client
 
 __all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "request_asker", "task_of"]
 
@@ -130,6 +131,7 @@ class _Tasks:
         session = self.proxy.sessions.for_request(ctx)
         try:
             args, _ = split_arguments(route, params.arguments)
+            route = for_client(self.proxy, ctx, route, session)
         except ClaimcheckError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         call, _ = begin(self.proxy, route, args, session, None, background=True)

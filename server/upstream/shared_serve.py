@@ -46,6 +46,7 @@ async def serve_shared(proxy: Proxy, socket_path: Path, *, restarted: bool = Fal
     """Serve relays on `socket_path` until idle for `settings.sharedIdleSecs`, or SIGINT/SIGTERM."""
     settings = proxy.config.settings
     proxy.shared = True
+    proxy.serve_many()
     links = _Links()
     proxy.relay_count = links.count
     server = build_server(proxy)

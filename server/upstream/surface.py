@@ -36,6 +36,7 @@ from server.upstream import catalog_surface, mcp_tasks
 from server.upstream.extracting import InputRequired, extract_function, llm_available
 from server.upstream.forwarding import forward, text_result
 from server.upstream.mcp_tasks import request_asker
+from server.upstream.requesters import connection_key
 from server.upstream.standing import StandingStreams
 from server.version import VERSION
 
@@ -145,11 +146,11 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         session = proxy.sessions.for_request(ctx)
         _keep_channel(ctx, session, standing)  # questions may come before the first call
         if session.lists_roots:  # servers that asked before it came may ask again now
-            await proxy.roots_changed()
+            await proxy.roots_changed(connection_key(proxy, ctx, session))
 
     async def on_roots_changed(ctx: ServerRequestContext[Proxy], params: Any) -> None:
-        proxy.sessions.for_request(ctx)
-        await proxy.roots_changed()
+        session = proxy.sessions.for_request(ctx)
+        await proxy.roots_changed(connection_key(proxy, ctx, session))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is deprecated at 2026-07-28, not before

@@ -93,6 +93,7 @@ async def serve_http(
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
+    proxy.serve_many()
     standing = StandingStreams()  # questions go at once to a session whose GET stream is open
     server = build_server(proxy, standing)
     host = sock.getsockname()[0]
@@ -135,6 +136,7 @@ async def serve_sse(
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
+    proxy.serve_many()
     server = build_server(proxy)
     host = sock.getsockname()[0]
     security = None

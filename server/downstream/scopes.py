@@ -1,0 +1,188 @@
+"""Whose world a server's process is: one for all clients, one per owner, or one per client connection.
+
+With one client (stdio) every server runs once, for that client, and hears its roots. With several (HTTP, SSE,
+the shared claimcheck) a server's first process (the one the pool lists tools from) is shared by all of them,
+so it is given only `settings.roots` and never a client's; a server whose `scope` is "owner" or "session" gets a
+process of its own per owner or per client connection, started by the first call that needs it, stopped once
+idle for `idleSecs` (or when its connection closes), and refused past `maxInstances` with a clear error. An
+"auto" server (the default) is shared until it asks for roots; then a client that declares roots gets a process
+of its own, which hears that client's roots and no one else's, and a client without roots keeps the shared one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from server.downstream.connect import DownstreamSpec
+from server.downstream.inflight import OutsideRoots
+from server.downstream.relay import no_roots
+from server.downstream.server import Downstream
+from server.errors import DownstreamUnavailable
+
+__all__ = ["Instances", "Requester", "fixed_roots"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Who a call is for, as the scopes see it."""
+
+    connection: str
+    """The client's connection (its MCP session); a sessionless client's claimcheck session."""
+    owner: str
+    """The owner key of the client's handles, else its connection's key."""
+    declares_roots: bool
+    ask_roots: OutsideRoots | None = None
+    """How to ask this client for its roots outside any request (its connection's own channel), if it can be."""
+
+
+@dataclass(eq=False)
+class _Instance:
+    key: str
+    downstream: Downstream
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    connection: str | None = None
+    """The connection it serves, for a "session" instance: it stops when that connection closes."""
+    used: float = field(default_factory=time.monotonic)
+    why: str = "claimcheck stopped"
+
+
+def fixed_roots(roots: list[str]) -> OutsideRoots:
+    """The answer a shared process gets to `roots/list`: `settings.roots`, or the spec's error when there are none."""
+    listed = types.ListRootsResult(roots=[types.Root(uri=f"file://{path}") for path in roots])  # type: ignore[arg-type]
+
+    async def answer() -> types.ListRootsResult | types.ErrorData:
+        return listed if roots else no_roots()
+
+    return answer
+
+
+class Instances:
+    """The processes of one server beyond its first, each for one owner or one client connection."""
+
+    def __init__(self, primary: Downstream, spec: DownstreamSpec, make: Callable[[DownstreamSpec], Downstream]) -> None:
+        self.primary = primary
+        self._spec = spec
+        self._make = make
+        self._live: dict[str, _Instance] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.started = 0  # instances made since start, for the status API
+
+    @property
+    def scope(self) -> str:
+        return self.primary.config.scope
+
+    def key_for(self, requester: Requester) -> str | None:
+        """The instance `requester`'s calls go to (None: the shared process)."""
+        scope = self.scope
+        if scope == "owner":
+            return "owner:" + requester.owner
+        if scope == "session" or (scope == "auto" and self.primary.asks_roots and requester.declares_roots):
+            return "session:" + requester.connection
+        return None
+
+    def for_everyone(self) -> bool:
+        """Whether every client's calls go to the shared process (the fast paths take only those)."""
+        return self.scope == "shared" or (self.scope == "auto" and not self.primary.asks_roots)
+
+    def get(self, requester: Requester, tool: str) -> Downstream:
+        """The process for `requester`'s call, started now if it has none; past `maxInstances`, a
+        DownstreamUnavailable that says so."""
+        key = self.key_for(requester)
+        if key is None:
+            return self.primary
+        instance = self._live.get(key)
+        if instance is None:
+            if self._tg is None:
+                raise DownstreamUnavailable(self.primary.name, tool, "claimcheck is stopping")
+            limit = self.primary.config.max_instances
+            if len(self._live) >= limit:
+                raise DownstreamUnavailable(
+                    self.primary.name,
+                    tool,
+                    f'the server runs one process per {_unit(key)} and {limit} are running (its "maxInstances"); '
+                    f'one stops after {self.primary.config.idle_secs:g} s idle ("idleSecs"), then try again',
+                )
+            instance = self._start(key, requester)
+        instance.used = time.monotonic()
+        return instance.downstream
+
+    def _start(self, key: str, requester: Requester) -> _Instance:
+        downstream = self._make(self._spec)
+        downstream.spool = self.primary.spool
+        session = key.startswith("session:")
+        if session:  # a process of one client: its roots, asked in its calls or on its own channel
+            downstream.in_flight.outside_roots = requester.ask_roots
+        else:  # one owner's clients may be in different projects: the configured roots only
+            downstream.in_flight.fixed_roots = self.primary.in_flight.fixed_roots
+        instance = _Instance(key, downstream, connection=requester.connection if session else None)
+        self._live[key] = instance
+        self.started += 1
+        assert self._tg is not None
+        self._tg.start_soon(self._supervise, instance)
+        logger.info("server %r: started a process for %s", self.primary.name, _unit(key))
+        return instance
+
+    async def _supervise(self, instance: _Instance) -> None:
+        try:
+            with instance.scope:
+                await instance.downstream.run()
+        finally:
+            if self._live.get(instance.key) is instance:
+                del self._live[instance.key]
+            unit = _unit(instance.key)
+            instance.downstream.retired(f"the server's process for this {unit} stopped ({instance.why})")
+
+    def _stop(self, instance: _Instance, why: str) -> None:
+        if self._live.get(instance.key) is instance:
+            del self._live[instance.key]
+        instance.why = why
+        instance.scope.cancel()
+
+    def connection_closed(self, connection: str) -> None:
+        """A client connection closed: the process that was its own stops."""
+        instance = self._live.get("session:" + connection)
+        if instance is not None:
+            self._stop(instance, "its client disconnected")
+
+    def of_connection(self, connection: str) -> list[Downstream]:
+        """The processes that hear `connection`'s roots: its own, if it has one."""
+        instance = self._live.get("session:" + connection)
+        return [] if instance is None else [instance.downstream]
+
+    def status(self) -> dict[str, object]:
+        """What the status API adds to the server's state: its scope and its processes beyond the first."""
+        return {"scope": self.scope, "instances": len(self._live), "instancesStarted": self.started}
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host the instances, and stop each one idle for `idleSecs` (no request waiting on it)."""
+        idle = self.primary.config.idle_secs
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                while True:
+                    await anyio.sleep(max(0.05, min(30.0, idle / 4)))
+                    self.stop_idle(time.monotonic())
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+
+    def stop_idle(self, now: float) -> None:
+        idle = self.primary.config.idle_secs
+        for instance in list(self._live.values()):
+            last = max(instance.used, instance.downstream.in_flight.idle_since)
+            if not instance.downstream.in_flight.busy and now - last >= idle:
+                self._stop(instance, f"idle for {idle:g} s")
+
+
+def _unit(key: str) -> str:
+    return "owner" if key.startswith("owner:") else "client connection"
