@@ -53,14 +53,27 @@ def _browser_missing() -> list[str]:
 
 
 @asynccontextmanager
-async def claimcheck_with_api(tmp_path: Path) -> AsyncIterator[tuple[str, str, str]]:
-    """`claimcheck serve --transport http` with the status API on; yields (MCP URL, API URL, dashboard URL)."""
+async def claimcheck_with_api(tmp_path: Path, *serve_args: str) -> AsyncIterator[tuple[str, str, str]]:
+    """`claimcheck serve --transport http` (and `serve_args`) with the status API on; yields (MCP URL, API URL,
+    dashboard URL)."""
     # startupWaitSecs: on a busy machine the demo server may take longer than the default 3 s to start, and
     # a call before it is listed would be an unknown tool; the tests list the tools first, which waits.
     settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "startupWaitSecs": 60}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
-    command = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "server",
+        "serve",
+        "--config",
+        str(config),
+        "--transport",
+        "http",
+        "--port",
+        "0",
+        *serve_args,
+    ]
     process = await anyio.open_process(command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         assert process.stderr is not None
