@@ -21,6 +21,7 @@ from server.errors import ConfigError
 
 __all__ = [
     "FAST_PATH_ENV",
+    "INSTANCE_VAR",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -34,6 +35,7 @@ __all__ = [
     "api_port",
     "default_config_path",
     "fast_path_enabled",
+    "for_instance",
     "load_config",
     "parse_config",
     "policy_for",
@@ -341,10 +343,37 @@ def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
     )
 
 
+INSTANCE_VAR = "CLAIMCHECK_INSTANCE"
+"""`${CLAIMCHECK_INSTANCE}` in a server's command, args, env, cwd, url or headers is left for each of its processes:
+"shared" for the first, `owner-<digest>` or `session-<hex>` for one per owner or client connection (a file path
+with it gives each owner its own state)."""
+
+
+def for_instance(server: ServerConfig, instance: str) -> ServerConfig:
+    """`server` with `${CLAIMCHECK_INSTANCE}` replaced by `instance`."""
+    placeholder = "${" + INSTANCE_VAR + "}"
+
+    def put(value: str) -> str:
+        return value.replace(placeholder, instance)
+
+    return server.model_copy(
+        update={
+            "command": None if server.command is None else put(server.command),
+            "cwd": None if server.cwd is None else put(server.cwd),
+            "url": None if server.url is None else put(server.url),
+            "args": [put(a) for a in server.args],
+            "env": {k: put(v) for k, v in server.env.items()},
+            "headers": {k: put(v) for k, v in server.headers.items()},
+        }
+    )
+
+
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:
     def expand(value: str, where: str) -> str:
         def sub(match: re.Match[str]) -> str:
             var = match.group(1)
+            if var == INSTANCE_VAR:
+                return match.group(0)  # each process's own (`for_instance`)
             if var not in environ:
                 raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
             return environ[var]

@@ -16,10 +16,21 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["EVERYTHING_PACKAGE", "EVERYTHING_VERSION", "NPM_PEERS_DIR", "everything_command"]
+__all__ = [
+    "EVERYTHING_PACKAGE",
+    "EVERYTHING_VERSION",
+    "FILESYSTEM_PACKAGE",
+    "MEMORY_PACKAGE",
+    "NPM_PEERS_DIR",
+    "everything_command",
+    "npm_server_command",
+]
 
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
 EVERYTHING_VERSION = "2026.8.31"
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
+MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
+REFERENCE_SERVERS_VERSION = "2026.8.31"
 NPM_PEERS_DIR = Path(__file__).resolve().parent.parent / ".cache" / "npm-peers"
 
 _INSTALL_TIMEOUT_S = 600
@@ -32,6 +43,14 @@ def everything_command() -> tuple[str, ...]:
     package_dir = NPM_PEERS_DIR / "node_modules" / EVERYTHING_PACKAGE
     entry = _ensure_installed(EVERYTHING_PACKAGE, EVERYTHING_VERSION, package_dir)
     return (node, str(entry), "stdio")
+
+
+@functools.cache
+def npm_server_command(package: str, version: str = REFERENCE_SERVERS_VERSION) -> tuple[str, ...]:
+    """The argv that runs a stdio MCP server from npm (its `bin` script under node), installing it first if needed."""
+    node = _require("node")
+    entry = _ensure_installed(package, version, NPM_PEERS_DIR / "node_modules" / package)
+    return (node, str(entry))
 
 
 def _ensure_installed(package: str, version: str, package_dir: Path) -> Path:

@@ -3,11 +3,14 @@
 Run: `python tests/roots_server.py`. Used by the roots tests over real stdio.
 - tool `roots` (`after`: seconds to wait first): asks during the call, returns the URIs or the error;
 - on `notifications/roots/list_changed` it asks again outside any request, as servers that follow
-  the client's roots do; tool `heard` tells how many such notifications came and what the last asking got.
+  the client's roots do; tool `heard` tells how many such notifications came and what the last asking got;
+- tool `count` adds one to this process's counter and says it, with the process id and `$INSTANCE` (a server
+  that keeps per-client state).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -27,8 +30,9 @@ _TOOLS = [
         input_schema={"type": "object", "properties": {"after": {"type": "number"}}},
     ),
     types.Tool(name="heard", description="What the server heard of roots changes", input_schema={"type": "object"}),
+    types.Tool(name="count", description="Count in this process", input_schema={"type": "object"}),
 ]
-heard: dict[str, Any] = {"changes": 0, "roots": None}
+heard: dict[str, Any] = {"changes": 0, "roots": None, "count": 0}
 
 
 async def _ask(ctx: ServerRequestContext[Any]) -> str:
@@ -49,6 +53,9 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     if params.name == "roots":
         await anyio.sleep(float((params.arguments or {}).get("after", 0)))  # by then claimcheck has handed it off
         text = await _ask(ctx)
+    elif params.name == "count":
+        heard["count"] += 1
+        text = f"count={heard['count']} pid={os.getpid()} instance={os.environ.get('INSTANCE', '')}"
     else:
         text = f"changes={heard['changes']} roots={heard['roots']}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])

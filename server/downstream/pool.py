@@ -10,10 +10,11 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import CliOverrides, Config, Policy, resolve_policy
+from server.config import CliOverrides, Config, Policy, for_instance, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
+from server.downstream.relay import Relay
 from server.downstream.scopes import Instances, Requester, fixed_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 from server.downstream.spooled import SpooledOutputs
@@ -64,7 +65,8 @@ class Pool:
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
         for spec in specs if specs is not None else specs_from_config(config):
-            primary = Downstream(spec, self._tools_changed, connect_timeout=connect_timeout)
+            first = replace(spec, config=for_instance(spec.config, "shared"))
+            primary = Downstream(first, self._tools_changed, connect_timeout=connect_timeout)
             self.downstreams.append(primary)
 
             def make(spec: DownstreamSpec, timeout: float = connect_timeout) -> Downstream:
@@ -133,11 +135,12 @@ class Pool:
         for downstream in self.downstreams:
             downstream.in_flight.fixed_roots = answer
 
-    def for_client(self, route: Route, requester: Requester) -> Route:
-        """`route` with the process that serves `requester` (started now if it is the first call that needs it)."""
+    async def for_client(self, route: Route, requester: Requester, relay: Relay | None = None) -> Route:
+        """`route` with the process that serves `requester` (started now if it is the first call that needs it,
+        which asks its roots through `relay`)."""
         if not self.many_clients:
             return route
-        downstream = self.instances[route.downstream.name].get(requester, route.public)
+        downstream = await self.instances[route.downstream.name].get(requester, route.public, relay)
         return route if downstream is route.downstream else replace(route, downstream=downstream)
 
     def for_everyone(self, route: Route) -> bool:

@@ -11,19 +11,21 @@ of its own, which hears that client's roots and no one else's, and a client with
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import anyio.abc
 import mcp_types as types
 
+from server.config import for_instance
 from server.downstream.connect import DownstreamSpec
 from server.downstream.inflight import OutsideRoots
-from server.downstream.relay import no_roots
-from server.downstream.server import Downstream
+from server.downstream.relay import Relay, no_roots
+from server.downstream.server import ROOTS_PROBE_S, Downstream
 from server.errors import DownstreamUnavailable
 
 __all__ = ["Instances", "Requester", "fixed_roots"]
@@ -90,12 +92,22 @@ class Instances:
         return None
 
     def for_everyone(self) -> bool:
-        """Whether every client's calls go to the shared process (the fast paths take only those)."""
+        """Whether every client's calls go to the shared process (the fast paths take only those). In the moment
+        an "auto" server is given to ask for roots, a call the fast path takes goes to the shared process, which
+        hears only the configured roots."""
         return self.scope == "shared" or (self.scope == "auto" and not self.primary.asks_roots)
 
-    def get(self, requester: Requester, tool: str) -> Downstream:
+    async def get(self, requester: Requester, tool: str, relay: Relay | None = None) -> Downstream:
         """The process for `requester`'s call, started now if it has none; past `maxInstances`, a
-        DownstreamUnavailable that says so."""
+        DownstreamUnavailable that says so. An "auto" server just started is first given its moment to ask
+        for roots (`Downstream.roots_known`), when the requester has roots to keep to itself; a process started
+        now is waited for, its first roots question asked through `relay` (the request that caused it)."""
+        primary = self.primary
+        if self.scope == "auto" and requester.declares_roots and not primary.roots_known.is_set():
+            with anyio.move_on_after(primary.connect_timeout + 2 * ROOTS_PROBE_S):
+                await primary.first_attempt()
+                if primary.state == "ready":
+                    await primary.roots_known.wait()
         key = self.key_for(requester)
         if key is None:
             return self.primary
@@ -112,11 +124,23 @@ class Instances:
                     f'one stops after {self.primary.config.idle_secs:g} s idle ("idleSecs"), then try again',
                 )
             instance = self._start(key, requester)
+            await self._started(instance.downstream, relay)
         instance.used = time.monotonic()
         return instance.downstream
 
+    async def _started(self, downstream: Downstream, relay: Relay | None) -> None:
+        """Until the new process is up, and has had its roots (a server that asks for them as it starts would
+        otherwise serve the first call before the answer came)."""
+        with downstream.in_flight.track(relay), anyio.move_on_after(downstream.connect_timeout + ROOTS_PROBE_S):
+            await downstream.first_attempt()
+            if downstream.state == "ready" and self.primary.asks_roots:
+                with anyio.move_on_after(ROOTS_PROBE_S):
+                    await downstream.roots_answered.wait()
+
     def _start(self, key: str, requester: Requester) -> _Instance:
-        downstream = self._make(self._spec)
+        kind, _, who = key.partition(":")
+        name = f"{kind}-{hashlib.sha256(who.encode()).hexdigest()[:16]}"  # stable for an owner across restarts
+        downstream = self._make(replace(self._spec, config=for_instance(self._spec.config, name)))
         downstream.spool = self.primary.spool
         session = key.startswith("session:")
         if session:  # a process of one client: its roots, asked in its calls or on its own channel

@@ -43,6 +43,8 @@ CONNECT_TIMEOUT_S = 60.0
 """How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
 GONE_REPORT_S = 10.0
 """How long a call that lost its server waits to say why (the supervisor stops the process: at most ~4 s)."""
+ROOTS_PROBE_S = 1.0
+"""How long a process several clients share is given to ask for roots once told they changed (`asks_roots`)."""
 DOWNSTREAM_MESSAGE_LIMIT = 2000
 """The most characters of a downstream's JSON-RPC error message passed on (it may quote a huge argument)."""
 
@@ -86,7 +88,7 @@ class Downstream:
         self.spool: SpoolPolicy | None = None  # set by the proxy: where this server's long messages go
         self._spec = spec
         self._on_tools_changed = on_tools_changed
-        self._connect_timeout = connect_timeout if spec.connect_timeout is None else spec.connect_timeout
+        self.connect_timeout = connect_timeout if spec.connect_timeout is None else spec.connect_timeout
         self._client: Client | None = None
         self._wanted = anyio.Event()
         self._wanted.set()
@@ -98,6 +100,10 @@ class Downstream:
         self._ever_up = False
         self.asks_roots = False
         """Whether the server has asked for roots: an "auto" scoped server then runs per client that has roots."""
+        self.roots_known = anyio.Event()
+        """Set once it asked for roots, or did not within `ROOTS_PROBE_S` of being told they changed."""
+        self.roots_answered = anyio.Event()
+        """Set once its first `roots/list` was answered."""
         self._retired: str | None = None
 
     # -- supervisor -------------------------------------------------------------------------
@@ -110,7 +116,7 @@ class Downstream:
             self.state, self._broken = "starting", anyio.Event()
             was_up = False
             try:
-                with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
+                with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
                     async with AsyncExitStack() as stack:
                         target = await self._target(stack)
                         client = await stack.enter_async_context(self._client_for(target))
@@ -126,10 +132,12 @@ class Downstream:
                         async with anyio.create_task_group() as tg:
                             if self.process is not None:
                                 tg.start_soon(self._watch, self.process)
+                            if self.in_flight.fixed_roots is not None and not self.roots_known.is_set():
+                                tg.start_soon(self._probe_roots)
                             await self._broken.wait()
                             tg.cancel_scope.cancel()
                 if scope.cancelled_caught and not was_up:
-                    self.last_error = f"no answer to initialize and tools/list within {self._connect_timeout:g} s"
+                    self.last_error = f"no answer to initialize and tools/list within {self.connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
                 self.last_error = self._where(describe(exc))
             if self.process is not None and (self.process.ended_itself or not was_up):
@@ -180,6 +188,10 @@ class Downstream:
     async def first_attempt(self) -> None:
         """Wait until the first connection attempt has succeeded or failed."""
         await self._first_done.wait()
+
+    async def state_changed(self) -> None:
+        """Wait for the next change of `state`."""
+        await self._state_changed.wait()
 
     @property
     def tried(self) -> bool:
@@ -268,7 +280,18 @@ class Downstream:
 
     async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         self.asks_roots = True
-        return await self.in_flight.list_roots()
+        self.roots_known.set()
+        answer = await self.in_flight.list_roots()
+        self.roots_answered.set()
+        return answer
+
+    async def _probe_roots(self) -> None:
+        """Several clients share this process: it is told once that the roots changed, so that a server that
+        follows roots asks now (most ask when they start, too), before a client's call must choose its process."""
+        await self.roots_changed()
+        with anyio.move_on_after(ROOTS_PROBE_S):
+            await self.roots_known.wait()
+        self.roots_known.set()
 
     async def roots_changed(self) -> None:
         """Tell the server, if it is up, that the client's roots changed (roots: `server.downstream.relay.no_roots`)."""

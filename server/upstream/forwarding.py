@@ -47,7 +47,7 @@ async def forward(
     call is answered whole, as with `async` off."""
     relay = RequestRelay(ctx, proxy.log_level)
     args, background = split_arguments(route, arguments)
-    route = for_client(proxy, ctx, route, session)
+    route = await for_client(proxy, ctx, route, session, relay)
     if passthrough or not route.policy.async_enabled:
         result = await route.downstream.call(route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)

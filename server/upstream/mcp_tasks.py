@@ -131,7 +131,7 @@ class _Tasks:
         session = self.proxy.sessions.for_request(ctx)
         try:
             args, _ = split_arguments(route, params.arguments)
-            route = for_client(self.proxy, ctx, route, session)
+            route = await for_client(self.proxy, ctx, route, session)
         except ClaimcheckError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         call, _ = begin(self.proxy, route, args, session, None, background=True)

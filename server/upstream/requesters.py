@@ -11,7 +11,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
 
 from server.downstream.pool import Route
-from server.downstream.relay import ClientChannel, RootsParams, declares_roots, no_roots
+from server.downstream.relay import ClientChannel, Relay, RootsParams, declares_roots, no_roots
 from server.downstream.scopes import Requester
 from server.errors import NoBackChannel
 from server.handles.owners import connection_of
@@ -51,11 +51,13 @@ def requester_of(proxy: Proxy, ctx: ServerRequestContext[Any], session: Session)
     return Requester(connection, session.owner or connection, lists_roots, ask_roots if lists_roots else None)
 
 
-def for_client(proxy: Proxy, ctx: ServerRequestContext[Any], route: Route, session: Session) -> Route:
-    """`route` with the server's process for this request's client (`Pool.for_client`)."""
-    if proxy.pool.for_everyone(route):
+async def for_client(
+    proxy: Proxy, ctx: ServerRequestContext[Any], route: Route, session: Session, relay: Relay | None = None
+) -> Route:
+    """`route` with the server's process for this request's client (`Pool.for_client`); `relay`: the request's."""
+    if not proxy.pool.many_clients:
         return route
-    return proxy.pool.for_client(route, requester_of(proxy, ctx, session))
+    return await proxy.pool.for_client(route, requester_of(proxy, ctx, session), relay)
 
 
 async def _ask_roots(client: ServerSession) -> types.ListRootsResult | types.ErrorData:

@@ -1,0 +1,140 @@
+"""A server's scope (`server.downstream.scopes`): with several clients its first process is everyone's and hears
+only `settings.roots`; "owner" and "session" give each owner or client connection a process of its own, started
+on first use, stopped when idle or when its connection closes, refused past `maxInstances`; "auto" is shared until
+the server asks for roots. The pool itself, with tests/roots_server.py as a real subprocess."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from support import PYTHON, text_of
+
+from server.config import parse_config
+from server.downstream.pool import Pool, Route
+from server.downstream.scopes import Requester
+from server.errors import DownstreamUnavailable
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+ROOTS_SERVER = str(Path(__file__).resolve().parents[1] / "roots_server.py")
+
+
+def pool_of(scope: str, **fields: Any) -> Pool:
+    settings = fields.pop("settings", {})
+    server = {"command": PYTHON, "args": [ROOTS_SERVER], "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
+    config = parse_config({"mcpServers": {"fs": {**server, "scope": scope, **fields}}, "settings": settings})
+    return Pool(config)
+
+
+def requester(connection: str, owner: str | None = None, roots: list[str] | None = None) -> Requester:
+    async def ask() -> types.ListRootsResult:
+        listed = [types.Root(uri=uri) for uri in roots or []]  # type: ignore[arg-type]  # a str is a FileUrl
+        return types.ListRootsResult(roots=listed)
+
+    return Requester(connection, owner or connection, roots is not None, ask if roots is not None else None)
+
+
+async def call(pool: Pool, tool: str, who: Requester) -> str:
+    route = pool.route(f"fs__{tool}")
+    assert isinstance(route, Route)
+    routed = await pool.for_client(route, who)
+    return text_of(await routed.downstream.call(tool, {}, None))
+
+
+async def started(pool: Pool, tg: anyio.abc.TaskGroup, *, many: bool = True) -> None:
+    if many:
+        pool.serve_many()
+    await tg.start(pool.run)
+    await pool.settled()
+
+
+async def test_owner_scope_gives_each_owner_one_process_of_its_own_and_refuses_past_max_instances() -> None:
+    pool = pool_of("owner", maxInstances=2)
+    alice_1, alice_2, bob, carol = requester("c1", "alice"), requester("c2", "alice"), requester("c3", "bob"), None
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            first = await call(pool, "count", alice_1)
+            second = await call(pool, "count", alice_2)
+            other = await call(pool, "count", bob)
+            carol = requester("c4", "carol")
+            with pytest.raises(DownstreamUnavailable) as refused:
+                await call(pool, "count", carol)
+            status = pool.instances["fs"].status()
+            tg.cancel_scope.cancel()
+    assert first.startswith("count=1 ") and second.startswith("count=2 "), (first, second)  # one process for alice
+    assert other.startswith("count=1 ")
+    assert first.split("instance=")[1] == second.split("instance=")[1] != other.split("instance=")[1]
+    assert first.split("instance=")[1].startswith("owner-")
+    assert 'one process per owner and 2 are running (its "maxInstances")' in str(refused.value)
+    assert status == {"scope": "owner", "instances": 2, "instancesStarted": 2}
+
+
+async def test_an_owners_process_hears_the_configured_roots_never_a_clients() -> None:
+    pool = pool_of("owner", settings={"roots": ["/srv/configured"]})
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            heard = await call(pool, "roots", requester("c1", "alice", roots=["file:///home/alice/project"]))
+            tg.cancel_scope.cancel()
+    assert heard == "file:///srv/configured=None"
+
+
+async def test_auto_is_shared_until_the_server_asks_for_roots_then_a_client_with_roots_gets_its_own() -> None:
+    pool = pool_of("auto")
+    with_roots = requester("a", roots=["file:///srv/a"])
+    without = requester("b")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            a_roots = await call(pool, "roots", with_roots)  # roots_server asks when told roots changed: the probe
+            b_roots = await call(pool, "roots", without)
+            a_count = await call(pool, "count", with_roots)
+            b_count = await call(pool, "count", without)
+            tg.cancel_scope.cancel()
+    assert pool.instances["fs"].primary.asks_roots
+    assert a_roots == "file:///srv/a=None"
+    assert b_roots.startswith(f"error {types.METHOD_NOT_FOUND}: Roots not supported"), b_roots
+    assert a_count.split("instance=")[1].startswith("session-") and b_count.endswith("instance=shared")
+
+
+async def test_with_one_client_every_scope_is_that_clients_one_process() -> None:
+    pool = pool_of("session")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg, many=False)
+            counted = await call(pool, "count", requester("only"))
+            tg.cancel_scope.cancel()
+    assert counted.endswith("instance=shared") and pool.instances["fs"].status()["instancesStarted"] == 0
+
+
+async def test_a_session_process_stops_when_idle_and_when_its_connection_closes_and_a_holder_hears_why() -> None:
+    pool = pool_of("session", idleSecs=300)
+    instances = pool.instances["fs"]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            route = pool.route("fs__count")
+            assert route is not None
+            idle = await pool.for_client(route, requester("idle"))
+            closing = await pool.for_client(route, requester("closing"))
+            await idle.downstream.call("count", {}, None)
+            await closing.downstream.call("count", {}, None)
+            instances.stop_idle(time.monotonic() + 299)  # not yet
+            assert instances.status()["instances"] == 2
+            instances.stop_idle(time.monotonic() + 301)
+            pool.connection_closed("closing")
+            while instances.status()["instances"] or idle.downstream.state != "down":
+                await idle.downstream.state_changed()
+            with pytest.raises(DownstreamUnavailable) as gone:
+                await idle.downstream.call("count", {}, None)
+            again = await call(pool, "count", requester("idle"))
+            tg.cancel_scope.cancel()
+    assert "the server's process for this client connection stopped (idle for 300 s)" in str(gone.value)
+    assert again.startswith("count=1 ")  # a new process for the next call
+    assert instances.status()["instancesStarted"] == 3
