@@ -32,6 +32,10 @@ def serve(tmp_path: Path, servers: dict[str, Any], *extra: str) -> list[str]:
     return [*command, "--port", "0", *extra]
 
 
+def memory_files(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.glob("memory-*.jsonl"))
+
+
 def roots_of(*directories: Path) -> Any:
     async def answer(context: Any) -> types.ListRootsResult:
         listed = [types.Root(uri=d.as_uri(), name=d.name) for d in directories]  # type: ignore[arg-type]
@@ -90,5 +94,5 @@ async def test_server_memory_scoped_by_owner_keeps_one_graph_per_principal(tmp_p
     assert not made.is_error, text_of(made)
     assert "alice-plan" in alices and "ship scopes" in alices
     assert "alice-plan" not in bobs, bobs
-    files = sorted(path.name for path in tmp_path.glob("memory-*.jsonl"))
+    files = memory_files(tmp_path)
     assert len(files) == 1 and files[0].startswith("memory-owner-"), files  # bob's process never wrote
