@@ -142,17 +142,24 @@ class Replica:
 
 @asynccontextmanager
 async def replicas(
-    tmp_path: Path, redis_url: str, count: int = 3, *, token: str | None = None, api: bool = False
+    tmp_path: Path,
+    redis_url: str,
+    count: int = 3,
+    *,
+    token: str | None = None,
+    api: bool = False,
+    servers: dict[str, Any] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> AsyncIterator[list[Replica]]:
     """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together;
-    with `api`, each serves its status API on a free port from its own state directory (its own history)."""
+    with `api`, each serves its status API on a free port from its own state directory (its own history).
+    `servers`: the downstreams (the demo server by default); `extra`: more `serve` arguments."""
     shared = tmp_path / "shared"
     shared.mkdir(exist_ok=True)
-    config = write_config(
-        tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {**SETTINGS, "root": str(shared)}}
-    )
+    servers = servers if servers is not None else {"demo": demo_server_entry()}
+    config = write_config(tmp_path, {"mcpServers": servers, "settings": {**SETTINGS, "root": str(shared)}})
     command = [PYTHON, "-m", "server", "serve", *([] if api else ["--no-api"]), "--config", str(config)]
-    command += ["--transport", "http", "--port", "0", "--state-url", redis_url]
+    command += ["--transport", "http", "--port", "0", "--state-url", redis_url, *extra]
     env = dict(os.environ)
     if token is not None:  # every request must carry it; its principal owns the handles
         command += ["--auth-token-env", "REPLICA_TOKEN"]
