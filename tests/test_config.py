@@ -152,3 +152,35 @@ def test_cli_beats_server_beats_settings_beats_default() -> None:
     assert policy_for(config, "plain") == Policy(False, 7, 10_000, 3600)
     cli = CliOverrides(no_async=True, async_timeout_secs=1, async_token_threshold=500)
     assert policy_for(config, "own", cli) == Policy(False, 1, 500, 30)
+
+
+def test_claimcheck_instance_is_left_for_each_process_and_put_in_by_for_instance() -> None:
+    from server.config import for_instance
+
+    entry = {"command": "srv", "args": ["--db", "/d/${CLAIMCHECK_INSTANCE}.db"], "env": {"F": "${CLAIMCHECK_INSTANCE}"}}
+    config = parse_config({"mcpServers": {"s": {**entry, "scope": "owner", "idleSecs": 5}}}, {})
+    server = config.mcp_servers["s"]
+    mine = for_instance(server, "owner-0123456789abcdef")
+    assert server.args == ["--db", "/d/${CLAIMCHECK_INSTANCE}.db"] and server.scope == "owner"
+    assert mine.args == ["--db", "/d/owner-0123456789abcdef.db"] and mine.env == {"F": "owner-0123456789abcdef"}
+    assert (server.idle_secs, server.max_instances) == (5, 16)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"mcpServers": {"s": {"command": "x", "scope": "user"}}}, "mcpServers.s.scope: Input should be 'auto'"),
+        ({"mcpServers": {"s": {"command": "x", "maxInstances": 0}}}, "mcpServers.s.maxInstances: Input should be"),
+        ({"settings": {"roots": ["relative/dir"]}}, "settings.roots[0]: 'relative/dir' is not an absolute directory"),
+        ({"settings": {"roots": ["$NOPE/x"]}}, "settings.roots[0]: environment variable ${NOPE} is not set"),
+    ],
+)
+def test_bad_scopes_and_roots_are_errors_naming_them(data: Any, expected: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, {})
+    assert expected in str(error.value)
+
+
+def test_settings_roots_take_paths_file_uris_and_home() -> None:
+    config = parse_config({"settings": {"roots": ["/srv/a", "file:///srv/b", "~/c"]}}, {"HOME": "/home/u"})
+    assert config.settings.roots[:2] == ["/srv/a", "/srv/b"] and config.settings.roots[2].endswith("/c")
