@@ -98,7 +98,12 @@ class DownstreamTimeout(DownstreamError):
 
 class IssuerUnavailable(ClaimcheckError):
     """An OAuth issuer's metadata, signing keys or introspection endpoint gave no usable answer; the message
-    says which URL and why. A request that needed it is answered 503, and claimcheck serves on."""
+    says which URL and why, `status` the HTTP status if one came. A request that needed it is answered 503, and
+    claimcheck serves on."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OwnToolError(ClaimcheckError):

@@ -112,7 +112,7 @@ class Issuer:
         headers = {"Accept": "application/json"}
         async with self._http.stream(method, url, headers=headers, follow_redirects=False, **options) as response:
             if response.status_code != 200:
-                raise IssuerUnavailable(f"{url} answered HTTP {response.status_code}")
+                raise IssuerUnavailable(f"{url} answered HTTP {response.status_code}", response.status_code)
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import httpx2
@@ -28,7 +28,7 @@ from server.upstream.oauth_fetch import Issuer
 if TYPE_CHECKING:
     from joserfc.jwt import JWTClaimsRegistry
 
-__all__ = ["MAX_TOKEN_BYTES", "IntrospectionChecker", "JwtChecker", "Refused", "TokenChecker", "Verdict"]
+__all__ = ["MAX_TOKEN_BYTES", "Checker", "IntrospectionChecker", "JwtChecker", "Refused", "TokenChecker", "Verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,12 @@ class Refused:
 
 
 Verdict = AccessToken | Refused | Unavailable
+
+
+class Checker(Protocol):
+    """What the resource server asks of a token check."""
+
+    async def check(self, token: str) -> Verdict: ...
 
 
 class JwtChecker:
@@ -112,6 +118,8 @@ class IntrospectionChecker:
             endpoint = await self._issuer.endpoint("introspection_endpoint", self._endpoint)
             answer = await self._issuer.post_form(endpoint, form, self._auth)
         except IssuerUnavailable as exc:
+            if exc.status == 400:  # RFC 7662 §2.3 would say "not active"; some issuers refuse tokens they cannot read
+                return Refused("the issuer cannot introspect the token (its introspection endpoint answered 400)")
             reason = f"cannot introspect the token: {exc}"
             self._logged.warning(reason)
             return Unavailable(reason)

@@ -41,7 +41,7 @@ from server.status.edges import reply
 from server.upstream.bearer import Tokens
 from server.upstream.jwks import KeyCache, Unavailable
 from server.upstream.oauth_fetch import Issuer
-from server.upstream.oauth_tokens import IntrospectionChecker, JwtChecker, Refused, TokenChecker
+from server.upstream.oauth_tokens import Checker, IntrospectionChecker, JwtChecker, Refused, TokenChecker
 
 __all__ = ["WELL_KNOWN", "OAuth", "ResourceGate"]
 
@@ -122,7 +122,7 @@ class ResourceGate:
     def __init__(
         self,
         app: ASGIApp,
-        checker: TokenChecker,
+        checker: Checker,
         *,
         tokens: Tokens | None,
         settings: AuthSettings,
@@ -134,11 +134,14 @@ class ResourceGate:
         self._tokens = tokens
         self._scopes = settings.required_scopes
         self.metadata_url = str(build_resource_metadata_url(AnyHttpUrl(resource)))
-        metadata = ProtectedResourceMetadata(
-            resource=AnyHttpUrl(resource),
-            authorization_servers=[AnyHttpUrl(settings.issuer)],
-            scopes_supported=list(self._scopes) or None,
-            resource_name="claimcheck",
+        # from strings, so the model keeps an issuer without a path as it is (a URL object would add a "/")
+        metadata = ProtectedResourceMetadata.model_validate(
+            {
+                "resource": resource,
+                "authorization_servers": [settings.issuer],
+                "scopes_supported": list(self._scopes) or None,
+                "resource_name": "claimcheck",
+            }
         )
         serve = cors_middleware(ProtectedResourceMetadataHandler(metadata).handle, ["GET", "OPTIONS"])
         paths = {WELL_KNOWN, urlsplit(self.metadata_url).path, WELL_KNOWN + local_path.rstrip("/")}
