@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 __all__ = ["ASYMMETRIC_ALGORITHMS", "AuthSettings", "IntrospectionSettings", "check_url"]
 
-ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+ASYMMETRIC_ALGORITHMS = (
+    *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"),
+    *("Ed25519", "EdDSA"),  # EdDSA is Ed25519 or Ed448 by the key; RFC 9864 names them apart (joserfc warns on it)
+)
 """The JWS algorithms a JWT may be signed with: public-key ones only (never `none`, never a shared HMAC secret)."""
 _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 """A scope token (RFC 6749 §3.3): visible ASCII but `"` and `\\`, so it can be quoted in a header as it is."""
@@ -86,7 +89,7 @@ class AuthSettings(_Strict):
     """Check JWTs locally with the issuer's keys; false: introspect every token."""
     jwks_uri: str | None = Field(default=None, alias="jwksUri")
     """Else the issuer's metadata `jwks_uri` (OpenID discovery, then RFC 8414)."""
-    algorithms: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
+    algorithms: tuple[str, ...] = ("RS256", "PS256", "ES256", "Ed25519")
     introspection: IntrospectionSettings | None = None
     required_scopes: tuple[str, ...] = Field(default=(), alias="requiredScopes")
     leeway_secs: int = Field(default=30, alias="leewaySecs", ge=0, le=300)

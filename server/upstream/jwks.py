@@ -93,7 +93,11 @@ class KeyCache:
                 keys = _key_set(await self._fetch())
             except IssuerUnavailable as exc:
                 self._failure = f"cannot fetch the issuer's signing keys: {exc}"
-                kept = "the keys fetched before stay in use until they expire" if self._fresh() else "no keys"
+                kept = (
+                    "the keys fetched before stay in use until they expire"
+                    if self._fresh()
+                    else "no keys kept: no JWT passes until it answers"
+                )
                 logger.warning("%s (%s)", self._failure, kept)
                 return
             self._keys, self._failure = keys, None
