@@ -65,6 +65,9 @@ class KeyCache:
             return self._keys
         if self._may_fetch():
             await self._refresh(self._attempted)
+        elif self._lock.locked():
+            async with self._lock:  # a fetch is under way (the one at start, say): its answer decides
+                pass
         if self._fresh() and self._knows(kid):
             return self._keys
         if self._failure is not None:

@@ -127,3 +127,27 @@ async def test_a_jwks_without_a_usable_public_signing_key_is_an_unavailable_issu
 
     found = await KeyCache(fetch, max_age=600).keys_for("old")
     assert isinstance(found, Unavailable) and why in found.reason
+
+
+async def test_a_request_that_comes_while_the_keys_are_being_fetched_waits_for_them() -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    async def slow() -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return {"keys": [OLD.as_dict(private=False)]}
+
+    cache = KeyCache(slow, max_age=600)
+    found: list[object] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cache.refresh)  # as at start
+        await started.wait()
+
+        async def ask() -> None:
+            found.append(await cache.keys_for("elsewhere"))
+
+        tg.start_soon(ask)
+        await anyio.wait_all_tasks_blocked()
+        assert found == []
+        release.set()
+    assert found == [None]  # fetched, and that key id is not the issuer's
