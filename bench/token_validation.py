@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
+from mcp.server.auth.provider import AccessToken
 
 from server.auth_config import AuthSettings
 from server.upstream.bearer import Tokens
@@ -62,7 +63,9 @@ async def _paths() -> dict[str, Callable[[], Awaitable[Any]]]:
     static = Tokens.of(None, named)
     static_header = f"Bearer {next(iter(named))}".encode()
     rs256, es256 = _token(rsa, "RS256"), _token(ec, "ES256")
-    assert (await checker.check(rs256)).subject == (await checker.check(es256)).subject == "alice"  # type: ignore[union-attr]
+    for token in (rs256, es256):
+        verdict = await checker.check(token)
+        assert isinstance(verdict, AccessToken) and verdict.subject == "alice", verdict
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         pass
