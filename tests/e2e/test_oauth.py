@@ -40,6 +40,11 @@ def serve(tmp_path: Path, auth: dict[str, Any], *flags: str, settings: dict[str,
     return [*command, *flags]
 
 
+def bearer(token: str, **more: str) -> dict[str, str]:
+    """The headers of a JSON-RPC POST with `token`."""
+    return {**ACCEPT, "Authorization": f"Bearer {token}", **more}
+
+
 def client(url: str, token: str) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     return Client(streamable_http_client(url, http_client=http))
@@ -70,17 +75,13 @@ async def test_two_users_never_see_each_others_handles_and_one_users_clients_sha
                     refused = await other.call_tool("tool_output", {"handle": big, "mode": "truncate"})
                     nothing = text_of(await other.call_tool("list_tool_outputs", {}))
                 async with httpx2.AsyncClient(timeout=30) as http:
-                    opened = await http.post(
-                        url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {first}"}
-                    )
-                    session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+                    opened = await http.post(url, json=INITIALIZE, headers=bearer(first))
+                    session = opened.headers["mcp-session-id"]
                     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-                    by_bob = await http.post(url, json=ping, headers={**session, "Authorization": f"Bearer {bob}"})
-                    by_alice = await http.post(url, json=ping, headers={**session, "Authorization": f"Bearer {second}"})
+                    by_bob = await http.post(url, json=ping, headers=bearer(bob, **{"mcp-session-id": session}))
+                    by_alice = await http.post(url, json=ping, headers=bearer(second, **{"mcp-session-id": session}))
                     [instance] = instances(state)
-                    tasks = await http.get(
-                        f"{instance['url']}v1/tasks", headers={"Authorization": f"Bearer {api_token}"}
-                    )
+                    tasks = await http.get(f"{instance['url']}v1/tasks", headers=bearer(api_token))
     assert big in listed and not read.is_error
     assert refused.is_error and f'Unknown handle "{big}"' in text_of(refused)
     assert nothing == "This session has no tool outputs yet."
@@ -126,26 +127,20 @@ async def test_bad_tokens_get_401_with_the_specs_header_a_missing_scope_403_and_
                 cases["the token lacks the scope mcp:tools"] = await provider.token("carol", url, scope="mcp:read")
                 answers = {}
                 for reason, token in cases.items():
-                    headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
-                    answers[reason] = await http.post(url, json=INITIALIZE, headers=headers)
-                edge = await http.post(
-                    url, json=INITIALIZE, headers={**ACCEPT, "Authorization": "Bearer " + "x" * 65536}
-                )
+                    answers[reason] = await http.post(url, json=INITIALIZE, headers=bearer(token))
+                edge = await http.post(url, json=INITIALIZE, headers=bearer("x" * 65536))
                 late = provider.sign(claims(provider, url, exp=int(time.time()) - 5))  # within the 30 s leeway
                 async with client(url, late) as alice, client(url, static) as ci:
                     echoed = text_of(await alice.call_tool("demo__echo", {"text": "still serving"}))
                     static_echo = text_of(await ci.call_tool("demo__echo", {"text": "static"}))
     metadata = f'resource_metadata="{base_of(url)}/.well-known/oauth-protected-resource/mcp"'
     for reason, answer in answers.items():
-        error = "insufficient_scope" if "scope" in reason else "invalid_token"
-        assert (answer.status_code, answer.json()) == (
-            403 if error == "insufficient_scope" else 401,
-            {"error": error, "error_description": answer.json()["error_description"]},
-        ), reason
-        assert reason in answer.json()["error_description"], (reason, answer.json())
-        challenge = answer.headers["www-authenticate"]
-        assert challenge.startswith(f'Bearer error="{error}", error_description="'), challenge
-        assert challenge.endswith(f'scope="mcp:tools", {metadata}'), challenge
+        status, error = (403, "insufficient_scope") if "scope" in reason else (401, "invalid_token")
+        body = answer.json()
+        assert (answer.status_code, body["error"]) == (status, error) and reason in body["error_description"], body
+        assert answer.headers["www-authenticate"] == (
+            f'Bearer error="{error}", error_description="{body["error_description"]}", scope="mcp:tools", {metadata}'
+        )
     assert 400 <= edge.status_code < 500  # past h11's header limit: refused at the edge, before any check
     assert echoed == "still serving" and static_echo == "static"
 
@@ -201,12 +196,8 @@ async def test_with_introspection_opaque_tokens_are_asked_about_and_jwts_still_c
                     by_dana = text_of(await dana.call_tool("demo__echo", {"text": "introspected"}))
                     by_alice = text_of(await alice.call_tool("demo__echo", {"text": "checked locally"}))
                 async with httpx2.AsyncClient(timeout=30) as http:
-                    unknown = await http.post(
-                        url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {secrets.token_urlsafe(32)}"}
-                    )
-                    scopeless = await http.post(
-                        url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {read_only}"}
-                    )
+                    unknown = await http.post(url, json=INITIALIZE, headers=bearer(secrets.token_urlsafe(32)))
+                    scopeless = await http.post(url, json=INITIALIZE, headers=bearer(read_only))
     assert by_dana == "introspected" and by_alice == "checked locally"
     assert unknown.status_code == 401 and "not active" in unknown.json()["error_description"]
     assert scopeless.status_code == 403 and 'error="insufficient_scope"' in scopeless.headers["www-authenticate"]
