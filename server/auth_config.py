@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -61,7 +60,6 @@ class IntrospectionSettings(_Strict):
     client_id: str = Field(alias="clientId", min_length=1)
     client_secret_env: str = Field(alias="clientSecretEnv")
     """The environment variable holding the client's secret (sent as HTTP Basic, client_secret_basic)."""
-    timeout_secs: float = Field(default=5, alias="timeoutSecs", gt=0, le=60)
 
     @field_validator("endpoint")
     @classmethod
@@ -135,9 +133,3 @@ class AuthSettings(_Strict):
         if not self.jwt and self.jwks_uri is not None:
             raise ValueError('"jwksUri" is for checking JWTs, which "jwt": false turns off')
         return self
-
-    @property
-    def modes(self) -> tuple[Literal["jwt", "introspection"], ...]:
-        """How tokens are checked: JWTs locally, the rest (or all) by introspection."""
-        jwt: tuple[Literal["jwt"], ...] = ("jwt",) if self.jwt else ()
-        return jwt + (("introspection",) if self.introspection is not None else ())

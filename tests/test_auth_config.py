@@ -30,7 +30,7 @@ def test_an_issuer_alone_is_enough_and_the_rest_has_small_documented_defaults() 
         requiredScopes=["mcp:tools"],
         introspection={"clientId": "claimcheck", "clientSecretEnv": "CC_SECRET"},
     )
-    assert full.introspection.client_secret_env == "CC_SECRET" and full.modes == ("jwt", "introspection")
+    assert full.introspection.client_secret_env == "CC_SECRET" and full.jwt
     assert auth_of(issuer="http://127.0.0.1:9000").issuer == "http://127.0.0.1:9000"  # a provider on this machine
 
 

@@ -181,7 +181,7 @@ class ResourceGate:
         parts = [f'error="{error}"', f'error_description="{_quotable(description)}"'] if error else []
         if self._scopes:
             parts.append(f'scope="{" ".join(self._scopes)}"')
-        parts.append(f'resource_metadata="{self.metadata_url}"')
+        parts.append(f'resource_metadata="{_quotable(self.metadata_url)}"')
         challenge = ("Bearer " + ", ".join(parts)).encode("latin-1")
         body = {"error": error or "unauthorized", "error_description": description}
         await reply(send, status, body, [(b"www-authenticate", challenge)])

@@ -16,6 +16,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from oidc_peer import Provider, oidc_provider
 from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
@@ -215,3 +216,29 @@ async def test_when_the_issuer_goes_away_tokens_of_the_keys_already_fetched_stil
                 async with client(url, token) as after:
                     second = text_of(await after.call_tool("demo__echo", {"text": "after"}))
     assert (first, second) == ("before", "after")
+
+
+async def test_over_sse_the_stream_and_its_messages_need_a_token_too(tmp_path: Path) -> None:
+    with anyio.fail_after(120):
+        async with oidc_provider(tmp_path) as provider:
+            config = write_config(
+                tmp_path,
+                {"mcpServers": {"demo": demo_server_entry()}, "settings": {"auth": {"issuer": provider.issuer}}},
+            )
+            command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "sse"]
+            async with announced_url([*command, "--port", "0"], r"serving MCP over SSE at (http://\S+/sse)") as url:
+                token = await provider.token("alice", url)
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    stream = await http.get(url)
+                    message = await http.post(url.removesuffix("/sse") + "/messages/?session_id=0", json=INITIALIZE)
+                    metadata = await http.get(url.removesuffix("/sse") + "/.well-known/oauth-protected-resource/sse")
+                headers = {"Authorization": f"Bearer {token}"}
+                async with Client(sse_client(url, headers=headers), mode="legacy") as alice:
+                    echoed = text_of(await alice.call_tool("demo__echo", {"text": "over SSE"}))
+    assert stream.status_code == message.status_code == 401
+    assert (
+        'resource_metadata="' + url.removesuffix("/sse") + '/.well-known/oauth-protected-resource/sse"'
+        in (stream.headers["www-authenticate"])
+    )
+    assert metadata.json()["resource"] == url
+    assert echoed == "over SSE"
