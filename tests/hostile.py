@@ -391,6 +391,8 @@ def hostile_tokens(rng: random.Random, count: int) -> list[tuple[str, str]]:
         {"alg": ["RS256"]},
         [],
         "RS256",
+        "xalgx",  # a header that is a string or list holding "alg": once a 500
+        ["alg"],
     ]
     made: list[tuple[str, str]] = []
     while len(made) < count:

@@ -70,6 +70,8 @@ class JwtChecker:
             header = compact.headers()
         except (JoseError, ValueError, TypeError, UnicodeError):
             return Refused("the token is not a well-formed JWT")
+        if not isinstance(header, dict):  # joserfc lets through a header that is a string or list holding "alg"
+            return Refused("the token is not a well-formed JWT")
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in self._algorithms:
             return Refused(f"the token must be signed with one of {', '.join(self._algorithms)}")

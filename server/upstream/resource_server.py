@@ -108,7 +108,8 @@ class OAuth:
                 jwt = JwtChecker(settings, audience, keys)
                 tg.start_soon(keys.refresh)
             if settings.introspection is not None:
-                assert self._secret is not None  # from_settings read it
+                if self._secret is None:
+                    raise ConfigError("settings.auth.introspection has no secret (OAuth.from_settings reads it)")
                 introspection = IntrospectionChecker(settings, audience, issuer, settings.introspection, self._secret)
             checker = TokenChecker(jwt, introspection)
             local_path = urlsplit(served_url).path
