@@ -1,10 +1,11 @@
 // A real OpenID provider for the tests (tests/oidc_peer.py starts it): `oidc-provider` from npm on 127.0.0.1.
 //
-// Usage: node oidc_provider.mjs MODULE_URL SETUP.json, MODULE_URL the file URL of the installed package's entry. The setup file gives the signing keys (a private JWK set, so a test
-// can also sign tokens of its own with the provider's key), the scopes, the clients (client credentials grant,
-// client_secret_basic) and which clients get opaque access tokens (introspected) instead of JWTs. Access tokens
-// are bound by resource indicators: a token request names claimcheck's URL as `resource`, which becomes the
-// token's audience. Prints `oidc-provider at <issuer>` once it listens; exits when its stdin closes.
+// Usage: node oidc_provider.mjs MODULE_URL SETUP.json, MODULE_URL the file URL of the installed package's entry
+// module. The setup file gives the signing keys (a private JWK set, so a test can also sign tokens of its own
+// with the provider's key), the scopes, the clients (client credentials grant, client_secret_basic) and which
+// clients get opaque access tokens (introspected) instead of JWTs. Access tokens are bound by resource
+// indicators: a token request names claimcheck's URL as `resource`, which becomes the token's audience.
+// Prints `oidc-provider at <issuer>` once it listens; exits when its stdin closes.
 
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
