@@ -1,6 +1,6 @@
 """Who owns a session's handles: the key they are kept under beyond one connection.
 
-An owner key says whose handles a request may see. Three kinds (replicas key shared handles the same way):
+An owner key says whose handles a request may see. Four kinds (replicas key shared handles the same way):
 
 - the **user**, in the shared claimcheck (`serve --shared`): every relay of this config is the same user,
   since only the user can reach its socket;
