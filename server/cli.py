@@ -20,6 +20,7 @@ from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import ConfigError
 from server.proxy import Proxy
 from server.upstream.bearer import Tokens, read_tokens_file
+from server.upstream.resource_server import OAuth
 from server.upstream.surface import VERSION, client_tools
 from server.upstream.transports import serve
 
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_CONFIG
     try:
         auth = _bearer_tokens(args, token)
+        oauth = _oauth(config, args)
     except ConfigError as exc:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -93,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from server.upstream.shared_relay import relay_main
 
         return relay_main(list(sys.argv[1:] if argv is None else argv))
-    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, auth)
+    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, auth, oauth)
     return 0
 
 
@@ -130,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
         "--auth-token-env",
         metavar="VAR",
         help="the token in $VAR opens the status API (instead of one made per run) and, over HTTP/SSE, "
-        "is required as `Authorization: Bearer $VAR` on every MCP request",
+        "is required as `Authorization: Bearer $VAR` on every MCP request (with settings.auth: accepted "
+        "beside OAuth access tokens)",
     )
     run.add_argument(
         "--auth-tokens-file",
@@ -170,6 +173,17 @@ def _bearer_tokens(args: argparse.Namespace, env_token: str | None) -> Tokens | 
         raise ConfigError("--auth-tokens-file applies to --transport http or sse only")
     named = read_tokens_file(Path(args.auth_tokens_file), env_token=env_token)
     return Tokens.of(env_token, named)
+
+
+def _oauth(config: Config, args: argparse.Namespace) -> OAuth | None:
+    """`settings.auth` made ready (its secret read, its resource known) where it applies: HTTP and SSE."""
+    settings = config.settings.auth
+    if settings is None or args.transport == "stdio" or args.shared or args.shared_socket:
+        return None
+    oauth = OAuth.from_settings(settings)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    oauth.resource_for(f"http://{host}:{args.port}/")  # refuses a default resource no client could use
+    return oauth
 
 
 def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from server.auth_config import AuthSettings
 from server.errors import ConfigError
 
 __all__ = [
@@ -177,6 +178,8 @@ class Settings(_Strict):
     state: StateSettings = Field(default_factory=StateSettings)
     fast_path: bool = Field(default=True, alias="fastPath")
     """Plain tool calls over stdio skip the SDK's dispatch; env CLAIMCHECK_FAST_PATH=on|off wins."""
+    auth: AuthSettings | None = None
+    """OAuth access tokens over HTTP/SSE (`server.auth_config`); None: only `--auth-token-env`/`--auth-tokens-file`."""
 
 
 class Config(_Strict):

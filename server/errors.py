@@ -10,7 +10,8 @@ ClaimcheckError
 ├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools, .waiting)
 ├── NoBackChannel        the client cannot be sent a request of claimcheck's (server.downstream.relay)
 ├── StoreError           an output could not be written or read (server.handles.store)
-└── StateUnavailable     the shared state of replicas (Redis) cannot be reached (server.handles.state)
+├── StateUnavailable     the shared state of replicas (Redis) cannot be reached (server.handles.state)
+└── IssuerUnavailable    an OAuth issuer's metadata, keys or introspection did not answer (server.upstream.oauth_fetch)
 ```
 
 Each becomes an isError result in exactly one place (`server.upstream.surface`); configuration errors
@@ -29,6 +30,7 @@ __all__ = [
     "DownstreamError",
     "DownstreamTimeout",
     "DownstreamUnavailable",
+    "IssuerUnavailable",
     "NoBackChannel",
     "OwnToolError",
     "ToolNotFound",
@@ -92,6 +94,16 @@ class DownstreamUnavailable(DownstreamError):
 
 class DownstreamTimeout(DownstreamError):
     """The call ran past the server's hard `timeout`."""
+
+
+class IssuerUnavailable(ClaimcheckError):
+    """An OAuth issuer's metadata, signing keys or introspection endpoint gave no usable answer; the message
+    says which URL and why, `status` the HTTP status if one came. A request that needed it is answered 503, and
+    claimcheck serves on."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OwnToolError(ClaimcheckError):

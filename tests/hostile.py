@@ -1,4 +1,5 @@
-"""Hostile input, as a small library: request frames a client might send and outputs a server might return.
+"""Hostile input, as a small library: request frames a client might send, outputs a server might return, and bearer
+tokens no issuer made.
 
 Each generator makes bytes from a seeded `random.Random`, so a failing run is repeated by its seed. `REGRESSIONS`
 holds the exact inputs that once broke claimcheck; every bug fixed adds one there, and the fuzz tests
@@ -11,6 +12,7 @@ ids not ours: nothing is promised but that the process lives).
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ __all__ = [
     "Ids",
     "deep",
     "hostile_output",
+    "hostile_tokens",
     "random_frames",
 ]
 
@@ -359,3 +362,54 @@ def hostile_output(case: str, ident: Any) -> bytes:
     if case == "long_lines_big":
         return text("L" * (3 << 20))
     return text(f"unknown case {case}")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _jwt_shaped(header: Any, payload: Any, signature: bytes = b"sig") -> str:
+    def part(value: Any) -> str:
+        return _b64(value if isinstance(value, bytes) else json.dumps(value).encode())
+
+    return f"{part(header)}.{part(payload)}.{_b64(signature)}"
+
+
+def hostile_tokens(rng: random.Random, count: int) -> list[tuple[str, str]]:
+    """`count` bearer tokens no issuer made, as (what, token): garbage, JWT-shaped nonsense, headers that try to
+    bring their own key or algorithm, huge ones. Each is visible ASCII, as a header carries it; a resource server
+    must answer each 401 with its challenge and serve on."""
+    claims = {"iss": "https://evil.test", "sub": "mallory", "aud": "x", "exp": 4_000_000_000, "scope": "mcp:tools"}
+    headers: list[Any] = [
+        {"alg": "none"},
+        {"alg": "HS256", "kid": "k"},
+        {"alg": "RS256", "kid": 7},
+        {"alg": "RS256", "kid": "k" * 400},
+        {"alg": "RS256", "jku": "http://127.0.0.1:9/keys", "kid": "evil"},  # a key URL of the sender's choosing
+        {"alg": "RS256", "jwk": {"kty": "RSA", "n": _b64(rng.randbytes(256)), "e": "AQAB"}},  # its own key
+        {"alg": "RS256", "crit": ["exp"], "exp": 1},
+        {"alg": ["RS256"]},
+        [],
+        "RS256",
+        "xalgx",  # a header that is a string or list holding "alg": once a 500
+        ["alg"],
+    ]
+    made: list[tuple[str, str]] = []
+    while len(made) < count:
+        kind = rng.randrange(6)
+        if kind == 0:
+            size = rng.choice([1, 7, 64, 900])
+            made.append(("garbage", "".join(chr(rng.randrange(0x21, 0x7F)) for _ in range(size))))
+        elif kind == 1:
+            made.append(("random parts", ".".join(_b64(rng.randbytes(rng.randrange(1, 300))) for _ in range(3))))
+        elif kind == 2:
+            header = rng.choice(headers)
+            made.append((f"header {json.dumps(header)[:60]}", _jwt_shaped(header, claims, rng.randbytes(256))))
+        elif kind == 3:
+            payload = rng.choice([b"not json", b"[1]", deep(300).encode(), b'{"exp": "soon"}', b"\xff\xfe"])
+            made.append(("odd payload", _jwt_shaped({"alg": "RS256", "kid": "k"}, payload)))
+        elif kind == 4:
+            made.append(("huge", "a" * rng.randrange(9_000, 15_000)))
+        else:
+            made.append(("dots", rng.choice([".", "..", "...", "a..", "..b", "a.b.c.d.e", "a" * 50 + "."])))
+    return made

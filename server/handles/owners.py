@@ -1,6 +1,6 @@
 """Who owns a session's handles: the key they are kept under beyond one connection.
 
-An owner key says whose handles a request may see. Three kinds (replicas key shared handles the same way):
+An owner key says whose handles a request may see. Four kinds (replicas key shared handles the same way):
 
 - the **user**, in the shared claimcheck (`serve --shared`): every relay of this config is the same user,
   since only the user can reach its socket;
@@ -8,6 +8,9 @@ An owner key says whose handles a request may see. Three kinds (replicas key sha
   digest of its `Authorization` header; with the optional `Claimcheck-Session` header, for telling apart two
   agents that share a token. A client that reconnects with the same token reads what it made before, and
   another token cannot;
+- the **OAuth user** over HTTP (`settings.auth`): a digest of the access token's issuer and subject
+  (`oauth:<subject, as shown>:<digest>`), with the `Claimcheck-Session` header as above. Tokens come and go;
+  every token of one user, from any of their clients, reaches the same handles, and another user's never does;
 - over HTTP without a token, a 2026-07-28 (sessionless) request is keyed by its client's name and that header.
 
 None means the session is the connection itself (stdio, and handshake-era HTTP without a token): its handles
@@ -18,6 +21,7 @@ outputs for `settings.keepOutputsSecs` after they were last touched (`server.han
 from __future__ import annotations
 
 import hashlib
+import re
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,7 +30,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
 
-__all__ = ["LINK", "PRINCIPAL_NAME", "SESSION_HEADER", "USER", "connection_of", "owner_key", "owner_name", "principal"]
+__all__ = [
+    "IDENTITY",
+    "LINK",
+    "PRINCIPAL_NAME",
+    "SESSION_HEADER",
+    "USER",
+    "connection_of",
+    "owner_key",
+    "owner_name",
+    "principal",
+]
 
 SESSION_HEADER = "claimcheck-session"
 USER = "user"
@@ -36,7 +50,13 @@ with an Authorization header: made once per request, read by every entrance."""
 PRINCIPAL_NAME = "claimcheck.principal"
 """The ASGI scope key under which the bearer check leaves the name of a tokens file's principal ("" for the
 token of `--auth-token-env`); only that check sets it."""
+IDENTITY = "claimcheck.identity"
+"""The ASGI scope key under which the OAuth check (`server.upstream.resource_server`) leaves the (issuer, subject)
+of a request's access token; only that check sets it."""
 _PRINCIPAL = "principal:"
+_OAUTH = "oauth:"
+_SHOWN = re.compile(r"[^A-Za-z0-9._@-]")
+_SHOWN_LENGTH = 63
 _DIGEST_LENGTH = 64
 LINK: ContextVar[str] = ContextVar("claimcheck_link", default="")
 """The transport link a request came over, where the transport knows it (a relay's connection to the shared
@@ -62,7 +82,8 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
     if authorization:
         scope = getattr(ctx.request, "scope", {})
         owner: str | None = scope.get(OWNER)
-        return owner or principal(authorization, headers.get(SESSION_HEADER, ""), scope.get(PRINCIPAL_NAME, ""))
+        session = headers.get(SESSION_HEADER, "")
+        return owner or principal(authorization, session, scope.get(PRINCIPAL_NAME, ""), scope.get(IDENTITY))
     if connection_of(ctx) is None:
         params = ctx.session.client_params
         client = params.client_info.name if params is not None else ""
@@ -70,20 +91,31 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
     return None
 
 
-def principal(authorization: str, claimcheck_session: str, name: str = "") -> str:
+def principal(
+    authorization: str, claimcheck_session: str, name: str = "", identity: tuple[str, str] | None = None
+) -> str:
     """The owner key of an HTTP request with an `Authorization` header (and its `Claimcheck-Session` header):
-    by the principal's `name` when a tokens file named it, else by a digest of the header."""
+    by the (issuer, subject) `identity` of an OAuth access token, by the principal's `name` when a tokens file
+    named it, else by a digest of the header."""
+    if identity is not None:
+        issuer, subject = identity
+        shown = _SHOWN.sub("_", subject)[:_SHOWN_LENGTH]
+        session = ":" + _digest(claimcheck_session) if claimcheck_session else ""
+        return f"{_OAUTH}{shown}:{_digest(issuer, subject)}{session}"
     if name:
         return _PRINCIPAL + name + (":" + _digest(claimcheck_session) if claimcheck_session else "")
     return _PRINCIPAL + _digest(authorization, claimcheck_session)
 
 
 def owner_name(key: str | None) -> str | None:
-    """Whom an owner key names, as the status API shows it: a tokens file's principal by its name, "user" in
-    the shared claimcheck, "token" for `--auth-token-env`'s, "client" for a sessionless client; None when the
-    session is its connection's."""
+    """Whom an owner key names, as the status API shows it: a tokens file's principal by its name, an OAuth user
+    by the subject of their tokens (characters other than letters, digits and `._@-` shown as `_`, at most 63),
+    "user" in the shared claimcheck, "token" for `--auth-token-env`'s, "client" for a sessionless client; None
+    when the session is its connection's. Names are for reading: two issuers may have a subject of one name."""
     if key is None or key == USER:
         return key
+    if key.startswith(_OAUTH):
+        return key.removeprefix(_OAUTH).split(":", 1)[0]
     if key.startswith(_PRINCIPAL):
         name = key.removeprefix(_PRINCIPAL).split(":", 1)[0]
         return "token" if len(name) == _DIGEST_LENGTH else name

@@ -4,9 +4,9 @@ The SDK's transports already bind each session (streamable HTTP and SSE) to the 
 opened it, and answer a request of another credential as for an unknown session (404): but only where a request
 carries an authenticated user, which claimcheck's own bearer check does not make. `PrincipalAsUser` makes one of
 every request's principal (`server.handles.owners.principal`: the Authorization header, or the name a tokens
-file gives its token, and the `Claimcheck-Session` header), so a session opened by Alice answers neither Bob's
-token, nor no token, nor Alice's token sent for another agent; its streams are replayed, and its handles read,
-only by her.
+file gives its token, or the issuer and subject of an OAuth access token, and the `Claimcheck-Session` header),
+so a session opened by Alice answers neither Bob's token, nor no token, nor Alice's token sent for another agent;
+its streams are replayed, and its handles read, only by her.
 
 404 rather than 403: the MCP spec binds a session to its user (the security best practices' `<user_id>:<session_id>`
 key), and for a session that does not exist under the asking user the transport spec's answer is 404; a 403 would
@@ -19,7 +19,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.handles.owners import OWNER, PRINCIPAL_NAME, SESSION_HEADER, principal
+from server.handles.owners import IDENTITY, OWNER, PRINCIPAL_NAME, SESSION_HEADER, principal
 
 __all__ = ["PrincipalAsUser"]
 
@@ -45,8 +45,9 @@ class PrincipalAsUser:
             scope.pop("user", None)  # only this layer says who is asking
             scope.pop(OWNER, None)
             if authorization:
-                name = scope.get(PRINCIPAL_NAME, "")
-                owner = principal(authorization.decode("latin-1"), claimcheck_session.decode("latin-1"), name)
+                name, identity = scope.get(PRINCIPAL_NAME, ""), scope.get(IDENTITY)
+                session = claimcheck_session.decode("latin-1")
+                owner = principal(authorization.decode("latin-1"), session, name, identity)
                 scope[OWNER] = owner
                 scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[]))
         await self.app(scope, receive, send)

@@ -3,7 +3,8 @@
 Over HTTP the edge rules of `server.status.edges` apply: a deadline for each request, one Authorization
 header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it); then
 `BudgetGate` refuses a body nested too deep before anything parses it (400 with a JSON-RPC error); a session
-serves only the principal that opened it (`server.upstream.principals`).
+serves only the principal that opened it (`server.upstream.principals`). Who may ask at all: the static tokens
+(`server.upstream.bearer`), and with `settings.auth` OAuth access tokens too (`server.upstream.resource_server`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import Literal
 
@@ -37,6 +38,7 @@ from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.principals import PrincipalAsUser
+from server.upstream.resource_server import OAuth
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import LineWriter, Take, stdio_streams
 from server.upstream.surface import build_server
@@ -57,17 +59,18 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     auth: Tokens | None = None,
+    oauth: OAuth | None = None,
 ) -> None:
     """Serve until stopped; over HTTP/SSE every request must carry `Authorization: Bearer <token>` of one of
-    `auth`'s tokens, if given."""
+    `auth`'s tokens, if given, or an access token `oauth` accepts (by default `settings.auth`'s)."""
     if transport == "stdio":
         await serve_stdio(proxy)
     else:
         sock = _bind(host, port)
         if transport == "http":
-            await serve_http(proxy, sock, auth)
+            await serve_http(proxy, sock, auth, oauth=oauth)
         else:
-            await serve_sse(proxy, sock, auth)
+            await serve_sse(proxy, sock, auth, oauth=oauth)
 
 
 async def serve_stdio(proxy: Proxy) -> None:
@@ -90,6 +93,7 @@ async def serve_http(
     sock: socket.socket,
     auth: Tokens | None = None,
     *,
+    oauth: OAuth | None = None,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket."""
@@ -125,7 +129,7 @@ async def serve_http(
         for route in inner.routes
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=_edges(limit))
-    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", auth, request_deadline)
+    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", _access(proxy, auth, oauth), request_deadline)
 
 
 async def serve_sse(
@@ -133,6 +137,7 @@ async def serve_sse(
     sock: socket.socket,
     auth: Tokens | None = None,
     *,
+    oauth: OAuth | None = None,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
@@ -164,7 +169,7 @@ async def serve_sse(
         lifespan=lifespan,
         middleware=_edges(limit),
     )
-    await _run_uvicorn(app, sock, "/sse", "SSE", auth, request_deadline)
+    await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
 
 
 def _edges(limit: int) -> list[Middleware]:
@@ -175,6 +180,13 @@ def _edges(limit: int) -> list[Middleware]:
         Middleware(BudgetGate, max_bytes=limit),
         Middleware(PrincipalAsUser),
     ]
+
+
+def _access(proxy: Proxy, tokens: Tokens | None, oauth: OAuth | None) -> tuple[Tokens | None, OAuth | None]:
+    """The static tokens and the OAuth check a request may pass; `settings.auth` is never left unchecked."""
+    if oauth is None and proxy.config.settings.auth is not None:
+        oauth = OAuth.from_settings(proxy.config.settings.auth)
+    return tokens, oauth
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -193,15 +205,21 @@ async def _run_uvicorn(
     sock: socket.socket,
     path: str,
     label: str,
-    auth: Tokens | None = None,
+    access: tuple[Tokens | None, OAuth | None] = (None, None),
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"claimcheck: serving MCP over {label} at http://{shown}:{port}{path}", file=sys.stderr, flush=True)
-    served: ASGIApp = app if auth is None else BearerAuth(app, auth)
-    server = edge_server(served, lifespan="on", request_deadline=request_deadline, graceful_secs=3, own_signals=True)
-    await serve_until_cancelled(server, sock)
+    url = f"http://{shown}:{port}{path}"
+    tokens, oauth = access
+    async with AsyncExitStack() as stack:
+        served: ASGIApp = app if tokens is None else BearerAuth(app, tokens)
+        if oauth is not None:
+            served = await stack.enter_async_context(oauth.protecting(app, tokens, url))
+        print(f"claimcheck: serving MCP over {label} at {url}", file=sys.stderr, flush=True)
+        deadline = request_deadline
+        server = edge_server(served, lifespan="on", request_deadline=deadline, graceful_secs=3, own_signals=True)
+        await serve_until_cancelled(server, sock)
 
 
 async def _cancel_on_signal(scope: anyio.CancelScope) -> None:

@@ -2,7 +2,8 @@
 
 Over stdio and streamable HTTP, with the fast path on and off, a seeded mix of frames from tests/hostile.py
 (nesting, size, types, ids, unicode, truncation, floods, own-tool abuse), the known regressions first; then
-every hostile output case of a downstream. After each run: the process lives and still serves a plain call,
+every hostile output case of a downstream; and bearer tokens no issuer made, at claimcheck as an OAuth resource
+server. After each run: the process lives and still serves a plain call,
 no request got two answers, every request of ours that deserves one got one, and its peak RSS stayed bounded.
 
 `CLAIMCHECK_FUZZ_SEED` picks another seed; `CLAIMCHECK_FUZZ_SECONDS` scales the time (default about 60 s in all).
@@ -25,7 +26,8 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from hostile import HOSTILE_READS, OUTPUT_CASES, REGRESSIONS, Frame, Ids, random_frames
+from hostile import HOSTILE_READS, OUTPUT_CASES, REGRESSIONS, Frame, Ids, hostile_tokens, random_frames
+from oidc_peer import oidc_provider
 from support import announced_url, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -303,3 +305,55 @@ async def _try_output(wire: StdioWire, case: str) -> list[str]:
         if "result" not in read or "maximum recursion depth" in body or "Traceback" in body or "Internal error" in body:
             problems.append(f"{case}, {tool} {arguments.get('mode', '')}: {body[:300]}")
     return problems
+
+
+TOKENS = 300
+
+
+@pytest.mark.oidc
+async def test_hostile_bearer_tokens_get_401_with_the_challenge_and_claimcheck_serves_on(tmp_path: Path) -> None:
+    """claimcheck as an OAuth resource server of a real OpenID provider, sent tokens no issuer made."""
+    rng = random.Random(SEED)
+    async with oidc_provider(tmp_path) as provider:
+        config = write_config(
+            tmp_path,
+            {
+                "mcpServers": {"hostile": {"command": sys.executable, "args": [str(HERE / "hostile_downstream.py")]}},
+                "settings": {"auth": {"issuer": provider.issuer}},
+            },
+        )
+        command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(config)]
+        command += ["--transport", "http", "--port", "0"]
+        async with (
+            announced_url(command, r"serving MCP over streamable HTTP at (http://\S+/mcp)") as url,
+            httpx2.AsyncClient(timeout=ANSWER_S) as http,
+        ):
+            base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+            hello = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "1"},
+            }
+            body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+            problems: list[str] = []
+            send, receive = anyio.create_memory_object_stream[tuple[str, str]](16)
+
+            async def worker(tokens: anyio.abc.ObjectReceiveStream[tuple[str, str]]) -> None:
+                async for what, token in tokens:
+                    answer = await http.post(url, content=body, headers={**base, "authorization": f"Bearer {token}"})
+                    challenge = answer.headers.get("www-authenticate", "")
+                    if answer.status_code != 401 or not challenge.startswith('Bearer error="invalid_token"'):
+                        problems.append(f"{what} ({token[:80]}): HTTP {answer.status_code} {challenge!r}")
+
+            with anyio.fail_after(ANSWER_S):
+                async with anyio.create_task_group() as tg:
+                    with receive:
+                        for _ in range(4):
+                            tg.start_soon(worker, receive.clone())
+                    async with send:
+                        for case in hostile_tokens(rng, TOKENS):
+                            await send.send(case)
+                good = await provider.token("alice", url)
+                alive = await http.post(url, content=body, headers={**base, "authorization": f"Bearer {good}"})
+    assert not problems, f"seed {SEED}: {problems[:10]}"
+    assert alive.status_code == 200

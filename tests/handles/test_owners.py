@@ -126,3 +126,15 @@ def test_an_owner_is_shown_by_its_tokens_file_name_else_by_its_kind_and_a_connec
         "user",
         None,
     ]
+
+
+def test_an_oauth_user_is_keyed_by_issuer_and_subject_and_shown_by_the_subject() -> None:
+    alice = principal("Bearer one token", "", identity=("https://id.test", "alice"))
+    again = principal("Bearer another token", "", identity=("https://id.test", "alice"))
+    agent = principal("Bearer one token", "agent 2", identity=("https://id.test", "alice"))
+    elsewhere = principal("Bearer one token", "", identity=("https://other.test", "alice"))
+    odd = principal("Bearer t", "", identity=("https://id.test", "CN=Alice Smith, O=Example:" + "x" * 99))
+    assert alice == again and alice.startswith("oauth:alice:")
+    assert len({alice, agent, elsewhere, principal("Bearer one token", "")}) == 4
+    assert [owner_name(key) for key in (alice, agent, elsewhere)] == ["alice"] * 3
+    assert owner_name(odd) == "CN_Alice_Smith__O_Example_" + "x" * 37
