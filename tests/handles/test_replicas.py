@@ -150,14 +150,17 @@ async def replicas(
     api: bool = False,
     servers: dict[str, Any] | None = None,
     extra: tuple[str, ...] = (),
+    settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[list[Replica]]:
     """`count` claimcheck processes over streamable HTTP with one shared root and one Redis, started together;
     with `api`, each serves its status API on a free port from its own state directory (its own history).
-    `servers`: the downstreams (the demo server by default); `extra`: more `serve` arguments."""
+    `servers`: the downstreams (the demo server by default); `extra`: more `serve` arguments; `settings`: more
+    settings."""
     shared = tmp_path / "shared"
     shared.mkdir(exist_ok=True)
     servers = servers if servers is not None else {"demo": demo_server_entry()}
-    config = write_config(tmp_path, {"mcpServers": servers, "settings": {**SETTINGS, "root": str(shared)}})
+    settings = {**SETTINGS, **(settings or {}), "root": str(shared)}
+    config = write_config(tmp_path, {"mcpServers": servers, "settings": settings})
     command = [PYTHON, "-m", "server", "serve", *([] if api else ["--no-api"]), "--config", str(config)]
     command += ["--transport", "http", "--port", "0", "--state-url", redis_url, *extra]
     env = dict(os.environ)

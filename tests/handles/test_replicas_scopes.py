@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from peers import MEMORY_PACKAGE, npm_server_command
 from support import text_of
+from test_handles import handle_in
 from test_replicas import RedisServer, haproxy, replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -67,3 +68,35 @@ async def test_an_owner_scoped_server_gives_each_principal_its_own_state_on_ever
     assert not made.is_error, text_of(made)
     assert "replicas share it" in alices and "replicas share it" in again
     assert "alice-plan" not in bobs, bobs
+
+
+@pytest.mark.oidc
+async def test_oauth_identities_hold_on_every_replica(tmp_path: Path) -> None:
+    """Tokens of a real OpenID provider for one resource (the balancer's): the owner key is issuer and subject,
+    the same on every replica, so a user's handle made on one replica is hers on the other and never Bob's."""
+    from oidc_peer import oidc_provider
+
+    resource = "https://claimcheck.test/mcp"  # what every replica answers for, whichever serves the request
+    redis = RedisServer(tmp_path)
+    await redis.start()
+    try:
+        with anyio.fail_after(180):
+            async with oidc_provider(tmp_path) as provider:
+                auth = {"issuer": provider.issuer, "resource": resource, "requiredScopes": ["mcp:tools"]}
+                alice, alice_again = await provider.token("alice", resource), await provider.token("alice", resource)
+                bob = await provider.token("bob", resource)
+                async with (
+                    replicas(tmp_path, redis.url, 2, settings={"auth": auth}) as pair,
+                    haproxy(tmp_path, pair) as balancer,
+                ):
+                    first, second = pair
+                    async with as_principal(first.url, alice) as on_first:
+                        handle = handle_in(text_of(await on_first.call_tool("demo__big", {"kb": 1024})))
+                    async with as_principal(second.url, alice_again) as on_second:
+                        read = await on_second.call_tool("tool_output", {"handle": handle, "mode": "truncate"})
+                    async with as_principal(balancer, bob) as bob_anywhere:
+                        refused = await bob_anywhere.call_tool("tool_output", {"handle": handle})
+    finally:
+        await redis.stop()
+    assert not read.is_error, text_of(read)
+    assert refused.is_error and "Unknown handle" in text_of(refused)
