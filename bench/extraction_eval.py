@@ -46,7 +46,7 @@ import httpx2
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(HERE)]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(HERE)]  # tests/: its helpers
 
 from extraction_cases import CASES, Case  # noqa: E402
 from extraction_scoring import count_quotes, facts_found, score_tool_output, verified_answer  # noqa: E402
