@@ -1,7 +1,7 @@
 """Extraction quality on a real model, against what clients do today.
 
-Per case (bench/extraction_cases.py: logs, JSON, tables, code search results, git history), with the same model
-and the same question:
+Per case (bench/extraction_cases.py: logs, JSON, tables, code search results, git history, a wide CSV table, a
+minified JavaScript bundle, a multi-file diff), with the same model and the same question:
   baseline    what a client does without claimcheck: the output cut to its first 25 000 tokens (Claude Code's
               limit) or to what the model's context leaves, whichever is smaller, and the question asked over it;
   claimcheck  a real claimcheck proxy (in this process) in front of a downstream that returns the output, and
@@ -9,9 +9,13 @@ and the same question:
               pointing at the model;
   oracle      the whole output in the prompt, where it fits the model's context (where the baseline was not cut,
               that is the baseline's own prompt, so its answer is reused).
-Reported per case and in total: facts found (of those the case requires), evidence quotes verified / unverified
-(baseline and oracle quotes are checked against the output the same way claimcheck checks its own), strategy,
-wall time, model tokens in/out, and the context saved (output tokens / tokens of the answer the client gets).
+Every arm's answer is judged the same way (bench/extraction_scoring.py): on its text without the EVIDENCE quotes,
+the facts found, the answer-shaped items that are wrong picks from the output or invented, and the facts credited
+(none where the wrong and invented items outnumber the facts found). Reported per case and in total, and in total
+again over the cases whose answer lies past the start (bench/extraction_report.py): facts credited and found (of
+those the case requires), wrong and invented items, evidence quotes verified / unverified (baseline and oracle
+quotes are checked against the output the same way claimcheck checks its own), strategy, wall time, model tokens
+in/out, and the context saved (output tokens / tokens of the answer the client gets).
 
 The model comes from the environment (any OpenAI-compatible endpoint):
     CLAIMCHECK_EVAL_BASE_URL   e.g. http://127.0.0.1:8080/v1
@@ -21,23 +25,26 @@ The model comes from the environment (any OpenAI-compatible endpoint):
 or from `--local-model`, which starts bench/local_model.py's server for the run and stops it after.
 
 Run:  python bench/extraction_eval.py --local-model [--only NAME] [--size 1.0] [--json PATH]
-Without a model it prints that it was skipped and exits 0.
+Without a model it prints that it was skipped and exits 0. `--json` is rewritten after every case, as
+{"run": {model, context, size, threads, commit, date}, "results": [...]}; `--report` prints the tables of such files
+(or of the older bare lists of results).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import datetime
 import os
 import platform
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +53,11 @@ import httpx2
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(HERE)]  # tests/: its helpers
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(HERE)]
 
 from extraction_cases import CASES, Case  # noqa: E402
-from extraction_scoring import count_quotes, facts_found, score_tool_output, verified_answer  # noqa: E402
+from extraction_report import Arm, Result, Run, dump, load, report  # noqa: E402
+from extraction_scoring import count_quotes, judge, score_tool_output, verified_answer  # noqa: E402
 
 from extraction import Completion, Message, count_tokens  # noqa: E402
 from extraction.openai import OpenAICompatible  # noqa: E402
@@ -61,33 +69,6 @@ DIRECT_SYSTEM = """You answer a question about the output of a tool call. Answer
 keep numbers, names, paths and ids exactly as written.
 After the answer, add a line EVIDENCE: and then one line per supporting line of the output, copied verbatim and \
 wrapped in double quotes, like: > "exact text from the output\""""
-
-
-@dataclass
-class Arm:
-    """One way of answering one case."""
-
-    found: list[str]
-    verified: int
-    unverified: int
-    strategy: str
-    seconds: float
-    tokens_in: int
-    tokens_out: int
-    client_tokens: int  # what enters the client model's context: the cut output, the whole output, or the answer
-    answer: str
-    note: str = ""
-
-
-@dataclass
-class Result:
-    case: str
-    kind: str
-    where: str
-    facts: list[str]
-    output_tokens: int  # cl100k, as claimcheck counts
-    model_tokens: int  # the model's own tokenizer
-    arms: dict[str, Arm] = field(default_factory=dict)
 
 
 class ModelTokens:
@@ -152,8 +133,12 @@ def direct_arm(
 ) -> Arm:
     answer, _ = verified_answer(completion.text, output)
     quotes = count_quotes(answer)
+    judged = judge(completion.text, facts, question=case.question, output=output, shape=case.shape)
     return Arm(
-        found=facts_found(completion.text, facts, question=case.question),  # the client reads all it said
+        found=judged.found,
+        wrong=judged.wrong,
+        invented=judged.invented,
+        credited=judged.credited,
         verified=quotes.verified,
         unverified=quotes.unverified,
         strategy="cut" if "cut" in note else "whole",
@@ -199,9 +184,12 @@ async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str]
         result = text_of(await client.call_tool("tool_output", {"handle": handle, "extract": case.question}))
         seconds = time.perf_counter() - started
         usage = proxy.usage_totals()
-    scored = score_tool_output(result, facts, case.question)
+    scored = score_tool_output(result, facts, case.question, output=output, shape=case.shape)
     return Arm(
-        found=scored.found,
+        found=scored.judged.found,
+        wrong=scored.judged.wrong,
+        invented=scored.judged.invented,
+        credited=scored.judged.credited,
         verified=scored.quotes.verified,
         unverified=scored.quotes.unverified,
         strategy=scored.strategy + (" (fallback)" if scored.fallback is not None else ""),
@@ -229,10 +217,10 @@ async def run_case(model: Model, case: Case, output: str, facts: list[str], thre
     completion, seconds = await ask_directly(model, shown, case.question, note)
     baseline = direct_arm(completion, seconds, output, case, facts, count_tokens(shown), note)
     result.arms["baseline"] = baseline
-    print(f"  baseline   {len(baseline.found)}/{len(result.facts)} in {baseline.seconds} s", file=sys.stderr)
+    print(f"  baseline   {progress(baseline, facts)} in {baseline.seconds} s", file=sys.stderr)
     arm = await run_claimcheck(model, case, output, facts, threshold, cc_context)
     result.arms["claimcheck"] = arm
-    print(f"  claimcheck {len(arm.found)}/{len(result.facts)} in {arm.seconds} s ({arm.strategy})", file=sys.stderr)
+    print(f"  claimcheck {progress(arm, facts)} in {arm.seconds} s ({arm.strategy})", file=sys.stderr)
     if total <= room and not note:
         result.arms["oracle"] = Arm(**{**asdict(baseline), "strategy": "whole", "note": "same prompt as baseline"})
     elif total <= room:
@@ -241,68 +229,9 @@ async def run_case(model: Model, case: Case, output: str, facts: list[str], thre
     return result
 
 
-def totals(results: list[Result], arm: str, only: set[str] | None = None) -> dict[str, Any]:
-    chosen = [r for r in results if arm in r.arms and (only is None or r.case in only)]
-    arms = [r.arms[arm] for r in chosen]
-    return {
-        "cases": len(chosen),
-        "facts": sum(len(r.facts) for r in chosen),
-        "found": sum(len(a.found) for a in arms),
-        "verified": sum(a.verified for a in arms),
-        "unverified": sum(a.unverified for a in arms),
-        "seconds": round(sum(a.seconds for a in arms), 1),
-        "tokens_in": sum(a.tokens_in for a in arms),
-        "tokens_out": sum(a.tokens_out for a in arms),
-        "client_tokens": sum(a.client_tokens for a in arms),
-        "fallbacks": sum("fallback" in a.strategy for a in arms),
-    }
-
-
-def report(results: list[Result], model: Model, size: float) -> str:
-    def cell(r: Result, arm: str) -> str:
-        a = r.arms.get(arm)
-        return "—" if a is None else f"{len(a.found)}/{len(r.facts)}"
-
-    def quotes(r: Result, arm: str) -> str:
-        a = r.arms.get(arm)
-        return "—" if a is None else f"{a.verified}/{a.unverified}"
-
-    def cost(r: Result, arm: str) -> str:
-        a = r.arms.get(arm)
-        return "—" if a is None else f"{a.seconds:g} s, {a.tokens_in}/{a.tokens_out}"
-
-    lines = [
-        "| case | kind | answer at | output tokens | baseline | claimcheck | oracle | claimcheck strategy "
-        "| quotes ✓/✗ b · c · o | time, tokens in/out: baseline | claimcheck | context saved |",
-        "|---|---|---|---:|---:|---:|---:|---|---|---|---|---:|",
-    ]
-    for r in results:
-        c = r.arms["claimcheck"]
-        saved = f"{r.output_tokens / max(c.client_tokens, 1):.0f}×"
-        lines.append(
-            f"| {r.case} | {r.kind} | {r.where} | {r.output_tokens} | {cell(r, 'baseline')} | {cell(r, 'claimcheck')} "
-            f"| {cell(r, 'oracle')} | {c.strategy} | {quotes(r, 'baseline')} · {quotes(r, 'claimcheck')} · "
-            f"{quotes(r, 'oracle')} | {cost(r, 'baseline')} | {cost(r, 'claimcheck')} | {saved} |"
-        )
-    lines += ["", "| | cases | facts found | quotes ✓/✗ | wall time | model tokens in/out | client context tokens |"]
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
-    fits = {r.case for r in results if "oracle" in r.arms}
-    rows: list[tuple[str, set[str] | None]] = [("baseline", None), ("claimcheck", None), ("oracle", None)]
-    if fits and len(fits) < len(results):
-        rows += [("baseline", fits), ("claimcheck", fits)]
-    for arm, only in rows:
-        t = totals(results, arm, only)
-        label = arm if only is None else f"{arm} (oracle's cases)"
-        share = f"{t['found']}/{t['facts']} ({t['found'] / max(t['facts'], 1):.0%})"
-        lines.append(
-            f"| {label} | {t['cases']} | {share} | {t['verified']}/{t['unverified']} | {t['seconds']:g} s "
-            f"| {t['tokens_in']}/{t['tokens_out']} | {t['client_tokens']} |"
-        )
-    lines.append(
-        f"\nmodel {model.name} ({model.runtime}) at {model.base_url}, context {model.context} tokens, "
-        f"size {size:g}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    )
-    return "\n".join(lines)
+def progress(arm: Arm, facts: list[str]) -> str:
+    judged = f"{len(arm.found)} found, {len(arm.wrong)} wrong, {len(arm.invented)} invented"
+    return f"{len(arm.credited)}/{len(facts)} credited ({judged})"
 
 
 @contextlib.contextmanager
@@ -321,8 +250,8 @@ def model_from(args: argparse.Namespace) -> Iterator[Model | None]:
     yield Model(base_url, name, context, os.environ.get("CLAIMCHECK_EVAL_API_KEY"), "as served")
 
 
-async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) -> list[Result]:
-    results = []
+async def run_all(model: Model, selected: list[Case], args: argparse.Namespace, run: Run) -> list[Result]:
+    results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             output, facts = case.make(Path(tmp), args.size)
@@ -330,19 +259,23 @@ async def run_all(model: Model, selected: list[Case], args: argparse.Namespace) 
             cc_context = args.claimcheck_context or model.context
             results.append(await run_case(model, case, output, facts, args.threshold, cc_context))
             if args.json:  # written after every case, so a long run that is stopped keeps what it measured
-                args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
+                dump(args.json, run, results)
     return results
 
 
-def load(paths: list[Path]) -> list[Result]:
-    """Results written by --json (runs over different --only cases may be joined; a case in a later file wins)."""
-    results: dict[str, Result] = {}
-    for path in paths:
-        for data in json.loads(path.read_text(encoding="utf-8")):
-            arms = {name: Arm(**arm) for name, arm in data.pop("arms").items()}
-            results[data["case"]] = Result(**data, arms=arms)
-    order = [case.name for case in CASES]
-    return sorted(results.values(), key=lambda r: order.index(r.case) if r.case in order else len(order))
+def run_of(model: Model, args: argparse.Namespace) -> Run:
+    """What this run measures with: the model, its context, the size, llama.cpp's threads, the code's commit."""
+
+    def git(*command: str) -> str:
+        done = subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if git("status", "--porcelain", "--untracked-files=no") not in ("", "?"):
+        commit += "-dirty"  # the code measured is not that commit's
+    threads = args.threads or (os.cpu_count() if args.local_model else None)
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return Run(model.name, model.context, args.size, threads, commit, date)
 
 
 def main() -> int:
@@ -369,10 +302,11 @@ def main() -> int:
     if args.report:
         import local_model
 
-        weights = local_model.WEIGHTS[args.model]
-        runtime = local_model.runtime_version()
-        served = Model("127.0.0.1 (bench/local_model.py)", weights.name, args.context or 8192, None, runtime)
-        print(report(load(args.report), served, args.size))
+        results, runs = load(args.report, args.size)
+        if len(runs) < len(args.report):  # files of the older form say nothing of their run: the options do
+            weights = local_model.WEIGHTS[args.model]
+            runs.append(Run(weights.name, args.context or 8192, args.size, args.threads, "?", "?"))
+        print(report(results, runs))
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the model server is stopped on the way out
     with model_from(args) as model:
@@ -380,8 +314,10 @@ def main() -> int:
             print("skipped: use --local-model, or set CLAIMCHECK_EVAL_BASE_URL and CLAIMCHECK_EVAL_MODEL")
             return 0
         started = time.perf_counter()
-        results = anyio.run(run_all, model, selected, args)
-        print(report(results, model, args.size))
+        run = run_of(model, args)
+        results = anyio.run(run_all, model, selected, args, run)
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        print(report(results, [run], f"model served by {model.runtime} at {model.base_url}; {machine}"))
         print(f"whole eval: {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -1,4 +1,11 @@
-"""Scoring for bench/extraction_eval.py: which facts an answer holds and how many of its quotes were verified.
+"""Scoring for bench/extraction_eval.py: which facts an answer holds, which of its items are wrong or invented, and
+how many of its quotes were verified.
+
+An answer is judged on what it claims: its text without the EVIDENCE quotes (they are evidence, not claims). Its
+answer-shaped items (a case's `shape`: times, ids, paths) that are no fact and not in the question are `wrong`
+when the output holds them (a wrong pick) and `invented` when it does not. When those outnumber the facts found
+(an answer listing every timestamp of a log holds the right one too), none of its facts is credited. Every arm
+(baseline, claimcheck, oracle) is judged the same way.
 
 Pure functions over text, so CI tests them without a model (tests/extraction/test_extraction_eval_scoring.py).
 """
@@ -12,7 +19,19 @@ from dataclasses import dataclass
 from extraction.provenance import Evidence, split_evidence, verify
 from extraction.source import TextSource
 
-__all__ = ["Quotes", "Scored", "answer_body", "count_quotes", "facts_found", "score_tool_output", "verified_answer"]
+__all__ = [
+    "Judged",
+    "Quotes",
+    "Scored",
+    "answer_body",
+    "claims",
+    "count_quotes",
+    "facts_found",
+    "judge",
+    "score_tool_output",
+    "shaped_items",
+    "verified_answer",
+]
 
 _HEADER = re.compile(r"^(ABSTRACT FROM TOOL OUTPUT|TOOL_OUTPUT FAILED FOR) .*STRATEGY:[\w-]+:\n\n", re.DOTALL)
 _FOOTER = re.compile(r"\n*source: sha256=[0-9a-f]{64} bytes=\d+ chunks=\S+ model=.*$")
@@ -28,8 +47,23 @@ class Quotes:
 
 
 @dataclass(frozen=True)
+class Judged:
+    found: list[str]  # the facts the answer's claims hold
+    wrong: list[str]  # answer-shaped items that are no fact but are in the output: wrong picks
+    invented: list[str]  # answer-shaped items that are nowhere in the output
+
+    @property
+    def credited(self) -> list[str]:
+        """The facts that count: none when the wrong and invented items outnumber the facts found."""
+        return self.found if len(self.wrong) + len(self.invented) <= len(self.found) else []
+
+
+NOTHING = Judged([], [], [])
+
+
+@dataclass(frozen=True)
 class Scored:
-    found: list[str]
+    judged: Judged
     quotes: Quotes
     strategy: str
     fallback: str | None  # why claimcheck fell back to truncate, or None
@@ -51,15 +85,68 @@ def facts_found(answer: str, facts: Sequence[str], *, question: str = "") -> lis
     A fact that the question itself contains is never counted: echoing the question finds nothing."""
     found = []
     for fact in facts:
-        words = [re.escape(word) for word in fact.split()]
-        if not words:
-            continue
-        pattern = re.compile(_before(fact[0]) + r"\s+".join(words) + _after(fact[-1]), re.IGNORECASE)
-        if pattern.search(question):
+        pattern = _whole(fact)
+        if pattern is None or pattern.search(question):
             continue
         if pattern.search(answer):
             found.append(fact)
     return found
+
+
+def claims(answer: str) -> str:
+    """What an answer claims: its text without the EVIDENCE quotes, as the model wrote them (`> "…"`) or as
+    claimcheck describes them (`> "…" (chars a-b)`)."""
+    text, _ = split_evidence(answer)
+    return "\n".join(line for line in text.splitlines() if _DESCRIBED.match(line.strip()) is None).strip()
+
+
+def shaped_items(text: str, shape: Sequence[str]) -> list[str]:
+    """The distinct items of `text` that match one of the `shape` regexes (ignoring case), in order; an item inside
+    a longer one (the version in a URL, the line number in `path:line`) is part of that one, not an item of its own."""
+    matches = sorted(
+        (match.start(), -match.end(), match.group())
+        for pattern in shape
+        for match in re.finditer(pattern, text, re.IGNORECASE)
+        if match.group()
+    )
+    items: list[str] = []
+    seen: set[str] = set()
+    reach = -1
+    for _, negative_end, item in matches:
+        if -negative_end <= reach:
+            continue
+        reach = -negative_end
+        key = " ".join(item.lower().split())
+        if key not in seen:
+            seen.add(key)
+            items.append(item)
+    return items
+
+
+def judge(answer: str, facts: Sequence[str], *, question: str, output: str, shape: Sequence[str]) -> Judged:
+    """An answer's claims against the facts and the whole output (see the module's docstring).
+
+    An item that holds a fact, or is part of one (`src/a.py:12` and `src/a.py`; `change 7` and `auth: change 7`),
+    is that fact, not a wrong item; an item the question contains is no claim."""
+    text = claims(answer)
+    wrong: list[str] = []
+    invented: list[str] = []
+    for item in shaped_items(text, shape):
+        pattern = _whole(item)
+        if pattern is None or facts_found(item, facts) or any(pattern.search(fact) for fact in facts):
+            continue
+        if pattern.search(question):
+            continue
+        (wrong if pattern.search(output) else invented).append(item)
+    return Judged(facts_found(text, facts, question=question), wrong, invented)
+
+
+def _whole(text: str) -> re.Pattern[str] | None:
+    """`text` as a case-insensitive pattern that matches it whole, any run of spaces matching any other."""
+    words = [re.escape(word) for word in text.split()]
+    if not words:
+        return None
+    return re.compile(_before(text.strip()[0]) + r"\s+".join(words) + _after(text.strip()[-1]), re.IGNORECASE)
 
 
 def _before(first: str) -> str:
@@ -98,14 +185,16 @@ def verified_answer(answer: str, document: str) -> tuple[str, list[Evidence]]:
     return text + "\n\nEVIDENCE:\n" + "\n".join(item.describe() for item in evidence), evidence
 
 
-def score_tool_output(result: str, facts: Sequence[str], question: str) -> Scored:
+def score_tool_output(
+    result: str, facts: Sequence[str], question: str, *, output: str, shape: Sequence[str] = ()
+) -> Scored:
     """A `tool_output` result scored: a truncate fallback hands over the output's head and tail, not an answer,
-    so nothing in it counts as found."""
+    so nothing in it counts as found, wrong or invented."""
     strategy = re.search(r"STRATEGY:([\w-]+)", result)
     fallback = re.search(r"fallback to truncate \((.*?)\)\. Read", result, re.DOTALL)
     body = answer_body(result)
     return Scored(
-        found=[] if fallback else facts_found(body, facts, question=question),
+        judged=NOTHING if fallback else judge(body, facts, question=question, output=output, shape=shape),
         quotes=count_quotes(body),
         strategy=strategy.group(1) if strategy else "?",
         fallback=fallback.group(1) if fallback else None,

@@ -1,4 +1,5 @@
-"""bench/extraction_eval.py's scoring, without a model: facts count only when present, quotes only when verified."""
+"""bench/extraction_eval.py's scoring, without a model: facts count only when present and not drowned in wrong or
+invented items, quotes only when verified."""
 
 from __future__ import annotations
 
@@ -7,20 +8,29 @@ from pathlib import Path
 
 import pytest
 
+from extraction import count_tokens
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from extraction_cases import CASES, Case  # noqa: E402
 from extraction_scoring import (  # noqa: E402
+    Judged,
     answer_body,
+    claims,
     count_quotes,
     facts_found,
+    judge,
     score_tool_output,
+    shaped_items,
     verified_answer,
 )
 
 SHA = "ab" * 32
 DOCUMENT = "2026-11-22T08:00:01 web-1 INFO ok\n2026-11-22T08:00:02 web-2 ERROR TLS handshake failed with 10.1.2.3\n"
+LOG = "".join(f"2026-11-22T08:00:{i:02d} web-{i % 4} INFO ok\n" for i in range(9)) + "2026-11-22T08:00:09 OOM killed\n"
+TIME = r"(?<!\d)\d{2}:\d{2}:\d{2}(?!\d)"
+IP = r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?!\.?\d)"
 
 
 def tool_output(body: str, strategy: str = "read-grep") -> str:
@@ -100,17 +110,83 @@ def test_a_truncate_fallback_finds_no_facts_even_when_the_tail_it_hands_over_hol
         'mode "slice" can still reach every part of the output.\n\n' + DOCUMENT,
         strategy="truncate",
     )
-    scored = score_tool_output(result, ["10.1.2.3"], "Which IP?")
-    assert scored.found == []
+    scored = score_tool_output(result, ["10.1.2.3"], "Which IP?", output=DOCUMENT, shape=(IP, TIME))
+    assert scored.judged == Judged([], [], [])
     assert scored.fallback == "the model answered without the FINAL wrapper"
     assert scored.strategy == "truncate"
 
 
 def test_a_tool_output_answer_is_scored_on_its_facts_and_described_quotes() -> None:
     body = '10.1.2.3\n\nEVIDENCE:\n> "web-2 ERROR TLS handshake failed with 10.1.2.3" (chars 55-100)'
-    scored = score_tool_output(tool_output(body), ["10.1.2.3", "web-3"], "Which IP?")
-    assert scored.found == ["10.1.2.3"]
+    scored = score_tool_output(tool_output(body), ["10.1.2.3", "web-3"], "Which IP?", output=DOCUMENT, shape=(IP,))
+    assert scored.judged == Judged(["10.1.2.3"], [], [])
     assert (scored.quotes.verified, scored.quotes.unverified, scored.fallback) == (1, 0, None)
+
+
+def test_claimchecks_described_quotes_are_evidence_not_claims() -> None:
+    body = 'the peer is unknown\n\nEVIDENCE:\n> "web-2 ERROR TLS handshake failed with 10.1.2.3" (chars 55-100)'
+    scored = score_tool_output(tool_output(body), ["10.1.2.3"], "Which IP?", output=DOCUMENT, shape=(IP, TIME))
+    assert scored.judged == Judged([], [], [])
+    assert scored.judged.credited == []
+
+
+def test_an_answers_claims_are_its_text_without_raw_or_described_quotes_but_with_its_other_evidence_lines() -> None:
+    answer = (
+        "10.1.2.3\nEVIDENCE:\n"
+        '> "web-2 ERROR TLS handshake failed with 10.1.2.3"\n'
+        '"web-1 INFO ok"\n'
+        '> "web-9 ERROR x" (unverified: not in the stored output)\n'
+        '> "web-2 ERROR" (chars 40-51)\n'
+        "- the peer was 10.9.9.9"
+    )
+    assert claims(answer) == "10.1.2.3\n- the peer was 10.9.9.9"
+
+
+def test_shaped_items_are_distinct_in_order_and_an_item_inside_a_longer_one_is_not_its_own() -> None:
+    text = "see https://cdn.example/lib/1.2.3/x.js, then 2.0.1, again 2.0.1 and HTTPS://CDN.example/lib/1.2.3/x.js"
+    shape = (r"https?://[^\s,]+", r"\d+\.\d+\.\d+")
+    assert shaped_items(text, shape) == ["https://cdn.example/lib/1.2.3/x.js", "2.0.1"]
+    assert shaped_items(text, ()) == []
+
+
+def test_items_that_are_no_fact_are_wrong_when_the_output_holds_them_and_invented_when_it_does_not() -> None:
+    answer = "The worker was killed at 08:00:09; earlier 08:00:03 looked odd, and 23:59:59 too."
+    judged = judge(answer, ["08:00:09"], question="When was it killed?", output=LOG, shape=(TIME,))
+    assert judged == Judged(["08:00:09"], ["08:00:03"], ["23:59:59"])
+    assert judged.credited == []
+
+
+def test_an_answer_listing_every_time_of_the_log_is_not_credited_with_the_one_it_was_asked_for() -> None:
+    answer = ", ".join(f"08:00:{i:02d}" for i in range(10))
+    judged = judge(answer, ["08:00:09"], question="When was a worker killed?", output=LOG, shape=(TIME,))
+    assert judged.found == ["08:00:09"]
+    assert judged.wrong == [f"08:00:{i:02d}" for i in range(9)]
+    assert (judged.invented, judged.credited) == ([], [])
+
+
+def test_facts_are_credited_while_wrong_and_invented_items_do_not_outnumber_them() -> None:
+    question = "Which hosts appear?"
+    judged = judge("web-0, web-1 and web-3", ["web-0", "web-1"], question=question, output=LOG, shape=(r"web-\d+",))
+    assert judged == Judged(["web-0", "web-1"], ["web-3"], [])
+    assert judged.credited == ["web-0", "web-1"]
+    judged = judge("web-0 and web-7", ["web-0"], question=question, output=LOG, shape=(r"web-\d+",))
+    assert (judged.invented, judged.credited) == (["web-7"], ["web-0"])
+
+
+def test_an_item_holding_a_fact_or_inside_one_is_that_fact_and_an_item_of_the_question_is_no_claim() -> None:
+    output = "src/auth/keystore.py:1412:def rotate_keys\nsrc/jobs/cron.py:17:x\ncommit auth: change 0\n"
+    shape = (r"\bsrc/[\w/]+\.py\b", r"\b\d{2,}\b", r"change \d+")
+    answer = "a/src/auth/keystore.py, line 1412 (change 0); not src/jobs/cron.py:17, not line 9000"
+    judged = judge(
+        answer, ["src/auth/keystore.py", "auth: change 0"], question="Line 9000?", output=output, shape=shape
+    )
+    assert judged == Judged(["src/auth/keystore.py"], ["1412", "src/jobs/cron.py", "17"], [])
+
+
+def test_a_fact_only_quoted_as_evidence_is_not_found() -> None:
+    answer = 'I could not tell.\nEVIDENCE:\n> "2026-11-22T08:00:02 web-2 ERROR TLS handshake failed with 10.1.2.3"'
+    judged = judge(answer, ["10.1.2.3"], question="Which IP?", output=DOCUMENT, shape=(IP, TIME))
+    assert judged == Judged([], [], [])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -119,9 +195,42 @@ def test_every_case_has_its_facts_in_its_output_and_not_in_its_question(case: Ca
     assert facts
     assert facts_found(output, facts) == facts
     assert facts_found(case.question, facts) == []
+    judged = judge("\n".join(facts), facts, question=case.question, output=output, shape=case.shape)
+    assert judged == Judged(facts, [], [])
+
+
+ONLY_FACTS_OF_THEIR_SHAPE = {"log-tls-ip", "log-hosts", "json-cursor", "git-authors"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.shape], ids=[c.name for c in CASES if c.shape])
+def test_a_cases_shape_finds_items_in_its_output_and_one_that_is_no_fact_is_judged_a_wrong_pick(
+    case: Case, tmp_path: Path
+) -> None:
+    output, facts = case.make(tmp_path, 0.2)
+    items = shaped_items(output, case.shape)
+    assert items
+    others = [
+        item for item in items if judge(item, facts, question=case.question, output=output, shape=case.shape).wrong
+    ]
+    if case.name in ONLY_FACTS_OF_THEIR_SHAPE:  # there a wrong item can only be invented
+        assert others == []
+    else:
+        assert others
+        assert judge(others[0], facts, question=case.question, output=output, shape=case.shape).credited == []
+
+
+@pytest.mark.parametrize("kind", ["wide table", "minified js", "diff"])
+def test_the_new_kinds_hold_their_facts_only_past_what_the_baseline_sees(kind: str, tmp_path: Path) -> None:
+    (case,) = [case for case in CASES if case.kind == kind]
+    output, facts = case.make(tmp_path, 1.0)
+    assert case.where in {"middle", "end"}
+    assert 13_000 <= count_tokens(output) <= 15_500
+    for fact in facts:
+        assert output.find(fact) > 0.6 * len(output)
 
 
 def test_the_eval_covers_every_kind_of_output_and_answers_past_the_start() -> None:
-    assert len(CASES) >= 12
-    assert {case.kind for case in CASES} >= {"log", "json", "table", "code search", "git"}
+    assert len(CASES) >= 16
+    kinds = {"log", "json", "table", "code search", "git", "wide table", "minified js", "diff"}
+    assert {case.kind for case in CASES} >= kinds
     assert {case.where for case in CASES} >= {"middle", "end"}
