@@ -155,15 +155,16 @@ async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str]
     from support import running_proxy, text_of
     from test_handles import Downstream, client_of, handle_in
 
+    # What a user of a local model writes: where it is and what it is called. The window, the requests in flight
+    # and the time limits are claimcheck's defaults (learned from the endpoint); the answer's bound is every arm's.
     extraction: dict[str, Any] = {
         "provider": "openai",
         "baseUrl": model.base_url,
         "model": model.name,
-        "contextWindow": context,
         "maxOutputTokens": ANSWER_TOKENS,
-        "timeoutSecs": 1800,
-        "concurrency": 1,  # llama.cpp's server answers one request at a time
     }
+    if context != model.context:  # --claimcheck-context: told a window, not left to learn it
+        extraction["contextWindow"] = context
     if model.api_key:
         os.environ["CLAIMCHECK_EVAL_KEY_VALUE"] = model.api_key
         extraction["apiKeyEnv"] = "CLAIMCHECK_EVAL_KEY_VALUE"

@@ -6,7 +6,8 @@ ExtractionError
 │   ├── LLMUnavailable   no backend, or it refused the connection
 │   ├── LLMTimeout       no answer within the backend's timeout
 │   └── LLMBadResponse   an answer that is not a usable completion (malformed JSON, HTTP error)
-└── NoFinalReport        the model answered without the FINAL wrapper
+│       └── LLMContextOverflow  the prompt did not fit the model's context window (which it may name)
+└── NoFinalReport        the model gave no usable answer (an empty one, or none after the tool loop)
     └── Ungrounded       read-grep: the model answered before looking at the output at all
 ```
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "ExtractionError",
     "LLMBadResponse",
+    "LLMContextOverflow",
     "LLMError",
     "LLMTimeout",
     "LLMUnavailable",
@@ -44,8 +46,18 @@ class LLMBadResponse(LLMError):
     """The model's answer is not a usable completion."""
 
 
+class LLMContextOverflow(LLMBadResponse):
+    """The endpoint refused a prompt longer than its context window; `window` is the size it named, if any.
+
+    Asking again the same way fails the same way, so it is never retried as it is: the caller splits smaller."""
+
+    def __init__(self, message: str, window: int | None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
 class NoFinalReport(ExtractionError):
-    """The model did not put its answer in the FINAL wrapper."""
+    """The model gave no usable answer."""
 
 
 class Ungrounded(NoFinalReport):

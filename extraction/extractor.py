@@ -1,4 +1,10 @@
-"""`tool_output`'s LLM modes: route, run a strategy, verify its evidence, cache, or fall back to truncate."""
+"""`tool_output`'s LLM modes: route, run a strategy, verify its evidence, cache, or fall back to truncate.
+
+Before the first request the endpoint is asked what it serves (`prepare`), and the output is measured in the
+model's own tokens (extraction.budget), so no prompt is planned past the model's window. A prompt that still
+does not fit (`LLMContextOverflow`) is planned again smaller, with the window the error named, instead of
+falling back. A model that answered read-grep without looking (`Ungrounded`) is not routed there again.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +14,27 @@ from typing import Literal
 
 import anyio
 
-from extraction.errors import ExtractionError, Ungrounded
+from extraction.budget import samples, token_ratio
+from extraction.errors import ExtractionError, LLMContextOverflow, NoFinalReport, Ungrounded
 from extraction.llm import LLM, Usage
-from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, new_nonce
-from extraction.provenance import split_evidence, verify, with_evidence
+from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, map_prompt, new_nonce
+from extraction.provenance import settle, with_evidence
 from extraction.source import Source
-from extraction.strategies import FileTool, Policy, chunk_budget, full_chunked, plan_chunks, read_grep
+from extraction.strategies import FileTool, Policy, StrategyResult, excerpts, full_chunked, plan_chunks, read_grep
 from extraction.truncation import fallback_warning, truncate_source
 
 __all__ = ["Extraction", "Extractor", "Mode"]
 
-Mode = Literal["auto", "full-chunked", "read-grep"]
+Mode = Literal["auto", "full-chunked", "read-grep", "excerpts"]
+Strategy = Literal["full-chunked", "read-grep", "excerpts"]
 _CACHE_LIMIT = 256
+_REPLANS = 3  # plans after a context-length error: each smaller than the one before
+_SHRINK = 1.3  # when the error names no window: each new plan's chunks this much smaller
 
 
 @dataclass(frozen=True, slots=True)
 class Extraction:
-    strategy: Literal["full-chunked", "read-grep", "truncate"]
+    strategy: Literal["full-chunked", "read-grep", "excerpts", "truncate"]
     body: str
     not_found: bool = False
     cached: bool = False
@@ -36,18 +46,28 @@ class Extractor:
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy or Policy()
         self._cache: dict[tuple[str, str, str, str, str], Extraction] = {}
+        self._looks_without_tools: set[str] = set()  # models that answered read-grep without one Read or Grep
 
-    def route(self, document: Document, source: Source, llm: LLM, extract: str) -> Literal["full-chunked", "read-grep"]:
-        """auto: long lines or few chunks → full-chunked; otherwise read-grep (if the model can call tools).
+    def route(self, document: Document, source: Source, llm: LLM, extract: str, ratio: float = 1.0) -> Strategy:
+        """auto: few chunks → full-chunked; otherwise excerpts for a small model (then full-chunked if they do not
+        hold the answer), read-grep for one that can call tools and has not shown that it answers without them,
+        else full-chunked (also for long lines, which read-grep reads badly).
 
         Decided once the prompt's own size is known: when it leaves no room, `LLMError` says so.
         Blocking: planning the chunks reads a little near each cut."""
-        chunk_budget(llm, document, extract, new_nonce())
-        average_line = document.bytes / max(document.lines, 1)
-        if average_line >= self.policy.avg_line_bytes_threshold or not llm.supports_tools:
+        chunks = plan_chunks(source, llm, document, extract, self.policy, new_nonce(), ratio)
+        if len(chunks) <= self.policy.max_chunks:
             return "full-chunked"
-        chunks = plan_chunks(source, llm, document, extract, self.policy, new_nonce())
-        return "full-chunked" if len(chunks) <= self.policy.max_chunks else "read-grep"
+        if getattr(llm, "small", False):
+            return "excerpts"
+        average_line = document.bytes / max(document.lines, 1)
+        if (
+            average_line >= self.policy.avg_line_bytes_threshold
+            or not llm.supports_tools
+            or llm.model in self._looks_without_tools
+        ):
+            return "full-chunked"
+        return "read-grep"
 
     async def extract(
         self,
@@ -70,35 +90,73 @@ class Extractor:
             return Extraction(hit.strategy, hit.body, hit.not_found, cached=True)
         nonce = new_nonce()
         try:
-            if mode == "auto":
-                strategy = await anyio.to_thread.run_sync(self.route, document, source, llm, extract)
-            else:
-                strategy = mode
-            if strategy == "read-grep" and not llm.supports_tools:
-                raise ExtractionError(f"the model {llm.model} cannot call tools, which read-grep needs")
-            result = None
-            if strategy == "read-grep":
+            if (prepare := getattr(llm, "prepare", None)) is not None:
+                await prepare()
+            pieces = await anyio.to_thread.run_sync(samples, source)
+            ratio = await token_ratio(llm, pieces, map_prompt(document, extract, "", 1, 1, 0, nonce))
+            for plan in range(_REPLANS + 1):
+                window = llm.context_window
                 try:
-                    result = await read_grep(llm, usage, document, extract, tools, self.policy, nonce)
-                    chunks = "n/a"
-                except Ungrounded:
-                    if mode != "auto":
+                    strategy, result, chunks = await self._run(
+                        document, source, extract, mode, llm, usage, tools, nonce, ratio
+                    )
+                    break
+                except LLMContextOverflow:
+                    if plan == _REPLANS:
                         raise
-                    strategy = "full-chunked"  # a model that will not look gets every chunk shown instead
-            if result is None:
-                result = await full_chunked(llm, usage, document, source, extract, self.policy, nonce)
-                chunks = f"{result.chunks_searched}/{result.chunks_total}"
+                    if llm.context_window >= window:  # no smaller window learned: the chunks were too big
+                        ratio *= _SHRINK
         except ExtractionError as exc:
             return await self._fallback(source, threshold, str(exc))
-        answer, quotes = split_evidence(result.answer)
+        answer, evidence = await anyio.to_thread.run_sync(settle, result.answer, source)
         not_found = answer.startswith(NOT_FOUND)
-        body = with_evidence(answer, await anyio.to_thread.run_sync(verify, quotes, source))
+        body = with_evidence(answer, evidence)
         body += f"\n\nsource: sha256={sha256} bytes={document.bytes} chunks={chunks} model={llm.model}"
         extraction = Extraction(strategy, body, not_found)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = extraction
         return extraction
+
+    async def _run(
+        self,
+        document: Document,
+        source: Source,
+        extract: str,
+        mode: Mode,
+        llm: LLM,
+        usage: Usage,
+        tools: Mapping[str, FileTool],
+        nonce: str,
+        ratio: float,
+    ) -> tuple[Strategy, StrategyResult, str]:
+        """(strategy, its result, chunks searched/total, lines chosen/total or n/a) of one plan."""
+        if mode == "auto":
+            strategy: Strategy = await anyio.to_thread.run_sync(self.route, document, source, llm, extract, ratio)
+        else:
+            strategy = mode
+        if strategy == "excerpts":
+            try:
+                result = await excerpts(llm, usage, document, source, extract, self.policy, nonce, ratio)
+            except NoFinalReport:
+                if mode == "excerpts":
+                    raise
+            else:
+                if mode == "excerpts" or not result.answer.startswith(NOT_FOUND):
+                    return strategy, result, f"{result.chunks_searched}-of-{result.chunks_total}-lines"
+            strategy = "full-chunked"  # the lines that share its words did not answer: read it all
+        if strategy == "read-grep" and not llm.supports_tools:
+            raise ExtractionError(f"the model {llm.model} cannot call tools, which read-grep needs")
+        if strategy == "read-grep":
+            try:
+                return strategy, await read_grep(llm, usage, document, extract, tools, self.policy, nonce), "n/a"
+            except Ungrounded:
+                if mode != "auto":
+                    raise
+                self._looks_without_tools.add(llm.model)
+                strategy = "full-chunked"  # a model that will not look gets every chunk shown instead
+        result = await full_chunked(llm, usage, document, source, extract, self.policy, nonce, ratio)
+        return strategy, result, f"{result.chunks_searched}/{result.chunks_total}"
 
     @staticmethod
     async def _fallback(source: Source, threshold: int, reason: str) -> Extraction:

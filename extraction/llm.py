@@ -61,9 +61,13 @@ class LLM(Protocol):
     """A chat model; extraction strategies need nothing else."""
 
     model: str
-    context_window: int
-    max_output_tokens: int
     supports_tools: bool
+
+    @property
+    def context_window(self) -> int: ...
+
+    @property
+    def max_output_tokens(self) -> int: ...
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()

@@ -1,7 +1,12 @@
 """Prompts for the extraction strategies and the FINAL wrapper their answers must use.
 
-The wrapper carries a per-request nonce, so text inside the tool output cannot fake an answer.
-A closing tag is optional (models often stop early) and a leading `<think>` block is dropped.
+The wrapper carries a per-request nonce, so text inside the tool output cannot fake an answer. A closing tag is
+optional (models often stop early) and a leading `<think>` block is dropped. An answer without the wrapper is
+still an answer (`answer_of`): a small model often forgets it, and what it said is judged by its content (its
+quotes are verified like any other), not thrown away for its form.
+
+The chunk prompt is short (prompt version 4): Qwen2.5-Coder-0.5B echoed the chunk's first line under the long
+one, which described the document's statistics and the wrapper's rules before the chunk (bench/extraction_eval.py).
 The source tool's arguments are quoted capped (`cap_arguments`), so a call with a huge argument
 still leaves room in the model's context window for its output.
 """
@@ -21,7 +26,9 @@ __all__ = [
     "NOT_FOUND",
     "PROMPT_VERSION",
     "Document",
+    "answer_of",
     "cap_arguments",
+    "excerpt_prompt",
     "map_prompt",
     "new_nonce",
     "parse_final",
@@ -29,7 +36,7 @@ __all__ = [
     "reduce_prompt",
 ]
 
-PROMPT_VERSION = "3"
+PROMPT_VERSION = "4"
 ARGUMENT_VALUE_MAX_CHARS = 500
 """The most characters of one string (value or key) of the source tool's arguments a prompt quotes."""
 ARGUMENTS_MAX_CHARS = 2000
@@ -115,20 +122,31 @@ def _ask_again(extract: str) -> str:
 def map_prompt(
     document: Document, extract: str, chunk: str, index: int, total: int, overlap: float, nonce: str
 ) -> tuple[str, str]:
-    """(system, user) for one chunk of the full-chunked map step."""
-    system = f"""You are an internal extraction agent. You must extract information from a document chunk.
+    """(system, user) for one chunk of the full-chunked map step: short, the question last."""
+    tag = _tag(nonce)
+    system = f"""You read one document chunk (part {index} of {total}) of the output of the tool {document.tool} \
+and answer a question about it from what the chunk says.
+Answer inside <{tag} format="text"> ... </{tag}>. Keep numbers, names, paths and ids exactly as written.
+After the answer write EVIDENCE: and, one per line, the lines of the chunk that show it, copied exactly, \
+each like > "copied line".
+If the chunk does not answer the question, answer {NOT_FOUND} and one line saying what the chunk holds."""
+    return system, (
+        f"DOCUMENT CHUNK {index} of {total}:\n{chunk}\nEND OF CHUNK {index}.\n\n"
+        f"QUESTION: {extract}\nAnswer inside the wrapper, then EVIDENCE: with copied lines."
+    )
 
-{_source(document)}
 
-CHUNK INFO
-- Index: {index} of {total}
-- Overlap: {overlap:g}%
+def excerpt_prompt(document: Document, extract: str, excerpts: str) -> tuple[str, str]:
+    """(system, user) for the excerpts strategy: a page of marked lines, the question last.
 
-WHAT TO EXTRACT
-{extract}
-
-{_output_format(nonce, "this chunk")}"""
-    return system, f"DOCUMENT CHUNK {index} of {total}:\n{chunk}\nEND OF CHUNK {index}.\n\n{_ask_again(extract)}"
+    Neither the wrapper nor a "not found" answer is asked for: Qwen2.5-Coder-0.5B answered "not found" over a page
+    that showed the answer when it was offered one (bench/extraction_eval.py), and an answer is read by what it
+    says (`answer_of`)."""
+    system = f"""You answer a question about the output of the tool {document.tool}, from excerpts of it: lines \
+marked → hold words of the question; around them are the lines before and after, and the output's first and last \
+lines. Answer only from what is shown. Keep numbers, names, paths and ids exactly as written.
+After the answer, write EVIDENCE: and the lines that show it, copied exactly, each like > "copied line"."""
+    return system, f"EXCERPTS OF THE OUTPUT:\n{excerpts}\n\nQUESTION: {extract}"
 
 
 def reduce_prompt(document: Document, extract: str, chunk_outputs: list[str], nonce: str) -> tuple[str, str]:
@@ -164,6 +182,18 @@ Use Grep to find the relevant parts and Read to see them in full, then answer.
 
 {_output_format(nonce, "the file")}"""
     return system, f"Extract from the file {document.handle}: {extract}"
+
+
+def answer_of(text: str, nonce: str) -> str | None:
+    """What the model answered: the wrapper's content, or, without one, all it said (without a `<think>` block
+    and any stray wrapper tag); None only when it said nothing."""
+    if (wrapped := parse_final(text, nonce)) is not None:
+        return wrapped or None
+    said = _STRAY_TAG.sub("", _THINK.sub("", text, count=1)).strip()
+    return said or None
+
+
+_STRAY_TAG = re.compile(r"</?claimcheck-[0-9a-f]*-?FINAL[^>]*>")
 
 
 def parse_final(text: str, nonce: str) -> str | None:

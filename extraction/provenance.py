@@ -1,4 +1,13 @@
-"""Evidence quotes checked against the stored output: found ones get character offsets, the rest are flagged."""
+"""Evidence quotes checked against the stored output: found ones get character offsets, the rest are flagged.
+
+Small models rarely write quotes in the asked form (`> "text"`): they write bullets, bare lines, or copy the
+line into the answer itself. So, in `settle`:
+- a line under EVIDENCE: in the asked form is a quote, verified or flagged unverified;
+- any other line there is tried as a quote without its markup (`-`, `>`, `1.`, quotes, backticks): found in the
+  output, it is a verified quote; not found, it stays in the answer (a small model's bullets held its facts);
+- an answer with no quotes at all has its own lines tried the same way: a line copied whole from the output is
+  evidence of itself (it stays in the answer too).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,14 @@ from dataclasses import dataclass
 
 from extraction.source import Source, text_windows
 
-__all__ = ["Evidence", "split_evidence", "verify", "with_evidence"]
+__all__ = ["Evidence", "settle", "split_evidence", "verify", "with_evidence"]
 
 _QUOTE = re.compile(r'^\s*>?\s*"(.*)"\s*$')  # the ">" is optional: a 0.5B model drops it
 _MIN_QUOTE_CHARS = 3
 _LOOSE_SLACK = 4096  # characters of extra whitespace a loosely matched quote may have
+_MARKUP = re.compile(r"^\s*(?:[-*•>→]|\d+[.)])?\s*(?:quote:\s*)?[\"'`“]*(.*?)[\"'`”]*\s*$", re.IGNORECASE)
+_MIN_LOOSE_CHARS = 12  # a shorter line found in the output proves little (a word, a number)
+_MAX_LOOSE_LINES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,35 @@ def verify(quotes: list[str], document: Source) -> list[Evidence]:
         found = exact.get(quote) or loose.get(quote)
         evidence.append(Evidence(quote, *found) if found else Evidence(quote, None, None))
     return evidence
+
+
+def settle(answer: str, document: Source) -> tuple[str, list[Evidence]]:
+    """The answer without what became evidence, and the evidence, verified (blocking: one pass over the output).
+
+    See the module's docstring for which lines are quotes."""
+    head, marker, tail = answer.partition("EVIDENCE:")
+    quotes: list[str] = []
+    loose: list[str] = []
+    kept: list[str] = []
+    for line in tail.splitlines() if marker else ():
+        if (match := _QUOTE.match(line)) is not None:
+            quotes.append(match.group(1))
+        elif line.strip():
+            kept.append(line.rstrip())
+            loose.append(_bare(line))
+    own = [] if quotes or loose else [_bare(line) for line in head.splitlines()]
+    candidates = [text for text in [*loose, *own] if len(text) >= _MIN_LOOSE_CHARS][:_MAX_LOOSE_LINES]
+    checked = verify([*quotes, *candidates], document)
+    found_loose = {e.quote for e in checked if e.start is not None and e.quote in candidates}
+    evidence = [e for e in checked if e.quote not in candidates or e.quote in found_loose]
+    rest = [line for line in kept if _bare(line) not in found_loose]
+    head = head.strip()
+    return (f"{head}\n{chr(10).join(rest)}".strip() if rest else head), evidence
+
+
+def _bare(line: str) -> str:
+    match = _MARKUP.match(line)
+    return (match.group(1) if match else line).strip()
 
 
 def with_evidence(answer: str, evidence: list[Evidence]) -> str:

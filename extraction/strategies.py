@@ -8,13 +8,22 @@ from dataclasses import dataclass
 import anyio
 
 from extraction.chunking import Chunk, chunk_source, read_chunk
-from extraction.errors import ExtractionError, LLMError, NoFinalReport, Ungrounded
+from extraction.errors import ExtractionError, LLMContextOverflow, LLMError, NoFinalReport, Ungrounded
+from extraction.excerpts import excerpt
 from extraction.llm import LLM, Completion, Message, ToolSpec, Usage
-from extraction.prompts import NOT_FOUND, Document, map_prompt, parse_final, read_grep_prompt, reduce_prompt
+from extraction.prompts import (
+    NOT_FOUND,
+    Document,
+    answer_of,
+    excerpt_prompt,
+    map_prompt,
+    read_grep_prompt,
+    reduce_prompt,
+)
 from extraction.source import Source
 from extraction.tokens import count_tokens
 
-__all__ = ["FileTool", "Policy", "StrategyResult", "full_chunked", "plan_chunks", "read_grep"]
+__all__ = ["FileTool", "Policy", "StrategyResult", "excerpts", "full_chunked", "plan_chunks", "read_grep"]
 
 FileTool = Callable[[dict[str, object]], Awaitable[str]]
 Prompt = Callable[[], Awaitable[tuple[str, str]]]  # (system, user), made when its turn comes
@@ -59,9 +68,10 @@ class Policy:
     max_chunks_hard: int = 64
     overlap_percent: float = 10
     avg_line_bytes_threshold: int = 1000
-    concurrency: int = 4
+    concurrency: int | None = None  # None: as many as the endpoint serves at once (`llm.concurrency`)
     retries: int = 2
     max_turns: int = 4
+    excerpt_tokens: int = 1500  # the most an excerpts page holds (cl100k), if the window leaves that much
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +84,15 @@ class StrategyResult:
 MIN_CHUNK_TOKENS = 256
 
 
-def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
-    """Tokens left for a chunk: context window minus the answer and the prompt around the chunk.
+def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str, ratio: float = 1.0) -> int:
+    """Tokens (cl100k) left for a chunk: context window minus the answer and the prompt around the chunk.
 
-    Raises `LLMError` saying where the window went when fewer than MIN_CHUNK_TOKENS are left.
+    `ratio` is the model's tokens per cl100k token (extraction.budget): the window is the model's, the plan
+    counts cl100k. Raises `LLMError` saying where the window went when fewer than MIN_CHUNK_TOKENS are left.
     """
     system, user = map_prompt(document, extract, "", 999, 999, 10, nonce)
     prompt = count_tokens(system) + count_tokens(user) + 64
-    budget = llm.context_window - llm.max_output_tokens - prompt
+    budget = int((llm.context_window - llm.max_output_tokens) / ratio) - prompt
     if budget < MIN_CHUNK_TOKENS:
         raise LLMError(
             f"the model's context window ({llm.context_window} tokens) leaves no room for a chunk: "
@@ -91,9 +102,11 @@ def chunk_budget(llm: LLM, document: Document, extract: str, nonce: str) -> int:
     return budget
 
 
-def plan_chunks(source: Source, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str) -> list[Chunk]:
+def plan_chunks(
+    source: Source, llm: LLM, document: Document, extract: str, policy: Policy, nonce: str, ratio: float = 1.0
+) -> list[Chunk]:
     """The chunks of the stored output (blocking: a few small reads near the cuts)."""
-    budget = chunk_budget(llm, document, extract, nonce)
+    budget = chunk_budget(llm, document, extract, nonce, ratio)
     return chunk_source(source, budget, policy.overlap_percent, tokens=document.tokens)
 
 
@@ -110,7 +123,7 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, po
         return await _ask_in_batches(llm, usage, prompts, nonce, policy)
     answers: list[str] = [""] * len(prompts)
     failures: list[ExtractionError] = []
-    limiter = anyio.CapacityLimiter(policy.concurrency)
+    limiter = anyio.CapacityLimiter(in_flight(llm, policy))
 
     async def one(index: int, scope: anyio.CancelScope) -> None:
         async with limiter:
@@ -119,14 +132,17 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, po
             for _ in range(policy.retries + 1):
                 try:
                     completion = await llm.complete(conversation, max_tokens=llm.max_output_tokens)
+                except LLMContextOverflow as exc:
+                    failure = exc  # the same prompt fails the same way: the caller splits smaller
+                    break
                 except LLMError as exc:
                     failure = exc
                     continue
                 usage.add(llm.model, completion)
-                if (answer := parse_final(completion.text, nonce)) is not None:
+                if (answer := answer_of(completion.text, nonce)) is not None and not echoes(answer, conversation):
                     answers[index] = answer
                     return
-                failure = NoFinalReport("the model answered without the FINAL wrapper")
+                failure = NoFinalReport("the model gave an empty answer, or repeated the instructions")
                 conversation = _reminded(conversation, nonce)
             assert failure is not None
             failures.append(failure)  # one part that cannot be read spoils the whole answer
@@ -153,8 +169,8 @@ async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: 
                 failures[index] = result
                 continue
             usage.add(llm.model, result)
-            if (answer := parse_final(result.text, nonce)) is None:
-                failures[index] = NoFinalReport("the model answered without the FINAL wrapper")
+            if (answer := answer_of(result.text, nonce)) is None:
+                failures[index] = NoFinalReport("the model gave an empty answer")
                 conversations[index] = _reminded(conversations[index], nonce)
             else:
                 answers[index] = answer
@@ -165,17 +181,37 @@ async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: 
 
 
 def _reminded(conversation: list[Message], nonce: str) -> list[Message]:
-    """The request again, saying the wrapper was missing: at temperature 0 the same request gets the same
-    unwrapped answer (bench/extraction_eval.py saw three in a row), a changed one need not. Said once."""
+    """The request again, saying the answer was empty: at temperature 0 the same request gets the same answer
+    (bench/extraction_eval.py saw three in a row), a changed one need not. Said once."""
     *head, user = conversation
     if REMINDER_MARK in user.content:
         return conversation
     tag = f"claimcheck-{nonce}-FINAL"
-    reminder = f'{REMINDER_MARK} put your answer inside <{tag} format="text"> … </{tag}>.'
+    reminder = f'{REMINDER_MARK} write your answer inside <{tag} format="text"> … </{tag}>.'
     return [*head, Message(user.role, f"{user.content}\n\n{reminder}")]
 
 
-REMINDER_MARK = "Your previous answer had no wrapper:"
+REMINDER_MARK = "Your previous answer was empty:"
+
+
+def echoes(answer: str, conversation: list[Message]) -> bool:
+    """Whether the answer only repeats the instructions (a small model's answer when it finds nothing: it echoed
+    "EVIDENCE: with copied lines." in bench/extraction_eval.py): the system prompt, or the request's last lines,
+    after the document."""
+    said = answer.strip().rstrip(".")
+    if len(said) < 8:
+        return False
+    instructions = [m.content for m in conversation if m.role == "system"]
+    instructions += [m.content.rsplit("\n", 2)[-1] for m in conversation if m.role == "user"]
+    return any(said in text for text in instructions)
+
+
+def in_flight(llm: LLM, policy: Policy) -> int:
+    """Requests sent at once: the configured number, else what the endpoint serves at once (else 4)."""
+    if policy.concurrency is not None:
+        return policy.concurrency
+    served = getattr(llm, "concurrency", None)
+    return served if isinstance(served, int) and served > 0 else 4
 
 
 def _conversation(prompt: tuple[str, str]) -> list[Message]:
@@ -190,13 +226,20 @@ def _ready(prompt: tuple[str, str]) -> Prompt:
 
 
 async def full_chunked(
-    llm: LLM, usage: Usage, document: Document, source: Source, extract: str, policy: Policy, nonce: str
+    llm: LLM,
+    usage: Usage,
+    document: Document,
+    source: Source,
+    extract: str,
+    policy: Policy,
+    nonce: str,
+    ratio: float = 1.0,
 ) -> StrategyResult:
-    """Map every chunk (concurrently, under `policy.concurrency`), then reduce the relevant answers.
+    """Map every chunk (concurrently, `in_flight` at a time), then reduce the relevant answers.
 
     Each chunk is read from the stored output when its call starts, never all at once.
     """
-    chunks = await anyio.to_thread.run_sync(plan_chunks, source, llm, document, extract, policy, nonce)
+    chunks = await anyio.to_thread.run_sync(plan_chunks, source, llm, document, extract, policy, nonce, ratio)
     searched = chunks[: policy.max_chunks_hard]
 
     def map_step(chunk: Chunk) -> Prompt:
@@ -218,6 +261,26 @@ async def full_chunked(
     reduce = _ready(reduce_prompt(document, extract, relevant, nonce))
     (answer,) = await _ask_all(llm, usage, [reduce], nonce, policy)
     return StrategyResult(answer, len(searched), len(chunks))
+
+
+async def excerpts(
+    llm: LLM,
+    usage: Usage,
+    document: Document,
+    source: Source,
+    extract: str,
+    policy: Policy,
+    nonce: str,
+    ratio: float = 1.0,
+) -> StrategyResult:
+    """One page of the output's lines that share the request's words (extraction.excerpts), asked about once."""
+    budget = min(policy.excerpt_tokens, chunk_budget(llm, document, extract, nonce, ratio))
+    page = await anyio.to_thread.run_sync(excerpt, source, extract, budget)
+    if not page.chosen:
+        return StrategyResult(f"{NOT_FOUND}\nno line shares a word with the request", 0, page.segments)
+    prompt = excerpt_prompt(document, extract, page.text)
+    (answer,) = await _ask_all(llm, usage, [_ready(prompt)], nonce, policy)
+    return StrategyResult(answer, page.chosen, page.segments)
 
 
 async def read_grep(
@@ -244,9 +307,9 @@ async def read_grep(
         if not completion.tool_calls and turn == 0:
             raise Ungrounded("the model answered without looking at the output through Read or Grep")
         if not completion.tool_calls or last:
-            answer = parse_final(completion.text, nonce)
+            answer = answer_of(completion.text, nonce)
             if answer is None:
-                raise NoFinalReport("the read-grep loop ended without the FINAL wrapper")
+                raise NoFinalReport("the read-grep loop ended with an empty answer")
             return StrategyResult(answer, 0, 0)
         messages.append(Message("assistant", completion.text, tool_calls=completion.tool_calls))
         for call in completion.tool_calls:
@@ -270,6 +333,8 @@ async def _complete_with_retries(
     for _ in range(retries + 1):
         try:
             return await llm.complete(messages, max_tokens=llm.max_output_tokens, tools=specs)
+        except LLMContextOverflow:
+            raise
         except LLMError as exc:
             failure = exc
     assert failure is not None

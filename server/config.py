@@ -111,14 +111,15 @@ class ExtractionSettings(_Strict):
     base_url: str | None = Field(default=None, alias="baseUrl")
     model: str | None = None
     api_key_env: str | None = Field(default=None, alias="apiKeyEnv")
-    context_window: int = Field(default=128_000, alias="contextWindow", gt=0)
-    max_output_tokens: int = Field(default=4096, alias="maxOutputTokens", gt=0)
-    timeout_secs: float = Field(default=120, alias="timeoutSecs", gt=0)
+    context_window: int | None = Field(default=None, alias="contextWindow", gt=0)  # None: what the endpoint says
+    max_output_tokens: int | None = Field(default=None, alias="maxOutputTokens", gt=0)  # None: window / 8
+    timeout_secs: float = Field(default=120, alias="timeoutSecs", gt=0)  # since the last token received
+    first_token_secs: float = Field(default=600, alias="firstTokenSecs", gt=0)  # a CPU reads a long prompt first
     max_chunks: int = Field(default=1, alias="maxChunks", ge=1)
     max_chunks_hard: int = Field(default=64, alias="maxChunksHard", ge=1)
     overlap_percent: float = Field(default=10, alias="overlapPercent", ge=0, lt=100)
     avg_line_bytes_threshold: int = Field(default=1000, alias="avgLineBytesThreshold", gt=0)
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)  # None: what the endpoint serves at once
     retries: int = Field(default=2, ge=0)
     max_turns: int = Field(default=4, alias="maxTurns", ge=1)
 

@@ -43,7 +43,7 @@ __all__ = [
 
 LIST_PAGE = 20
 LIST_PAGE_MAX = 100
-Mode = Literal["auto", "full-chunked", "read-grep", "truncate", "raw", "slice", "json"]
+Mode = Literal["auto", "full-chunked", "read-grep", "excerpts", "truncate", "raw", "slice", "json"]
 
 
 class _Args(BaseModel):
@@ -178,6 +178,7 @@ HANDLE_TOOL_REGISTRY = (
     OwnTool(
         "tool_output",
         "Read a stored tool output by its handle. mode: auto (default; needs `extract`), full-chunked, read-grep, "
+        "excerpts (the lines that share the request's words, for a small model), "
         "truncate (head and tail), raw (whole output, only under the size threshold), slice ({{start, length}} in "
         "characters, or {{anchor, window, match_index}}), json (for a JSON output: its shape, or with `query` a "
         "JMESPath query such as `items[?status == 'error'].id`, read as a stream).",

@@ -93,7 +93,7 @@ async def _tool_output(
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
         raise fail(f"The call {call.status}: {await error_of(call, session, sessions, threshold=threshold)}")
-    if args.mode in ("auto", "full-chunked", "read-grep") and not (args.extract or "").strip():
+    if args.mode in ("auto", "full-chunked", "read-grep", "excerpts") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True
     call.retrievals += 1
@@ -120,7 +120,7 @@ async def _tool_output(
             async with opener() as source:
                 body = await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
             return _text(messages.success(call.public_name, call.handle, "truncate", body))
-        assert args.extract is not None and args.mode in ("auto", "full-chunked", "read-grep")
+        assert args.extract is not None and args.mode in ("auto", "full-chunked", "read-grep", "excerpts")
         extraction = await extract(call, opener, args.extract, args.mode)
     except RetrievalError as exc:
         raise fail(str(exc)) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,7 +29,7 @@ from extraction import (
 )
 from extraction import Mode as ExtractMode
 from extraction.llm import ToolSpec
-from extraction.openai import OpenAICompatible
+from extraction.openai import DEFAULT_CONTEXT_WINDOW, OpenAICompatible, default_answer_tokens
 from server.config import ExtractionSettings
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
@@ -53,8 +54,7 @@ class SamplingLLM:
     def __init__(self, relay: RequestRelay, settings: ExtractionSettings, client: str) -> None:
         self._relay = relay
         self.model = f"sampling:{client}"
-        self.context_window = settings.context_window
-        self.max_output_tokens = settings.max_output_tokens
+        self.context_window, self.max_output_tokens = _sampling_window(settings)
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
@@ -107,8 +107,7 @@ class BatchSamplingLLM:
         self._conversation = conversation
         self._wait = settings.timeout_secs
         self.model = f"sampling:{client}"
-        self.context_window = settings.context_window
-        self.max_output_tokens = settings.max_output_tokens
+        self.context_window, self.max_output_tokens = _sampling_window(settings)
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
@@ -133,6 +132,29 @@ class BatchSamplingLLM:
             timeout = LLMTimeout(f"the client did not answer the sampling requests within {self._wait:g} s")
             return [timeout] * len(conversations)
         return answers
+
+
+def _sampling_window(settings: ExtractionSettings) -> tuple[int, int]:
+    """(context window, answer tokens) of the client's model: the settings, else the defaults (a client does
+    not say its model's window)."""
+    window = settings.context_window or DEFAULT_CONTEXT_WINDOW
+    return window, settings.max_output_tokens or default_answer_tokens(window)
+
+
+@functools.lru_cache(maxsize=16)
+def _endpoint(settings: ExtractionSettings, base_url: str, model: str, api_key: str | None) -> OpenAICompatible:
+    """One backend per endpoint and settings, kept: what it learned about the endpoint (its window, tokenizer,
+    slots) is asked once per process, not once per extraction."""
+    return OpenAICompatible(
+        base_url,
+        model,
+        api_key=api_key,
+        context_window=settings.context_window,
+        max_output_tokens=settings.max_output_tokens,
+        timeout_secs=settings.timeout_secs,
+        first_token_secs=settings.first_token_secs,
+        concurrency=settings.concurrency,
+    )
 
 
 def _sampling_params(messages: Sequence[Message], max_tokens: int) -> types.CreateMessageRequestParams:
@@ -163,15 +185,7 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
         api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
         if settings.api_key_env and not api_key:
             return None, f"the API key variable {settings.api_key_env} is not set"
-        llm = OpenAICompatible(
-            settings.base_url,
-            settings.model,
-            api_key=api_key,
-            context_window=settings.context_window,
-            max_output_tokens=settings.max_output_tokens,
-            timeout_secs=settings.timeout_secs,
-        )
-        return llm, ""
+        return _endpoint(settings, settings.base_url, settings.model, api_key), ""
     if provider == "openai":
         return None, "the openai provider needs settings.extraction.baseUrl and model"
     if not ctx.session.check_client_capability(_SAMPLING):
@@ -210,7 +224,7 @@ def extract_function(
     threshold: int,
     params: types.CallToolRequestParams,
 ) -> ExtractFn:
-    """What `tool_output` calls for auto, full-chunked and read-grep in this request."""
+    """What `tool_output` calls for auto, full-chunked, read-grep and excerpts in this request."""
 
     async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction

@@ -1,0 +1,174 @@
+"""The excerpts strategy's reading: the lines of an output that share the rarest words with the question, with
+their neighbours, the output's first lines and its last, in order, within a small budget.
+
+Why: a small local model misses a line in a chunk of thousands of tokens (Qwen2.5-Coder-0.5B answered "not
+found" over a 2 000-token chunk that held the answer, bench/extraction_eval.py) but reads a page of a few
+dozen lines well. Picking the lines is lexical and cheap: two passes over the stored output, no model.
+
+A line longer than `SEGMENT_CHARS` (a minified bundle, one-line JSON) is read as segments of that length, so
+a 10 000-character line is not one unit. Memory is bounded whatever the output: segments are grouped by which
+question words they hold (at most 2**MAX_TERMS groups), each group keeping at most `KEEP` positions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from extraction.source import Source, text_pieces
+from extraction.tokens import count_tokens
+
+__all__ = ["Excerpt", "excerpt", "terms_of"]
+
+SEGMENT_CHARS = 400
+MAX_TERMS = 10
+KEEP = 24  # positions kept per group of segments holding the same question words
+NEIGHBOURS = 2  # lines (or segments of a long line) shown on each side of a chosen one
+HEAD_SEGMENTS = 5
+TAIL_SEGMENTS = 10
+HEAD_TAIL_SHARE = 0.15  # of the budget, each: a bundle's 400-character segments must not fill it alone
+MARK = "→ "  # before a chosen line, as Grep marks a match; the lines around it get two spaces
+RELEVANT = 0.25  # a group is shown when its words weigh at least this share of the best group's
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
+_STOP = frozenset(
+    """a an and are as at be by can do does did for from give has have how if in into is it its list made me
+    name names of on one or than that the their them there these this those to was were what when where which
+    who whom whose why with would your you all any each every first give given show tell value values""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    text: str
+    segments: int  # of the output
+    chosen: int  # segments chosen for holding question words
+    terms: tuple[str, ...]
+
+
+def terms_of(question: str) -> list[str]:
+    """The question's words worth looking for, lowercased and cut to a stem (`killed` → `kill`)."""
+    terms: list[str] = []
+    for word in _WORD.findall(question):
+        lowered = word.lower()
+        if lowered in _STOP or (len(lowered) < 3 and not word.isupper()):
+            continue
+        stem = _stem(lowered)
+        if stem not in terms:
+            terms.append(stem)
+    return terms[:MAX_TERMS]
+
+
+def _stem(word: str) -> str:
+    if not word.isalpha():  # an identifier (max_retry_backoff_ms, x-token-3) is looked for as written
+        return word
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _segments(source: Source) -> Iterator[str]:
+    """The output's lines, each longer line as pieces of SEGMENT_CHARS (blocking)."""
+    rest = ""
+    for piece in text_pieces(source):
+        rest += piece
+        lines = rest.split("\n")
+        rest = lines.pop()
+        for line in lines:
+            yield from _cut(line)
+        if len(rest) > SEGMENT_CHARS:
+            cut = len(rest) - len(rest) % SEGMENT_CHARS
+            yield from _cut(rest[:cut])
+            rest = rest[cut:]
+    if rest:
+        yield from _cut(rest)
+
+
+def _cut(line: str) -> Iterator[str]:
+    if len(line) <= SEGMENT_CHARS:
+        yield line
+        return
+    for start in range(0, len(line), SEGMENT_CHARS):
+        yield line[start : start + SEGMENT_CHARS]
+
+
+def excerpt(source: Source, question: str, budget_tokens: int) -> Excerpt:
+    """The excerpt of `source` for `question` within about `budget_tokens` (cl100k); blocking."""
+    terms = terms_of(question)
+    groups: dict[int, list[int]] = {}
+    outline: dict[int, tuple[int, ...]] = {}  # a kept segment's headings: the last two unindented lines before it
+    headings: tuple[int, ...] = ()
+    frequency = [0] * len(terms)
+    total = 0
+    for index, segment in enumerate(_segments(source)):
+        total = index + 1
+        lowered = segment.lower()
+        mask = 0
+        for bit, term in enumerate(terms):
+            if term in lowered:
+                mask |= 1 << bit
+                frequency[bit] += 1
+        if mask:
+            kept = groups.setdefault(mask, [])
+            if len(kept) < KEEP:
+                kept.append(index)
+                outline[index] = headings
+        if segment[:1].isalnum():  # `commit …`, `diff --git …`, `Author: …`: what the indented lines belong to
+            headings = (*headings[-1:], index)
+    weight = [math.log((total + 1) / (count + 0.5)) if count else 0.0 for count in frequency]
+
+    def score(mask: int) -> float:
+        return sum(weight[bit] for bit in range(len(terms)) if mask >> bit & 1)
+
+    best = max(map(score, groups), default=0.0)
+    ranked = [
+        i for mask in sorted(groups, key=score, reverse=True) if score(mask) >= best * RELEVANT for i in groups[mask]
+    ]
+    windows = [sorted({*outline[i], *range(max(0, i - NEIGHBOURS), min(total, i + NEIGHBOURS + 1))}) for i in ranked]
+    return _render(source, ranked, windows, total, budget_tokens, tuple(terms))
+
+
+def _render(
+    source: Source, ranked: list[int], windows: list[list[int]], total: int, budget_tokens: int, terms: tuple[str, ...]
+) -> Excerpt:
+    """The start and end of the output, and the chosen segments with their neighbours and headings, in order, as
+    long as the budget holds (best first); chosen segments are marked."""
+    head = range(min(HEAD_SEGMENTS, total))
+    tail = range(max(0, total - TAIL_SEGMENTS), total)
+    needed = {*head, *tail}.union(*map(set, windows))
+    wanted: dict[int, str] = {}
+    for index, segment in enumerate(_segments(source)):
+        if index in needed:
+            wanted[index] = segment
+    shown: set[int] = set()
+    used = 0
+    for edge in (head, reversed(tail)):
+        share = 0
+        for index in edge:
+            cost = count_tokens(wanted.get(index, "")) + 1
+            if share + cost > budget_tokens * HEAD_TAIL_SHARE:
+                break
+            shown.add(index)
+            share += cost
+        used += share
+    chosen: set[int] = set()
+    for center, window in zip(ranked, windows, strict=True):
+        new = [i for i in window if i not in shown]
+        cost = sum(count_tokens(wanted.get(i, "")) + 3 for i in new)
+        if used + cost > budget_tokens:
+            continue
+        shown.update(new)
+        chosen.add(center)
+        used += cost
+    lines: list[str] = []
+    last = -1
+    for index in sorted(shown):
+        if index > last + 1:
+            lines.append(f"  [… {index - last - 1} lines not shown …]")
+        lines.append((MARK if index in chosen else "  ") + wanted.get(index, ""))
+        last = index
+    if last < total - 1:
+        lines.append(f"  [… {total - 1 - last} lines not shown …]")
+    return Excerpt("\n".join(lines), total, len(chosen), terms)
