@@ -172,7 +172,8 @@ async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str]
     down.server.add_tool(lambda: output, name="out", structured_output=False)
     settings = {
         "extraction": extraction,
-        "asyncTokenThreshold": threshold,
+        # an output under the threshold would come back whole, with no handle: the small cases are stored too
+        "asyncTokenThreshold": min(threshold, count_tokens(output) // 2),
         "asyncTimeoutSecs": 600,
         "api": {"enabled": False},
     }

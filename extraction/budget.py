@@ -19,12 +19,12 @@ from extraction.llm import LLM
 from extraction.source import Source
 from extraction.tokens import count_tokens
 
-__all__ = ["SAMPLE_BYTES", "UNKNOWN_RATIO", "samples", "token_ratio"]
+__all__ = ["MARGIN", "SAMPLE_BYTES", "UNKNOWN_RATIO", "samples", "token_ratio"]
 
 UNKNOWN_RATIO = 1.6
 SAMPLE_BYTES = 8 * 1024
 _SAMPLES = 4  # spread over the output: start, two in the middle, end
-_MARGIN = 1.03  # over the highest sample: the rest of the output was not counted
+MARGIN = 1.03  # over the highest sample: the rest of the output was not counted
 
 
 def samples(source: Source) -> list[str]:
@@ -49,4 +49,4 @@ async def token_ratio(llm: LLM, pieces: Sequence[str], extra: Sequence[str] = ()
     if counted is None:
         return UNKNOWN_RATIO
     ratios = [model / max(count_tokens(text), 1) for model, text in zip(counted, texts, strict=True)]
-    return float(max(1.0, max(ratios) * _MARGIN))
+    return float(max(1.0, max(ratios) * MARGIN))

@@ -31,6 +31,7 @@ TAIL_SEGMENTS = 10
 HEAD_TAIL_SHARE = 0.15  # of the budget, each: a bundle's 400-character segments must not fill it alone
 MARK = "→ "  # before a chosen line, as Grep marks a match; the lines around it get two spaces
 RELEVANT = 0.25  # a group is shown when its words weigh at least this share of the best group's
+_SEPARATOR = re.compile(r"[;,\s{}()\[\]]")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
 _STOP = frozenset(
     """a an and are as at be by can do does did for from give has have how if in into is it its list made me
@@ -45,6 +46,7 @@ class Excerpt:
     segments: int  # of the output
     chosen: int  # segments chosen for holding question words
     terms: tuple[str, ...]
+    marked: tuple[str, ...] = ()  # the chosen segments themselves, in order
 
 
 def terms_of(question: str) -> list[str]:
@@ -70,28 +72,35 @@ def _stem(word: str) -> str:
 
 
 def _segments(source: Source) -> Iterator[str]:
-    """The output's lines, each longer line as pieces of SEGMENT_CHARS (blocking)."""
+    """The output's lines, each longer line as pieces of at most SEGMENT_CHARS (blocking)."""
     rest = ""
     for piece in text_pieces(source):
         rest += piece
         lines = rest.split("\n")
         rest = lines.pop()
         for line in lines:
-            yield from _cut(line)
-        if len(rest) > SEGMENT_CHARS:
-            cut = len(rest) - len(rest) % SEGMENT_CHARS
-            yield from _cut(rest[:cut])
-            rest = rest[cut:]
+            pieces, last = _split_long(line)
+            yield from pieces
+            yield last
+        pieces, rest = _split_long(rest)  # a line without its end yet: its finished pieces go now
+        yield from pieces
     if rest:
-        yield from _cut(rest)
+        pieces, last = _split_long(rest)
+        yield from pieces
+        yield last
 
 
-def _cut(line: str) -> Iterator[str]:
-    if len(line) <= SEGMENT_CHARS:
-        yield line
-        return
-    for start in range(0, len(line), SEGMENT_CHARS):
-        yield line[start : start + SEGMENT_CHARS]
+def _split_long(text: str) -> tuple[list[str], str]:
+    """`text` as pieces of at most SEGMENT_CHARS, each cut after a separator (`;`, `,`, a space…) in its last
+    quarter where there is one, so a word is rarely cut in two; and what is left (at most SEGMENT_CHARS)."""
+    pieces = []
+    while len(text) > SEGMENT_CHARS:
+        window = text[SEGMENT_CHARS * 3 // 4 : SEGMENT_CHARS]
+        found = _SEPARATOR.search(window[::-1])
+        cut = SEGMENT_CHARS - found.start() if found else SEGMENT_CHARS
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return pieces, text
 
 
 def excerpt(source: Source, question: str, budget_tokens: int) -> Excerpt:
@@ -126,18 +135,27 @@ def excerpt(source: Source, question: str, budget_tokens: int) -> Excerpt:
     ranked = [
         i for mask in sorted(groups, key=score, reverse=True) if score(mask) >= best * RELEVANT for i in groups[mask]
     ]
-    windows = [sorted({*outline[i], *range(max(0, i - NEIGHBOURS), min(total, i + NEIGHBOURS + 1))}) for i in ranked]
+    windows = [
+        (sorted({*outline[i], *range(max(0, i - NEIGHBOURS), min(total, i + NEIGHBOURS + 1))}), [*outline[i], i])
+        for i in ranked
+    ]
     return _render(source, ranked, windows, total, budget_tokens, tuple(terms))
 
 
 def _render(
-    source: Source, ranked: list[int], windows: list[list[int]], total: int, budget_tokens: int, terms: tuple[str, ...]
+    source: Source,
+    ranked: list[int],
+    windows: list[tuple[list[int], list[int]]],
+    total: int,
+    budget_tokens: int,
+    terms: tuple[str, ...],
 ) -> Excerpt:
-    """The start and end of the output, and the chosen segments with their neighbours and headings, in order, as
-    long as the budget holds (best first); chosen segments are marked."""
+    """The start and end of the output, and the chosen segments with their neighbours and headings (or, where
+    those do not fit, with their headings alone), in order, as long as the budget holds (best first); chosen
+    segments are marked."""
     head = range(min(HEAD_SEGMENTS, total))
     tail = range(max(0, total - TAIL_SEGMENTS), total)
-    needed = {*head, *tail}.union(*map(set, windows))
+    needed = {*head, *tail}.union(*(set(wide) for wide, _ in windows))
     wanted: dict[int, str] = {}
     for index, segment in enumerate(_segments(source)):
         if index in needed:
@@ -154,14 +172,15 @@ def _render(
             share += cost
         used += share
     chosen: set[int] = set()
-    for center, window in zip(ranked, windows, strict=True):
-        new = [i for i in window if i not in shown]
-        cost = sum(count_tokens(wanted.get(i, "")) + 3 for i in new)
-        if used + cost > budget_tokens:
-            continue
-        shown.update(new)
-        chosen.add(center)
-        used += cost
+    for center, choices in zip(ranked, windows, strict=True):
+        for window in choices:
+            new = [i for i in window if i not in shown]
+            cost = sum(count_tokens(wanted.get(i, "")) + 3 for i in new)
+            if used + cost <= budget_tokens:
+                shown.update(new)
+                chosen.add(center)
+                used += cost
+                break
     lines: list[str] = []
     last = -1
     for index in sorted(shown):
@@ -171,4 +190,5 @@ def _render(
         last = index
     if last < total - 1:
         lines.append(f"  [… {total - 1 - last} lines not shown …]")
-    return Excerpt("\n".join(lines), total, len(chosen), terms)
+    marked = tuple(wanted.get(i, "") for i in sorted(chosen))
+    return Excerpt("\n".join(lines), total, len(chosen), terms, marked)

@@ -141,7 +141,7 @@ def excerpt_prompt(document: Document, extract: str, excerpts: str) -> tuple[str
 
     Neither the wrapper nor a "not found" answer is asked for: Qwen2.5-Coder-0.5B answered "not found" over a page
     that showed the answer when it was offered one (bench/extraction_eval.py), and an answer is read by what it
-    says (`answer_of`)."""
+    says (`answer_of`). Listing the marked lines again before the page found fewer facts (12 of 37, not 16)."""
     system = f"""You answer a question about the output of the tool {document.tool}, from excerpts of it: lines \
 marked → hold words of the question; around them are the lines before and after, and the output's first and last \
 lines. Answer only from what is shown. Keep numbers, names, paths and ids exactly as written.

@@ -196,14 +196,22 @@ REMINDER_MARK = "Your previous answer was empty:"
 
 def echoes(answer: str, conversation: list[Message]) -> bool:
     """Whether the answer only repeats the instructions (a small model's answer when it finds nothing: it echoed
-    "EVIDENCE: with copied lines." in bench/extraction_eval.py): the system prompt, or the request's last lines,
-    after the document."""
-    said = answer.strip().rstrip(".")
-    if len(said) < 8:
-        return False
+    "EVIDENCE: with copied lines." in bench/extraction_eval.py): a whole line of the system prompt or of the
+    request from its question on, or a long stretch of them (a short answer may share words with them)."""
+    said = answer.strip().rstrip(".").strip()
     instructions = [m.content for m in conversation if m.role == "system"]
-    instructions += [m.content.rsplit("\n", 2)[-1] for m in conversation if m.role == "user"]
-    return any(said in text for text in instructions)
+    instructions += [_after_document(m.content) for m in conversation if m.role == "user"]
+    lines = {line.strip().rstrip(".").strip() for text in instructions for line in text.splitlines()}
+    return said in lines or (len(said) >= ECHO_CHARS and any(said in text for text in instructions))
+
+
+ECHO_CHARS = 25
+
+
+def _after_document(request: str) -> str:
+    """What a request says after the document it shows: from its question on (never a line of the output)."""
+    at = max(request.rfind("\nQUESTION: "), request.rfind("\nWHAT TO EXTRACT: "))
+    return request[at + 1 :] if at >= 0 else ""
 
 
 def in_flight(llm: LLM, policy: Policy) -> int:

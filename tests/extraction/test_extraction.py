@@ -35,6 +35,7 @@ from extraction import (
     parse_final,
     read_chunk,
 )
+from extraction.budget import MARGIN
 from extraction.strategies import full_chunked, plan_chunks, read_grep
 
 pytestmark = pytest.mark.anyio
@@ -113,6 +114,10 @@ class FakeLLM:
         self.log: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
+
+    async def count_model_tokens(self, texts: list[str]) -> list[int]:
+        """The model's own tokenizer, here cl100k's: chunk plans are those of a ratio of 1 (and its margin)."""
+        return [count_tokens(text) for text in texts]
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
@@ -209,7 +214,8 @@ async def extract(
 
 
 def chunk_count(text: str, llm: FakeLLM, policy: Policy) -> int:
-    return len(plan_chunks(TextSource.of(text), llm, document_for(text), "the errors", policy, NONCE))
+    """The chunks the extractor plans for `llm`, which counts as cl100k does (ratio 1 and the sampling margin)."""
+    return len(plan_chunks(TextSource.of(text), llm, document_for(text), "the errors", policy, NONCE, MARGIN))
 
 
 # parse_final
@@ -386,17 +392,25 @@ async def test_an_llm_error_is_retried_and_the_retry_answers() -> None:
     assert len(llm.calls) == 2
 
 
-async def test_an_answer_without_the_wrapper_counts_as_a_failure_and_is_retried() -> None:
-    llm = FakeLLM(in_order(Completion("the answer, unwrapped"), "the answer"))
+async def test_an_answer_without_the_wrapper_is_read_as_it_is() -> None:
+    llm = FakeLLM(in_order(Completion("the answer, unwrapped"), "never asked"))
+
+    assert await run_full_chunked(llm, log_text(3), Policy(retries=2)) == "the answer, unwrapped"
+    assert len(llm.calls) == 1
+
+
+async def test_an_empty_answer_or_one_that_repeats_the_instructions_is_asked_again() -> None:
+    echo = Completion("Answer inside the wrapper, then EVIDENCE: with copied lines.")
+    llm = FakeLLM(in_order(Completion("  "), echo, "the answer"))
 
     assert await run_full_chunked(llm, log_text(3), Policy(retries=2)) == "the answer"
-    assert len(llm.calls) == 2
+    assert len(llm.calls) == 3
 
 
 @pytest.mark.parametrize(
     ("failure", "reason"),
-    [(LLMUnavailable("connection refused"), "connection refused"), (Completion("no wrapper"), "FINAL wrapper")],
-    ids=["llm error", "no wrapper"],
+    [(LLMUnavailable("connection refused"), "connection refused"), (Completion(""), "gave an empty answer")],
+    ids=["llm error", "empty answer"],
 )
 @pytest.mark.parametrize("lines", [3, 500], ids=["one chunk", "many chunks"])
 async def test_after_the_retries_the_extractor_falls_back_to_truncate(failure: Reply, reason: str, lines: int) -> None:

@@ -75,7 +75,9 @@ class FakeOpenAI:
             text = f'<claimcheck-{nonce}-FINAL format="text">{"; ".join(lines)}\nEVIDENCE:\n{evidence}'
             return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}]})
         if self.behaviour == "no wrapper":
-            text = "Here are the errors, but I forgot the wrapper."
+            text = f"Here are the errors, but I forgot the wrapper: {ERRORS[120]}"
+        elif self.behaviour == "empty":
+            text = ""
         else:
             system = body["messages"][0]["content"]
             nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
@@ -158,7 +160,7 @@ async def test_a_hallucinated_quote_is_marked_unverified() -> None:
         # An answer that comes has all the time a loaded machine may need; only the one that never comes meets
         # the LLM timeout, however short it is and however loaded the machine.
         ("malformed", "answered something that is not a chat completion", 600),
-        ("no wrapper", "without the FINAL wrapper", 600),
+        ("empty", "gave an empty answer", 600),
         ("slow", "gave no answer within 0.5 s", 0.5),
     ],
 )
@@ -167,7 +169,7 @@ async def test_a_failing_llm_falls_back_to_truncate_with_the_reason(
 ) -> None:
     async with fake_openai() as (url, fake):
         fake.behaviour = behaviour
-        handle, answer, is_error = await extract_errors(url, timeoutSecs=llm_timeout)
+        handle, answer, is_error = await extract_errors(url, timeoutSecs=llm_timeout, firstTokenSecs=llm_timeout)
     assert not is_error
     assert answer.startswith(
         f"ABSTRACT FROM TOOL OUTPUT down__log WITH HANDLE {handle}, STRATEGY:truncate:\n\n"
@@ -205,10 +207,12 @@ async def test_the_same_extraction_twice_is_answered_from_the_cache() -> None:
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode: str) -> None:
     prompts: list[str] = []
+    requests: list[str] = []
 
     async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         system = params.system_prompt or ""
         prompts.append(system)
+        requests.append(params.messages[-1].content.text)  # type: ignore[union-attr]
         nonce = re.search(r"claimcheck-([0-9a-f]+)-FINAL", system).group(1)  # type: ignore[union-attr]
         messages = [{"content": m.content.text} for m in params.messages]  # type: ignore[union-attr]
         text = answer_from(messages, nonce, hallucinate=False)
@@ -235,7 +239,7 @@ async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode
     assert ERRORS[120] in answer and ERRORS[333] in answer
     assert re.search(r"chunks=(\d+)/\1 model=sampling:", answer), answer
     assert int(re.search(r"chunks=(\d+)/", answer).group(1)) > 1  # type: ignore[union-attr]  # several rounds of maps
-    assert prompts and "every ERROR line" in prompts[0]
+    assert requests and "QUESTION: every ERROR line" in requests[0]
     assert json.dumps("down__log")[1:-1] in prompts[0]
 
 

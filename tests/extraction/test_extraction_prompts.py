@@ -46,11 +46,20 @@ def test_small_arguments_are_quoted_whole() -> None:
 
 def test_every_prompt_names_the_tool_and_stays_small_with_a_500_kb_argument() -> None:
     doc = document({"body": BIG, "url": "https://example.com/upload"})
-    prompts = [map_prompt(doc, "the error", "chunk text", 1, 1, 10, "n0nce")[0], read_grep_prompt(doc, "x", "n0")[0]]
-    for system in prompts:
-        assert "- Name: web__post" in system
-        assert "https://example.com/upload" in system and "…[cut: 500000 characters in all]" in system
-        assert len(system) < 5000
+    system = read_grep_prompt(doc, "x", "n0")[0]
+    assert "- Name: web__post" in system
+    assert "https://example.com/upload" in system and "…[cut: 500000 characters in all]" in system
+    assert len(system) < 5000
+
+
+def test_the_chunk_prompt_is_short_names_the_tool_and_ends_with_the_question() -> None:
+    # the short map prompt (version 4) quotes no arguments: a small model echoed the long one's lines
+    system, user = map_prompt(document({"body": BIG}), "the error", "chunk text", 2, 5, 10, "n0nce")
+    assert "the tool web__post" in system and "part 2 of 5" in system
+    assert '<claimcheck-n0nce-FINAL format="text">' in system
+    assert len(system) < 800
+    assert user.startswith("DOCUMENT CHUNK 2 of 5:\nchunk text\nEND OF CHUNK 2.")
+    assert "QUESTION: the error\n" in user
 
 
 class Model:
