@@ -122,6 +122,7 @@ async def ask_directly(model: Model, text: str, question: str, note: str) -> tup
     llm = OpenAICompatible(
         model.base_url, model.name, api_key=model.api_key, context_window=model.context, timeout_secs=1800
     )
+    await llm.prepare()  # its tokenizer counts the prompt where the stream reports no usage (llama-cpp-python)
     user = f"TOOL OUTPUT{note}:\n{text}\n\nQUESTION: {question}"
     started = time.perf_counter()
     completion = await llm.complete([Message("system", DIRECT_SYSTEM), Message("user", user)], max_tokens=ANSWER_TOKENS)

@@ -66,7 +66,8 @@ class Answer:
         if isinstance(content := delta.get("content"), str):
             self._grow(len(content))
             self.text.append(content)
-        for call in delta.get("tool_calls") or ():
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             if isinstance(call, dict):
                 self._call(call)
 

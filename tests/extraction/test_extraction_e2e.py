@@ -75,7 +75,7 @@ class FakeOpenAI:
             text = f'<claimcheck-{nonce}-FINAL format="text">{"; ".join(lines)}\nEVIDENCE:\n{evidence}'
             return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}]})
         if self.behaviour == "no wrapper":
-            text = f"Here are the errors, but I forgot the wrapper: {ERRORS[120]}"
+            text = f"Here are the errors, but I forgot the wrapper:\n{ERRORS[120]}"
         elif self.behaviour == "empty":
             text = ""
         else:
@@ -177,6 +177,17 @@ async def test_a_failing_llm_falls_back_to_truncate_with_the_reason(
     )
     assert reason in answer
     assert "line 00000 INFO" in answer  # the head of the output is still there
+
+
+async def test_an_answer_without_the_wrapper_over_http_is_the_answer_and_its_copied_line_verifies() -> None:
+    text = log_text()
+    async with fake_openai() as (url, fake):
+        fake.behaviour = "no wrapper"
+        _, answer, is_error = await extract_errors(url)
+    at = text.index(ERRORS[120])
+    assert not is_error and "STRATEGY:full-chunked" in answer and "fallback" not in answer
+    assert f"Here are the errors, but I forgot the wrapper:\n{ERRORS[120]}\n\nEVIDENCE:\n" in answer
+    assert f'> "{ERRORS[120]}" (chars {at}-{at + len(ERRORS[120])})' in answer  # its copied line is its evidence
 
 
 async def test_an_endpoint_that_is_down_falls_back_to_truncate() -> None:

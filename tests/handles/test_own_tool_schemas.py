@@ -22,7 +22,7 @@ SLICE = {
         "match_index": {"type": "integer", "default": 0},
     },
 }
-MODES = ["auto", "full-chunked", "read-grep", "truncate", "raw", "slice", "json"]
+MODES = ["auto", "full-chunked", "read-grep", "excerpts", "truncate", "raw", "slice", "json"]
 EXPECTED: dict[str, dict[str, Any]] = {
     "tool_output": {
         **OBJECT,
