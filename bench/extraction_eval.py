@@ -195,6 +195,8 @@ async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str]
         credited=scored.judged.credited,
         verified=scored.quotes.verified,
         unverified=scored.quotes.unverified,
+        located=scored.quotes.located,
+        missing=scored.quotes.missing,
         strategy=scored.strategy + (" (fallback)" if scored.fallback is not None else ""),
         seconds=round(seconds, 1),
         tokens_in=usage["inputTokens"],

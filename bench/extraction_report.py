@@ -43,6 +43,8 @@ class Arm:
     wrong: list[str] = field(default_factory=list)  # answer-shaped items of the output that are no fact
     invented: list[str] = field(default_factory=list)  # answer-shaped items that are nowhere in the output
     credited: list[str] = field(default_factory=list)  # the facts found, or none when wrong + invented outnumber them
+    located: int = 0  # lines claimcheck found holding the answer's values, where the model quoted nothing
+    missing: int = 0  # the answer's values found nowhere in the output
 
 
 @dataclass
@@ -126,6 +128,8 @@ def totals(results: Sequence[Result], arm: str, only: set[str] | None = None) ->
         "invented_credited": sum(bool(a.invented and a.credited) for a in arms),  # answers credited beside an invention
         "verified": sum(a.verified for a in arms),
         "unverified": sum(a.unverified for a in arms),
+        "located": sum(a.located for a in arms),
+        "missing": sum(a.missing for a in arms),
         "seconds": round(sum(a.seconds for a in arms), 1),
         "tokens_in": sum(a.tokens_in for a in arms),
         "tokens_out": sum(a.tokens_out for a in arms),
@@ -134,10 +138,18 @@ def totals(results: Sequence[Result], arm: str, only: set[str] | None = None) ->
     }
 
 
+def _quotes(arm: Arm | dict[str, Any]) -> str:
+    """Quotes verified/unverified, and "+ located/missing" where claimcheck located the answer's values."""
+    get = arm.get if isinstance(arm, dict) else lambda key: getattr(arm, key)
+    cell = f"{get('verified')}/{get('unverified')}"
+    return cell + (f" + {get('located')}/{get('missing')}" if get("located") or get("missing") else "")
+
+
 def report(results: Sequence[Result], runs: Sequence[Run], note: str = "") -> str:
     lines = [
         "| case | kind | answer at | output tokens | baseline | claimcheck | oracle | wrong/invented b · c · o "
-        "| claimcheck strategy | quotes ✓/✗ b · c · o | time, tokens in/out: baseline | claimcheck | context saved |",
+        "| claimcheck strategy | quotes ✓/✗ (+ located ✓/✗) b · c · o | time, tokens in/out: baseline | claimcheck "
+        "| context saved |",
         "|---|---|---|---:|---:|---:|---:|---|---|---|---|---|---:|",
     ]
     for r in results:
@@ -145,7 +157,7 @@ def report(results: Sequence[Result], runs: Sequence[Run], note: str = "") -> st
         saved = f"{r.output_tokens / max(c.client_tokens, 1):.0f}×"
         facts = " | ".join(_credited(r, arm) for arm in ARMS)
         extras = " · ".join(_per_arm(r, arm, lambda a: f"{len(a.wrong)}/{len(a.invented)}") for arm in ARMS)
-        quotes = " · ".join(_per_arm(r, arm, lambda a: f"{a.verified}/{a.unverified}") for arm in ARMS)
+        quotes = " · ".join(_per_arm(r, arm, _quotes) for arm in ARMS)
         costs = [_per_arm(r, arm, lambda a: f"{a.seconds:g} s, {a.tokens_in}/{a.tokens_out}") for arm in ARMS[:2]]
         lines.append(
             f"| {r.case} | {r.kind} | {r.where} | {r.output_tokens} | {facts} | {extras} | {c.strategy} | {quotes} "
@@ -153,7 +165,8 @@ def report(results: Sequence[Result], runs: Sequence[Run], note: str = "") -> st
         )
     lines += [
         "",
-        "| | cases | facts credited | found | wrong | invented | quotes ✓/✗ | wall time | model tokens in/out "
+        "| | cases | facts credited | found | wrong | invented | quotes ✓/✗ (+ located ✓/✗) | wall time "
+        "| model tokens in/out "
         "| client context tokens |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -169,7 +182,7 @@ def report(results: Sequence[Result], runs: Sequence[Run], note: str = "") -> st
         share = f"{t['credited']}/{t['facts']} ({t['credited'] / max(t['facts'], 1):.0%})"
         lines.append(
             f"| {label} | {t['cases']} | {share} | {t['found']} | {t['wrong']} | {t['invented']} "
-            f"| {t['verified']}/{t['unverified']} | {t['seconds']:g} s | {t['tokens_in']}/{t['tokens_out']} "
+            f"| {_quotes(t)} | {t['seconds']:g} s | {t['tokens_in']}/{t['tokens_out']} "
             f"| {t['client_tokens']} |"
         )
     lines += ["", _goal(results, past)]

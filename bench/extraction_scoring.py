@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from extraction.provenance import Evidence, split_evidence, verify
+from extraction.provenance import Evidence, settle, split_evidence
 from extraction.source import TextSource
 
 __all__ = [
@@ -37,13 +37,18 @@ _HEADER = re.compile(r"^(ABSTRACT FROM TOOL OUTPUT|TOOL_OUTPUT FAILED FOR) .*STR
 _FOOTER = re.compile(r"\n*source: sha256=[0-9a-f]{64} bytes=\d+ chunks=\S+ model=.*$")
 _STATUS = re.compile(r"\n\[claimcheck\] .*$", re.DOTALL)
 # One described quote per line, as extraction.provenance writes them; the last parenthesis decides.
-_DESCRIBED = re.compile(r'^> "(?P<quote>.*)" \((?P<where>chars \d+-\d+|unverified: not in the stored output)\)$')
+_DESCRIBED = re.compile(
+    r'^> "(?P<quote>.*)" \((?P<where>chars \d+-\d+(?:; located by claimcheck: holds ".*")?'
+    r"|unverified: not in the stored output|not in the stored output: the model may have made it up)\)$"
+)
 
 
 @dataclass(frozen=True)
 class Quotes:
     verified: int
     unverified: int
+    located: int = 0  # lines claimcheck found holding the answer's values (extraction/locate.py), not quotes
+    missing: int = 0  # values of the answer claimcheck found nowhere in the output
 
 
 @dataclass(frozen=True)
@@ -163,23 +168,27 @@ def count_quotes(answer: str) -> Quotes:
 
     A quote counts as verified only when its own line ends with a character range, so a quote whose text
     merely contains "(chars 1-2)" but was flagged unverified stays unverified."""
-    verified = unverified = 0
+    verified = unverified = located = missing = 0
     for line in answer.splitlines():
         match = _DESCRIBED.match(line.strip())
         if match is None:
             continue
-        if match.group("where").startswith("chars "):
+        where = match.group("where")
+        if "located by claimcheck" in where:
+            located += 1
+        elif where.startswith("chars "):
             verified += 1
+        elif "made it up" in where:
+            missing += 1
         else:
             unverified += 1
-    return Quotes(verified, unverified)
+    return Quotes(verified, unverified, located, missing)
 
 
 def verified_answer(answer: str, document: str) -> tuple[str, list[Evidence]]:
     """A baseline or oracle answer with its EVIDENCE quotes checked against the whole output, as claimcheck
     checks its own (so the three columns count quotes the same way)."""
-    text, quotes = split_evidence(answer)
-    evidence = verify(quotes, TextSource.of(document))
+    text, evidence = settle(answer, TextSource.of(document))
     if not evidence:
         return text, evidence
     return text + "\n\nEVIDENCE:\n" + "\n".join(item.describe() for item in evidence), evidence

@@ -17,6 +17,7 @@ import anyio
 from extraction.budget import samples, token_ratio
 from extraction.errors import ExtractionError, LLMContextOverflow, NoFinalReport, Ungrounded
 from extraction.llm import LLM, Usage
+from extraction.locate import locate
 from extraction.prompts import NOT_FOUND, PROMPT_VERSION, Document, map_prompt, new_nonce
 from extraction.provenance import settle, with_evidence
 from extraction.source import Source
@@ -111,6 +112,9 @@ class Extractor:
         answer, evidence = await anyio.to_thread.run_sync(settle, result.answer, source)
         not_found = answer.startswith(NOT_FOUND)
         body = with_evidence(answer, evidence)
+        if not evidence and not not_found:  # nothing quoted: show where the answer's values stand in the output
+            if located := await anyio.to_thread.run_sync(locate, answer, source):
+                body += "\n\nEVIDENCE:\n" + "\n".join(item.describe() for item in located)
         body += f"\n\nsource: sha256={sha256} bytes={document.bytes} chunks={chunks} model={llm.model}"
         extraction = Extraction(strategy, body, not_found)
         if len(self._cache) >= _CACHE_LIMIT:
