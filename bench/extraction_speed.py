@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(REPO / "tests" / "extraction")]
 
 from extraction import Completion, Document, Message, Policy, TextSource, ToolSpec, Usage, count_tokens  # noqa: E402
 from extraction.strategies import full_chunked, plan_chunks  # noqa: E402
