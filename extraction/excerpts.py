@@ -7,7 +7,8 @@ dozen lines well. Picking the lines is lexical and cheap: two passes over the st
 
 A line longer than `SEGMENT_CHARS` (a minified bundle, one-line JSON) is read as segments of that length, so
 a 10 000-character line is not one unit. Memory is bounded whatever the output: segments are grouped by which
-question words they hold (at most 2**MAX_TERMS groups), each group keeping at most `KEEP` positions.
+question words they hold (at most 2**MAX_TERMS groups), each group keeping at most `KEEP` positions, and at
+most `CANDIDATES` of those are read back.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ HEAD_SEGMENTS = 5
 TAIL_SEGMENTS = 10
 HEAD_TAIL_SHARE = 0.15  # of the budget, each: a bundle's 400-character segments must not fill it alone
 MARK = "→ "  # before a chosen line, as Grep marks a match; the lines around it get two spaces
+CANDIDATES = 200  # chosen lines read back at most: a page of ~1 500 tokens never holds more, and the text read
+# back stays under a megabyte whatever the output (200 x 5 neighbours and headings x 400 characters)
 RELEVANT = 0.25  # a group is shown when its words weigh at least this share of the best group's
 _SEPARATOR = re.compile(r"[;,\s{}()\[\]]")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*")
@@ -134,7 +137,7 @@ def excerpt(source: Source, question: str, budget_tokens: int) -> Excerpt:
     best = max(map(score, groups), default=0.0)
     ranked = [
         i for mask in sorted(groups, key=score, reverse=True) if score(mask) >= best * RELEVANT for i in groups[mask]
-    ]
+    ][:CANDIDATES]
     windows = [
         (sorted({*outline[i], *range(max(0, i - NEIGHBOURS), min(total, i + NEIGHBOURS + 1))}), [*outline[i], i])
         for i in ranked
