@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
+from app_server import served
 from mcp import Client
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -90,15 +90,11 @@ class FakeOpenAI:
 async def fake_openai() -> AsyncIterator[tuple[str, FakeOpenAI]]:
     fake = FakeOpenAI()
     app = Starlette(routes=[Route("/v1/chat/completions", fake.completions, methods=["POST"])])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))  # the socket already listens: no wait for startup
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", fake
-        fake.never.set()
-        server.should_exit = True
+    async with served(app) as root:
+        try:
+            yield f"{root}/v1", fake
+        finally:
+            fake.never.set()
 
 
 def extraction_settings(base_url: str, **extra: Any) -> dict[str, Any]:
