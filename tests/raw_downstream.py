@@ -1,7 +1,9 @@
 """A minimal MCP server over stdio, written by hand so it can stream results of any size without holding them.
 
 Tools: `big {mib}` answers with `mib` MiB of text (deterministic, with quotes, backslashes and non-ASCII that
-JSON must escape), written in pieces; `endless {}` starts an answer and never finishes it; `echo {text}`.
+JSON must escape), written in pieces; `fast {mib}` answers with the same kind of text as fast as the pipe
+takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against);
+`endless {}` starts an answer and never finishes it; `echo {text}`.
 Run: `python tests/raw_downstream.py` (stdio), or `--http PORT` for streamable HTTP at `/mcp` (answers as JSON
 bodies; `--sse` answers as SSE events), the URL announced on stderr. Used by the bounded-memory tests and by
 bench/large_outputs.py.
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["big_text_pieces", "big_text_sha256", "handshake"]
+__all__ = ["big_text_pieces", "big_text_sha256", "fast_text_pieces", "fast_text_sha256", "handshake"]
 
 _LINE = 'line {:09d} "quoted" \\ back é 😀 {}\n'
 _PIECE_LINES = 4096
@@ -52,8 +54,38 @@ def big_text_sha256(mib: float) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _fast_block() -> str:
+    """Exactly 1 MiB of UTF-8: the start of `big`'s text, padded with "x" where a character would be cut."""
+    text = next(big_text_pieces(1))
+    return text + "x" * ((1 << 20) - len(text.encode()))
+
+
+_FAST_BLOCK = _fast_block()
+_FAST_ESCAPED = json.dumps(_FAST_BLOCK)[1:-1].encode()
+
+
+def fast_text_pieces(mib: float) -> Iterator[str]:
+    """The text of `fast`: `mib` MiB of UTF-8, whole blocks then the start of one (cut on a character)."""
+    size = int(mib * (1 << 20))
+    for _ in range(size >> 20):
+        yield _FAST_BLOCK
+    rest = size & ((1 << 20) - 1)
+    if rest:
+        yield _FAST_BLOCK.encode()[:rest].decode("utf-8", "ignore")
+
+
+def fast_text_sha256(mib: float) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    for piece in fast_text_pieces(mib):
+        data = piece.encode()
+        digest.update(data)
+        size += len(data)
+    return digest.hexdigest(), size
+
+
 TOOLS = [
     {"name": "big", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}}}},
+    {"name": "fast", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}}}},
     {"name": "endless", "inputSchema": {"type": "object"}},
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
 ]
@@ -97,8 +129,12 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
             filler = b"x" * (1 << 20)
             while True:
                 out.write(filler)
-        for piece in big_text_pieces(float(args.get("mib", 1))):
-            out.write(json.dumps(piece)[1:-1].encode())
+        if name == "fast":
+            for piece in fast_text_pieces(float(args.get("mib", 1))):
+                out.write(_FAST_ESCAPED if piece is _FAST_BLOCK else json.dumps(piece)[1:-1].encode())
+        else:
+            for piece in big_text_pieces(float(args.get("mib", 1))):
+                out.write(json.dumps(piece)[1:-1].encode())
         out.write(b'"}], "isError": false}}\n')
         out.flush()
     elif ident is not None:
