@@ -2,6 +2,8 @@
 
 For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSON), in one run:
   floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client);
+             the producer is `fast` (one block escaped once, written as fast as the pipe takes it, ~1 GB/s),
+             so the floor is the pipe's and the disk's, not a slow server's (`--tool big` for the old one);
   claimcheck `claimcheck serve` over stdio in front of it: time from the call to the too-large answer,
              and claimcheck's peak RSS (VmHWM) above its idle peak;
   direct     the mcp SDK's Client calling the downstream directly (time; its own peak RSS);
@@ -10,7 +12,10 @@ For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSO
 A path that runs out of its time limit (300 s) or memory (8 GiB address space) is reported as failed.
 The downstream is tests/raw_downstream.py, which streams any size without holding it.
 
+floor and claimcheck are alternated `--repeat` times (medians reported, every sample kept); the others run once.
+
 Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp]
+                                     [--repeat 3] [--tool fast|big]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
 PY = sys.executable
 MIB = 1 << 20
 LIMIT_S = 300
+TOOL = "fast"  # the downstream's tool that produces the output (--tool)
 MEMORY_LIMIT = 8 << 30  # the SDK client and FastMCP hold results whole: cap them so they cannot take the machine
 
 
@@ -113,7 +119,7 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
         wire = Wire([entry["command"], *entry["args"]])
         wire.handshake()
         start = time.perf_counter()
-        wire.send("tools/call", {"name": "big", "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
         with target.open("wb") as out:
             size = int(wire.line(out))
         elapsed = time.perf_counter() - start
@@ -125,7 +131,7 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
             "jsonrpc": "2.0",
             "id": 1,
             "method": "tools/call",
-            "params": {"name": "big", "arguments": {"mib": mib}},
+            "params": {"name": TOOL, "arguments": {"mib": mib}},
         }
         start = time.perf_counter()
         size = 0
@@ -150,9 +156,11 @@ def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]
         wire.line()
         wire.send("tools/call", {"name": "raw__echo", "arguments": {"text": "warm"}})
         wire.line()
+        wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": 2}})  # the spool's path, and the
+        wire.line()  # size rule's vocabulary (loaded in the background after the listing), before the idle peak
         idle = vm(wire.process.pid, "VmHWM")
         start = time.perf_counter()
-        wire.send("tools/call", {"name": "raw__big", "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": mib}})
         answer = json.loads(wire.line())
         elapsed = time.perf_counter() - start
         peak = vm(wire.process.pid, "VmHWM")
@@ -169,22 +177,22 @@ import anyio, json, sys, time, re
 from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-async def main(entry, mib):
+async def main(entry, mib, tool):
     target = (stdio_client(StdioServerParameters(command=entry["command"], args=entry["args"]))
               if "command" in entry else entry["url"])
     async with Client(target, mode="legacy") as client:
         start = time.perf_counter()
-        result = await client.call_tool("big", {"mib": mib})
+        result = await client.call_tool(tool, {"mib": mib})
         elapsed = time.perf_counter() - start
     size = sum(len(c.text.encode()) for c in result.content)
     peak = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
     print(json.dumps({"seconds": elapsed, "bytes": size, "peak_mib": peak / 2**20}))
-anyio.run(main, json.loads(sys.argv[1]), float(sys.argv[2]))
+anyio.run(main, json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
 """
 
 
 def direct(entry: dict[str, Any], mib: int) -> dict[str, Any]:
-    return _child([PY, "-c", _DIRECT, json.dumps(entry), str(mib)])
+    return _child([PY, "-c", _DIRECT, json.dumps(entry), str(mib), TOOL])
 
 
 def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
@@ -198,7 +206,7 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
         wire.handshake()
         idle = vm(wire.process.pid, "VmHWM")
         start = time.perf_counter()
-        wire.send("tools/call", {"name": "big", "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
         with open(os.devnull, "wb") as sink:
             size = int(wire.line(sink))
         elapsed = time.perf_counter() - start
@@ -224,13 +232,26 @@ def _child(command: list[str]) -> dict[str, Any]:
     return json.loads(done.stdout.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _median_of(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sample with the median time, and every time (a failure, when any sample failed)."""
+    failed = [sample for sample in samples if "failed" in sample]
+    if failed:
+        return failed[0]
+    ordered = sorted(samples, key=lambda sample: sample["seconds"])
+    return {**ordered[len(ordered) // 2], "samples": [round(sample["seconds"], 4) for sample in samples]}
+
+
 def main() -> None:
+    global TOOL
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--kinds", default="stdio,http")
     parser.add_argument("--skip", default="")
+    parser.add_argument("--repeat", type=int, default=3, help="alternations of floor and claimcheck per size")
+    parser.add_argument("--tool", choices=("fast", "big"), default="fast")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
+    TOOL = args.tool
     skip = set(filter(None, args.skip.split(",")))
     results = []
     for kind in args.kinds.split(","):
@@ -239,8 +260,18 @@ def main() -> None:
             entry, server = downstream(kind)
             try:
                 with tempfile.TemporaryDirectory(prefix="bench-large-") as tmp:
-                    row: dict[str, Any] = {"kind": kind, "mib": mib, "floor": floor(kind, mib, entry, Path(tmp))}
-                    row["claimcheck"] = claimcheck(entry, mib, Path(tmp))
+                    samples: dict[str, list[dict[str, Any]]] = {"floor": [], "claimcheck": []}
+                    for round_ in range(args.repeat):
+                        order = ("floor", "claimcheck") if round_ % 2 == 0 else ("claimcheck", "floor")
+                        for name in order:
+                            if name == "floor":
+                                samples[name].append(floor(kind, mib, entry, Path(tmp)))
+                            else:
+                                samples[name].append(claimcheck(entry, mib, Path(tmp)))
+                    row: dict[str, Any] = {"kind": kind, "mib": mib, "tool": TOOL}
+                    row.update({name: _median_of(taken) for name, taken in samples.items()})
+                    if "seconds" in row["floor"] and "seconds" in row["claimcheck"]:
+                        row["ratio"] = round(row["claimcheck"]["seconds"] / row["floor"]["seconds"], 2)
                     for name, run in (("direct", direct), ("fastmcp", fastmcp)):
                         if name in skip:
                             continue

@@ -8,6 +8,7 @@ text exactly as stored (UTF-8, CR kept), the way a model sees `slice` and eviden
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ __all__ = [
     "measure",
     "read_all",
     "read_chars",
+    "sha256_of",
     "tail_chars",
     "text_pieces",
     "text_windows",
@@ -71,6 +73,16 @@ class Descriptor:
     def read(self, offset: int, length: int) -> bytes:
         length = min(length, self.size - offset)
         return os.pread(self.fd, length, offset) if length > 0 else b""
+
+
+def sha256_of(source: Source) -> str:
+    """The hex sha256 of all of `source`, read in pieces. Blocking."""
+    digest = hashlib.sha256()
+    offset = 0
+    while piece := source.read(offset, PIECE_BYTES):
+        digest.update(piece)
+        offset += len(piece)
+    return digest.hexdigest()
 
 
 def _is_continuation(byte: int) -> bool:

@@ -119,20 +119,23 @@ class IndexBuilder:
     def __init__(self) -> None:
         self.size = 0
         self._ends = 0  # line ends so far (LF, CRLF and lone CR count one each)
+        self.newlines = 0  # LF bytes so far
         self._chars = 0
         self._crs = 0
         self._last = b""
         self._next = SPACING
         self._entries: list[tuple[int, int, int, int]] = []
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, chars: int | None = None) -> None:
+        """The next bytes of the file; `chars`, when the writer knows it, is how many characters they hold (then
+        only the part before an entry is counted)."""
         view = memoryview(bytes(data) if not isinstance(data, bytes) else data)
         while len(view):
             room = self._next - self.size
             if room >= len(view):
-                self._take(view)
+                self._take(view, chars)
                 return
-            self._take(view[:room])
+            counted = self._take(view[:room], None)
             view = view[room:]
             # An entry here, moved past continuation bytes and never between the CR and LF of a CRLF.
             skip = 0
@@ -140,27 +143,35 @@ class IndexBuilder:
                 skip += 1
             if skip == 0 and self._last == b"\r" and view[0] == 0x0A:
                 skip = 1
-            self._take(view[:skip])
+            counted += self._take(view[:skip], None)
+            if chars is not None:
+                chars -= counted
             view = view[skip:]
             if len(view):
                 start = self._last in (b"\n", b"\r")
                 self._entries.append((self.size, self._ends + 1, self._chars, int(start)))
             self._next = self.size + SPACING
 
-    def _take(self, piece: memoryview) -> None:
+    def _take(self, piece: memoryview, chars: int | None) -> int:
+        """Count `piece` in (its characters given as `chars`, or counted); the characters it holds."""
         if not len(piece):
-            return
+            return 0
         data = piece.obj if len(piece) == len(piece.obj) else bytes(piece)  # type: ignore[arg-type]
         assert isinstance(data, bytes)
         crs = data.count(b"\r") if b"\r" in data else 0  # `in` is a memchr: most texts have no CR
-        ends = data.count(b"\n") + (crs - data.count(b"\r\n") if crs else 0)
+        newlines = data.count(b"\n")
+        self.newlines += newlines
+        ends = newlines + (crs - data.count(b"\r\n") if crs else 0)
         self._crs += crs
         if self._last == b"\r" and data[:1] == b"\n":
             ends -= 1  # the LF of a CRLF split across pieces
         self._ends += ends
-        self._chars += len(data) if data.isascii() else _chars(data)
+        if chars is None:
+            chars = len(data) if data.isascii() else _chars(data)
+        self._chars += chars
         self._last = data[-1:]
         self.size += len(data)
+        return chars
 
     @property
     def lines(self) -> int:

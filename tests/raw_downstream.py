@@ -54,6 +54,10 @@ def big_text_sha256(mib: float) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _escaped(text: str) -> bytes:
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode()
+
+
 def _fast_block() -> str:
     """Exactly 1 MiB of UTF-8: the start of `big`'s text, padded with "x" where a character would be cut."""
     text = next(big_text_pieces(1))
@@ -61,7 +65,7 @@ def _fast_block() -> str:
 
 
 _FAST_BLOCK = _fast_block()
-_FAST_ESCAPED = json.dumps(_FAST_BLOCK)[1:-1].encode()
+_FAST_ESCAPED = _escaped(_FAST_BLOCK)  # raw UTF-8, as the SDK (pydantic) and Node write text
 
 
 def fast_text_pieces(mib: float) -> Iterator[str]:
@@ -131,7 +135,7 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
                 out.write(filler)
         if name == "fast":
             for piece in fast_text_pieces(float(args.get("mib", 1))):
-                out.write(_FAST_ESCAPED if piece is _FAST_BLOCK else json.dumps(piece)[1:-1].encode())
+                out.write(_FAST_ESCAPED if piece is _FAST_BLOCK else _escaped(piece))
         else:
             for piece in big_text_pieces(float(args.get("mib", 1))):
                 out.write(json.dumps(piece)[1:-1].encode())

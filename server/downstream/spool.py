@@ -12,22 +12,18 @@ for anything else the original message when it was kept, else an error answer or
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiofiles
-import aiofiles.threadpool.binary
 import anyio
 import mcp_types as types
 
-from fs_sandbox import INDEX_SUFFIX, IndexBuilder
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
+from server.downstream.spool_file import SpoolFile
 from server.downstream.spooled import META_KEY, SpooledOutput, SpooledOutputs
 
 __all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
@@ -35,9 +31,7 @@ __all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
 logger = logging.getLogger(__name__)
 
 CUT_MARKER = "\n[claimcheck] output cut at {limit} bytes of {total} (maxOutputBytes)\n"
-_FLUSH_BYTES = 1 << 20
 _HEAD_BYTES = 256 * 1024  # kept in memory for an answer when the output cannot be stored
-_DISK_RESERVE = 16 << 20  # stop writing before the disk is full to the last block
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,107 +45,10 @@ class SpoolPolicy:
     raw_keep: int = 16 << 20
 
 
-class _File:
-    """One file being written in 1 MiB batches, that stops (and says why) when the disk cannot take more."""
-
-    def __init__(self, path: Path, limit: int) -> None:
-        self.path = path
-        self.limit = limit  # bytes kept at most; the rest is counted only
-        self.written = 0
-        self.produced = 0
-        self.failure: str | None = None
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._handle: aiofiles.threadpool.binary.AsyncBufferedIOBase | None = None
-        self._digest = hashlib.sha256()
-        self._index = IndexBuilder()
-        self._newlines = 0
-        self._last = b""
-
-    def add(self, data: bytes) -> None:
-        self.produced += len(data)
-        room = self.limit - self.written - self._pending_bytes
-        if self.failure is not None or room <= 0:
-            return
-        if len(data) > room:
-            data = data[:room]
-        self._pending.append(data)
-        self._pending_bytes += len(data)
-
-    async def flush(self, *, force: bool = False) -> None:
-        if not self._pending or (self._pending_bytes < _FLUSH_BYTES and not force):
-            return
-        data = b"".join(self._pending)
-        self._pending.clear()
-        self._pending_bytes = 0
-        if self.failure is not None:
-            return
-        try:
-            if self._handle is None:
-                self._handle = await aiofiles.open(self.path, "wb", opener=_private_opener)
-            free = await anyio.to_thread.run_sync(_free_bytes, self.path.parent)
-            if free is not None and free < len(data) + _DISK_RESERVE:
-                raise OSError(28, f"only {free // (1 << 20)} MiB free on the disk")
-            await self._handle.write(data)
-        except OSError as exc:
-            self.failure = f"{exc.strerror or exc} ({self.written} bytes were written)"
-            return
-        self._written(data)
-
-    async def close(self) -> None:
-        await self.flush(force=True)
-        if self._handle is not None:
-            try:
-                await self._handle.close()
-            except OSError as exc:
-                self.failure = self.failure or f"{exc.strerror or exc}"
-            self._handle = None
-
-    def append_now(self, data: bytes) -> None:
-        """Append a few bytes after `close` (the cut marker), past the limit."""
-        try:
-            with open(self.path, "ab") as out:
-                out.write(data)
-        except OSError as exc:
-            self.failure = f"{exc.strerror or exc}"
-            return
-        self._written(data)
-
-    def _written(self, data: bytes) -> None:
-        self._index.feed(data)
-        self._digest.update(data)
-        self._newlines += data.count(b"\n")
-        self._last = data[-1:]
-        self.written += len(data)
-
-    def write_index(self) -> None:
-        """Keep the line index of what was written beside the file (`<name>.lines`; a few bytes per MiB)."""
-        try:
-            with open(self.path.with_name(self.path.name + INDEX_SUFFIX), "wb", opener=_private_opener) as out:
-                out.write(self._index.finish())
-        except OSError:
-            pass  # readers scan from the start instead
-
-    def remove(self) -> None:
-        for path in (self.path, self.path.with_name(self.path.name + INDEX_SUFFIX)):
-            try:
-                path.unlink(missing_ok=True)
-            except OSError:
-                pass
-
-    @property
-    def lines(self) -> int:
-        return self._newlines + (1 if self.written and self._last != b"\n" else 0)
-
-    @property
-    def sha256(self) -> str:
-        return self._digest.hexdigest()
-
-
 class _TextSink:
-    """Text in, UTF-8 out to a `_File`, with the first part kept in memory."""
+    """Text in, UTF-8 out to a `SpoolFile`, with the first part kept in memory."""
 
-    def __init__(self, file: _File) -> None:
+    def __init__(self, file: SpoolFile) -> None:
         self.file = file
         self.head: list[str] = []
         self._head_chars = 0
@@ -160,7 +57,7 @@ class _TextSink:
         if self._head_chars < _HEAD_BYTES:
             self.head.append(text[: _HEAD_BYTES - self._head_chars])
             self._head_chars += len(self.head[-1])
-        self.file.add(text.encode("utf-8", "replace"))
+        self.file.add(text.encode("utf-8", "replace"), len(text))  # a lone surrogate becomes one "?"
 
 
 class MessageSpool:
@@ -170,9 +67,9 @@ class MessageSpool:
         self._policy = policy
         self._peer = peer
         stem = policy.directory / f"spool-{uuid.uuid4().hex}"
-        self._output = _TextSink(_File(stem.with_suffix(".out"), policy.max_output_bytes))
-        self._structured = _TextSink(_File(stem.with_suffix(".json"), policy.max_output_bytes))
-        self._raw = _File(stem.with_suffix(".raw"), policy.raw_keep + 1)
+        self._output = _TextSink(SpoolFile(stem.with_suffix(".out"), policy.max_output_bytes))
+        self._structured = _TextSink(SpoolFile(stem.with_suffix(".json"), policy.max_output_bytes))
+        self._raw = SpoolFile(stem.with_suffix(".raw"), policy.raw_keep + 1, indexed=False)
         self._renderer = ResultRenderer(self._output, self._structured)
         self._stream = JsonStream(self._renderer)
         self._renderer.stream = self._stream
@@ -252,7 +149,6 @@ class MessageSpool:
             bytes=0 if file.failure else file.written,
             total=total,
             lines=file.lines,
-            sha256=file.sha256,
             is_error=renderer.is_error,
             head="".join(sink.head),
             failure=file.failure,
@@ -280,15 +176,3 @@ class MessageSpool:
         for file in (self._output.file, self._structured.file, self._raw):
             await file.close()
         self._discard()
-
-
-def _free_bytes(directory: Path) -> int | None:
-    try:
-        info = os.statvfs(directory)
-    except OSError:
-        return None
-    return info.f_bavail * info.f_frsize
-
-
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, 0o600)

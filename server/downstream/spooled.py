@@ -40,7 +40,6 @@ class SpooledOutput:
     bytes: int  # in the file, cut marker included
     total: int  # what the tool produced
     lines: int
-    sha256: str
     is_error: bool
     head: str  # the first part of the output, for an answer when it could not be stored
     failure: str | None  # why it could not be stored

@@ -67,7 +67,7 @@ class Call:
     tokens: int = 0
     tokens_exact: bool = True
     tokens_counted: bool = False  # a small inline result is never counted
-    sha256: str = ""
+    sha256: str = ""  # of a spooled output: "" until extraction asks for it (`SessionStore.sha256`)
     produced: int = 0  # bytes the tool produced; more than `bytes` when the output was cut or not stored
     cut: bool = False  # only the first maxOutputBytes were kept
     stored: bool = False
@@ -126,7 +126,7 @@ class Call:
         if tokens is not None:
             self.set_tokens(tokens, tokens_exact)
 
-    def set_stored_output(self, *, bytes: int, produced: int, lines: int, sha256: str, cut: bool) -> None:
+    def set_stored_output(self, *, bytes: int, produced: int, lines: int, cut: bool, sha256: str = "") -> None:
         """What was measured of an output that went to its file without passing through memory."""
         self.text = None
         self.bytes, self.produced, self.lines, self.sha256, self.cut = bytes, produced, lines, sha256, cut

@@ -86,9 +86,8 @@ def _settle_raw(call: Call, result: RawResult, policy: Policy, max_output_bytes:
 
 async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> Outcome:
     """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""
-    call.set_stored_output(
-        bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, sha256=spooled.sha256, cut=spooled.cut
-    )
+    # No digest yet: it is taken from the file when extraction asks for it (`SessionStore.sha256`).
+    call.set_stored_output(bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, cut=spooled.cut)
     try:
         if spooled.path is None:
             raise StoreError(spooled.failure or "the disk refused it")

@@ -30,6 +30,7 @@ from extraction import (
 from extraction import Mode as ExtractMode
 from extraction.llm import ToolSpec
 from extraction.openai import DEFAULT_CONTEXT_WINDOW, OpenAICompatible, default_answer_tokens
+from extraction.source import sha256_of
 from server.config import ExtractionSettings
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
@@ -251,6 +252,8 @@ def extract_function(
 
         async def run(chosen: LLM | None) -> Extraction:
             async with output() as source:  # opened by whoever runs the extraction, read in pieces
+                if not call.sha256:  # a spooled output's digest is taken once, when first asked for
+                    call.sha256 = await anyio.to_thread.run_sync(sha256_of, source)
                 return await proxy.extractor.extract(
                     document,
                     source,

@@ -122,6 +122,31 @@ def test_every_single_byte_split_of_a_tricky_string_decodes_exactly() -> None:
         assert same(decode(data, [cut])[0], json.loads(data)), cut
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    parts=st.lists(escapes, min_size=1, max_size=12),
+    filler=st.sampled_from(["a", "é", "😀", "\\\\", "\\u00e9", '\\"', "\x7f"]),
+    repeat=st.integers(1500, 3000),
+    cuts=st.lists(st.integers(0, 40_000), max_size=8),
+)
+def test_long_string_middles_taken_as_bytes_decode_exactly(
+    parts: list[str], filler: str, repeat: int, cuts: list[int]
+) -> None:
+    """Pieces that start inside a long string go to pydantic-core's parser first (`_string_middle`): whatever the
+    text holds (escapes cut anywhere, lone surrogates, NUL, raw UTF-8), the value is json.loads's."""
+    middle = filler * repeat
+    data = ('{"text": "' + middle + "".join(parts) + middle + '", "after": ["x"]}').encode("utf-8")
+    decoded, _ = decode(data, sorted(cuts))
+    assert same(decoded, json.loads(data))
+
+
+def test_invalid_utf8_and_control_characters_in_a_long_string_read_as_json_reads_them() -> None:
+    text = b"ab\\n" * 3000 + b"\xff\x01" + b"c\\u00e9" * 3000
+    data = b'{"text": "' + text + b'"}'
+    expected = json.loads(data.decode("utf-8", "replace"), strict=False)
+    assert decode(data, list(range(0, len(data), 5000)))[0] == expected
+
+
 def test_a_long_string_arrives_in_pieces_without_being_joined() -> None:
     data = json.dumps({"text": "line\n" * 200_000}).encode()
     value, pieces = decode(data, list(range(0, len(data), 65536)))

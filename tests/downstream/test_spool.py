@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -64,7 +63,7 @@ async def test_a_tool_result_is_stored_as_render_output_would_write_it(tmp_path:
     assert spooled.path is not None
     stored = spooled.path.read_bytes()
     assert stored == expected(result)
-    assert (spooled.bytes, spooled.sha256) == (len(stored), hashlib.sha256(stored).hexdigest())
+    assert spooled.bytes == len(stored)
     assert spooled.lines == stored.count(b"\n") + (not stored.endswith(b"\n"))
     assert not spooled.is_error and not spooled.cut and spooled.failure is None
 

@@ -264,5 +264,5 @@ def test_a_kept_message_too_deep_to_validate_gives_way_to_the_stored_text(tmp_pa
         '{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "structuredContent": {"a": ' + deep + "}}}",
         encoding="utf-8",
     )
-    spooled = SpooledOutput(None, 0, 0, 0, "", False, "", None, raw, False)
+    spooled = SpooledOutput(None, 0, 0, 0, False, "", None, raw, False)
     assert kept_result(spooled) is None  # not RecursionError: `materialize` then uses the stored text
