@@ -86,6 +86,28 @@ def test_every_entry_says_where_it_is_and_the_totals_are_the_texts(
 
 
 @EXAMPLES
+@given(data=TEXTS, cuts=CUTS)
+def test_pieces_fed_with_their_character_counts_give_the_same_index(
+    tiny_spacing: None, data: bytes, cuts: list[int]
+) -> None:
+    """A writer that knows how many characters each piece holds (the spool's) says so; only the part before an
+    entry is then counted, and the index is the same byte for byte."""
+    builder = _index.IndexBuilder()
+    at = 0
+    for size in [*cuts, len(data)]:
+        piece = data[at : at + size]
+        builder.feed(piece, len(piece.decode("utf-8", "ignore")) if _whole(data, at, at + size) else None)
+        at += len(piece)
+    assert builder.finish() == built(data, cuts)
+    assert builder.newlines == data.count(b"\n")
+
+
+def _whole(data: bytes, start: int, end: int) -> bool:
+    """Whether data[start:end] begins and ends on character boundaries."""
+    return all(at >= len(data) or data[at] & 0xC0 != 0x80 for at in (start, end))
+
+
+@EXAMPLES
 @given(data=TEXTS, cuts=CUTS, start=st.integers(0, 14), count=st.integers(0, 5), from_end=st.booleans())
 def test_read_from_the_index_is_read_from_the_start(
     tiny_spacing: None, folder: Path, data: bytes, cuts: list[int], start: int, count: int, from_end: bool
