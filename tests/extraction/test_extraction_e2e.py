@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -125,6 +126,28 @@ async def extract_errors(base_url: str, mode: str = "full-chunked", **extra: Any
     return handle, text_of(result), result.is_error
 
 
+async def test_an_output_spooled_without_a_digest_gets_it_from_its_file_when_extraction_asks() -> None:
+    """A spooled output is stored without a sha256 (taking it would slow the pipe): the first extraction reads it
+    from the stored file, and the abstract names that digest."""
+    text = log_text()
+    down = Downstream()
+    down.server.add_tool(lambda: log_text(), name="log", structured_output=False)
+    async with (
+        fake_openai() as (url, _),
+        running_proxy({"down": down.server}, settings=extraction_settings(url)) as proxy,
+    ):
+        async with client_of(proxy) as client:
+            with anyio.fail_after(120):
+                handle = handle_in(text_of(await client.call_tool("down__log", {})))
+                (call,) = [c for session in proxy.sessions.live for c in session.calls.values() if c.handle == handle]
+                call.sha256 = ""  # as `settle` leaves a spooled output
+                arguments = {"handle": handle, "extract": "every ERROR line", "mode": "full-chunked"}
+                result = await client.call_tool("tool_output", arguments)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert f"source: sha256={digest} " in text_of(result)
+    assert call.sha256 == digest
+
+
 async def test_full_chunked_extraction_over_http_quotes_verified_evidence_and_names_its_source() -> None:
     text = log_text()
     async with fake_openai() as (url, fake):
@@ -136,6 +159,7 @@ async def test_full_chunked_extraction_over_http_quotes_verified_evidence_and_na
         assert f'> "{line}" (chars {at}-{at + len(line)})' in answer
     source = re.search(r"source: sha256=([0-9a-f]{64}) bytes=(\d+) chunks=(\d+)/(\d+) model=fake-1$", answer)
     assert source, answer
+    assert source.group(1) == hashlib.sha256(text.encode()).hexdigest()
     assert int(source.group(2)) == len(text.encode())
     assert int(source.group(3)) == int(source.group(4)) > 1  # every chunk was searched
     maps = [r for r in fake.requests if "document chunk" in r["messages"][0]["content"]]
