@@ -4,7 +4,7 @@ A claimcheck in front asks for a plain pass-through (`server.downstream.chain`).
 was spooled to a file (a `SpooledOutput`), the answer's text is that file: over stdio it is written as one
 JSON-RPC line in pieces (`write_spooled`): the line is built whole around a placeholder for the text (a token
 JSON needs no escape for), then written as its head, the file's text decoded and escaped a piece at a time
-(`PIECE_BYTES` of the file each, as `materialize` would decode it whole), and its tail, through
+(`PIECE_BYTES` of the file each, decoded as `materialize` would decode it whole), and its tail, through
 `LineWriter.write_pieces`; the spool's files are removed after. The stdio fast path does this itself
 (`server.upstream.fast_passthrough`). On the SDK's path `forwarding.forward` answers with a stand-in whose `_meta`
 names the output (`stand_in`, only while `STREAMING` says the connection's transport takes it: `fd_streams` sets
@@ -139,8 +139,9 @@ def _unreadable(ident: types.RequestId, exc: OSError) -> bytes:
 
 class EscapedText:
     """A stored output's text, decoded as `materialize` decodes it whole (UTF-8, bad bytes replaced) and
-    escaped as the inside of a JSON string (as `json.dumps(..., ensure_ascii=False)` writes it), a piece at a
-    time. Blocking: read it from a worker thread."""
+    escaped as the inside of a JSON string as `json.dumps` writes it, a piece at a time. Blocking: read it from
+    a worker thread. Non-ASCII characters are escaped (a few bytes more for most text): the stdlib escapes
+    into an ASCII string three to four times as fast as into one that keeps them."""
 
     def __init__(self, stored: IO[bytes], piece_bytes: int = PIECE_BYTES) -> None:
         self._stored = stored
@@ -154,6 +155,6 @@ class EscapedText:
             block = self._stored.read(self._piece_bytes)
             self._done = not block
             text = self._decoder.decode(block, final=self._done)
-            if text:  # no surrogates: UTF-8 decoding never makes one, so the text always encodes
-                return json.dumps(text, ensure_ascii=False)[1:-1].encode()
+            if text:
+                return json.dumps(text)[1:-1].encode("ascii")
         return b""
