@@ -3,7 +3,8 @@
 Tools: `big {mib}` answers with `mib` MiB of text (deterministic, with quotes, backslashes and non-ASCII that
 JSON must escape), written in pieces; `fast {mib}` answers with the same kind of text as fast as the pipe
 takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against);
-`endless {}` starts an answer and never finishes it; `echo {text}`.
+`endless {}` starts an answer and never finishes it; `echo {text}`. `big` and `fast` answer an error result
+(`isError: true`) with `error: true`.
 Run: `python tests/raw_downstream.py` (stdio), or `--http PORT` for streamable HTTP at `/mcp` (answers as JSON
 bodies; `--sse` answers as SSE events), the URL announced on stderr. Used by the bounded-memory tests and by
 bench/large_outputs.py.
@@ -87,9 +88,10 @@ def fast_text_sha256(mib: float) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+_FLAG = {"type": "boolean"}
 TOOLS = [
-    {"name": "big", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}}}},
-    {"name": "fast", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}}}},
+    {"name": "big", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG}}},
+    {"name": "fast", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG}}},
     {"name": "endless", "inputSchema": {"type": "object"}},
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
 ]
@@ -139,7 +141,7 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
         else:
             for piece in big_text_pieces(float(args.get("mib", 1))):
                 out.write(json.dumps(piece)[1:-1].encode())
-        out.write(b'"}], "isError": false}}\n')
+        out.write(b'"}], "isError": %s}}\n' % (b"true" if args.get("error") is True else b"false"))
         out.flush()
     elif ident is not None:
         error = {"code": -32601, "message": f"no method {method}"}

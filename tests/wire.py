@@ -41,13 +41,18 @@ class Wire:
         await self.write(json.dumps(message).encode())
         return self._next
 
+    async def read_line(self) -> bytes:
+        """The next line claimcheck writes, as it wrote it (without its newline); read in linear time."""
+        assert self.process.stdout is not None
+        parts = [self._buffer]
+        while b"\n" not in parts[-1]:
+            parts.append(await self.process.stdout.receive())
+        line, self._buffer = b"".join(parts).split(b"\n", 1)
+        return line
+
     async def read(self) -> dict[str, Any]:
         """The next message claimcheck writes."""
-        assert self.process.stdout is not None
-        while b"\n" not in self._buffer:
-            self._buffer += await self.process.stdout.receive()
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        message: dict[str, Any] = json.loads(line)
+        message: dict[str, Any] = json.loads(await self.read_line())
         self.seen.append(message)
         return message
 
@@ -79,11 +84,14 @@ class Wire:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, fast: str, settings: dict[str, Any] | None = None) -> AsyncIterator[Wire]:
-    """A claimcheck (fast path `fast`: on/off) in front of the demo server, its handshake done and the demo's
-    tools listed; outputs under `tmp_path / "out"`."""
+async def serving(
+    tmp_path: Path, fast: str, settings: dict[str, Any] | None = None, servers: dict[str, Any] | None = None
+) -> AsyncIterator[Wire]:
+    """A claimcheck (fast path `fast`: on/off) in front of the demo server (or `servers`), its handshake done and
+    the tools listed; outputs under `tmp_path / "out"`."""
     base = {"root": str(tmp_path / "out"), **(settings or {})}
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": base})
+    servers = servers if servers is not None else {"demo": demo_server_entry()}
+    config = write_config(tmp_path, {"mcpServers": servers, "settings": base})
     command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
     process = await anyio.open_process(command, stderr=None, env={**os.environ, "CLAIMCHECK_FAST_PATH": fast})
     async with process:

@@ -6,8 +6,9 @@ response comes back parsed by the stdlib (`RawChannel` in `server.downstream.std
 id). Everything else about the call is as `Downstream.call` does it: the same live connection (restarted
 if it is down), the same in-flight tracking (log messages, sampling and elicitation of the server go to
 the waiting requests), the call's progress, its timeout and a courtesy cancel when it is abandoned, and
-the same errors. A call this path cannot make exactly as the SDK would (a task, a claimcheck behind, an
-HTTP server, a pass-through) is made by `Downstream.call`.
+the same errors. A tool of a claimcheck behind this one is called with the pass-through mark in the request's
+`_meta` (`Downstream.passthrough_meta`) beside the progress token, as the SDK client would send it. A call this
+path cannot make exactly as the SDK would (a task, an HTTP server) is made by `Downstream.call`.
 """
 
 from __future__ import annotations
@@ -61,13 +62,13 @@ class RawResult:
 
 
 def raw_capable(downstream: Downstream, tool: str) -> bool:
-    """Whether a call of `tool` can go as bytes: a live stdio connection, and a tool that is neither a task
-    nor one of a claimcheck behind this one (both need more than a plain request)."""
+    """Whether a call of `tool` can go as bytes: a live stdio connection, and a tool that is not a task (that
+    needs more than a plain request)."""
     process = downstream.process
     if process is None or process.raw is None or process.raw.closed or downstream.state != "ready":
         return False
     definition = downstream.tools.get(tool)
-    if definition is None or downstream.passthrough_meta(tool) is not None:
+    if definition is None:
         return False
     execution = definition.execution
     return execution is None or execution.task_support != "required"
@@ -81,13 +82,17 @@ class RawSent:
     waiter: asyncio.Future[RawAnswer]
 
 
-def _request(channel: RawChannel, tool: str, arguments: dict[str, Any] | None, progress: bool) -> tuple[int, bytes]:
+def _request(
+    downstream: Downstream, channel: RawChannel, tool: str, arguments: dict[str, Any] | None, progress: bool
+) -> tuple[int, bytes]:
     ident = channel.new_id()
     params: dict[str, Any] = {"name": tool}
     if arguments is not None:
         params["arguments"] = arguments
-    if progress:
-        params["_meta"] = {"progressToken": ident}
+    meta: dict[str, Any] = {"progressToken": ident} if progress else {}
+    meta.update(downstream.passthrough_meta(tool) or {})
+    if meta:
+        params["_meta"] = meta
     line = json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, ensure_ascii=False)
     return ident, line.encode() + b"\n"
 
@@ -103,7 +108,7 @@ def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None
         return None  # `call_raw` reconnects first, as `Downstream.client` does
     if not raw_capable(downstream, tool):
         return None
-    ident, data = _request(channel, tool, arguments, progress=True)
+    ident, data = _request(downstream, channel, tool, arguments, progress=True)
     waiter: asyncio.Future[RawAnswer] = asyncio.get_running_loop().create_future()
     channel.waiting[ident] = waiter
     if not channel.send_nowait(data):
@@ -128,7 +133,7 @@ async def call_raw(
     if sent is None:
         if not raw_capable(downstream, tool) or channel is None or channel.send is None:
             return await downstream.call(tool, arguments, relay)
-        ident, data = _request(channel, tool, arguments, progress=relay is not None)
+        ident, data = _request(downstream, channel, tool, arguments, progress=relay is not None)
         waiter: asyncio.Future[RawAnswer] = asyncio.get_running_loop().create_future()
         channel.waiting[ident] = waiter
     else:

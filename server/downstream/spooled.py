@@ -84,7 +84,11 @@ class SpooledOutputs:
         """The spooled output a stand-in result names, once; None for any other result."""
         meta = result.meta or {}
         token = meta.get(META_KEY) if isinstance(meta, dict) else None
-        entry = self._entries.pop(token, None) if isinstance(token, str) else None
+        return self.take(token) if isinstance(token, str) else None
+
+    def take(self, token: str) -> SpooledOutput | None:
+        """The output kept under `token`, once; None when there is none (claimed, or expired)."""
+        entry = self._entries.pop(token, None)
         return None if entry is None else entry.output
 
     def expire(self, now: float | None = None) -> int:
@@ -127,8 +131,8 @@ def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
 
 def materialize(spooled: SpooledOutput) -> types.CallToolResult:
     """A claimed output whole in memory, for a caller that must pass the result on as it is (a plain
-    pass-through): the tool's own message when it was kept, else the stored text. Blocking; holds the output
-    whole; its files are removed."""
+    pass-through whose answer is not streamed from the file, `server.upstream.streamed`): the tool's own
+    message when it was kept, else the stored text. Blocking; holds the output whole; its files are removed."""
     try:
         kept = kept_result(spooled)
         if kept is not None:

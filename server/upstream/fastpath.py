@@ -7,25 +7,25 @@ that finished its handshake, is answered here: the call starts as any proxied ca
 the time rule, handles, history and the status API see it), goes to the downstream as bytes
 (`server.downstream.rawcall`), and a plain-text result under the size rule's length bound is written
 back as the downstream gave it, under the client's id. Every other outcome (a handle, an error, a
-footer) is the same `CallToolResult` the SDK path builds. A `notifications/cancelled` for a call taken
-here cancels it, and, as the SDK does, a cancelled request is never answered. Anything else, and every
-line while the path is off (`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
+footer) is the same `CallToolResult` the SDK path builds. A call a claimcheck in front marks as a
+pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here too, as the SDK's
+path answers it: no rules, no handle, its output streamed from the spool's file when it went there
+(`server.upstream.fast_passthrough`). A `notifications/cancelled` for a call taken here cancels it, and, as
+the SDK does, a cancelled request is never answered. Anything else, and every line while the path is off
+(`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import anyio
 import mcp_types as types
 from mcp.server.session import ServerSession
-from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
@@ -43,109 +43,26 @@ from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Entrance, Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
+from server.upstream.fast_passthrough import Passthrough
 from server.upstream.forwarding import answer, begin, drop
-from server.upstream.stdio import LineWriter
+from server.upstream.line_writer import LineWriter
+from server.upstream.plain_call import (
+    CallContext,
+    Envelope,
+    FastRelay,
+    RequestId,
+    cancelled_id,
+    line,
+    read_envelope,
+    result_line,
+)
 from server.upstream.surface import error_result, footer_lines
 
-__all__ = [
-    "ENV",
-    "CallContext",
-    "Envelope",
-    "FastPath",
-    "cancelled_id",
-    "enabled",
-    "plain_route",
-    "read_envelope",
-    "respond",
-    "response_line",
-]
+__all__ = ["ENV", "FastPath", "enabled", "passthrough_route", "plain_route", "respond", "response_line"]
 
 logger = logging.getLogger(__name__)
 
 ENV = FAST_PATH_ENV
-_MAX_ID = (1 << 63) - 1
-
-RequestId = int | str
-
-
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """What the fast path reads of a plain `tools/call`."""
-
-    id: RequestId
-    name: str
-    arguments: dict[str, Any] | None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"not JSON: {name}")
-
-
-def read_envelope(line: bytes) -> Envelope | None:
-    """The envelope of a plain `tools/call` request line, or None for anything else (the SDK's to read).
-
-    Conservative by design: whatever the SDK might read differently from the stdlib (NaN, surrogate escapes,
-    ids that are floats or booleans or too big, fields beyond the plain ones) is left to the SDK."""
-    if b'"tools/call"' not in line or b"\\ud" in line or b"\\uD" in line:
-        return None
-    try:
-        message = json.loads(line, parse_constant=_no_constant)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, NaN/Infinity, or past the budget after all
-        return None
-    if type(message) is not dict or len(message) != 4 or message.get("jsonrpc") != "2.0":
-        return None
-    if message.get("method") != "tools/call":
-        return None
-    ident, params = message.get("id"), message.get("params")
-    if not ((type(ident) is int and -_MAX_ID <= ident <= _MAX_ID) or type(ident) is str):
-        return None
-    if type(params) is not dict or not 1 <= len(params) <= 2:
-        return None
-    name, arguments = params.get("name"), params.get("arguments")
-    if type(name) is not str or len(params) != 1 + ("arguments" in params) or type(arguments) not in (dict, type(None)):
-        return None
-    if "arguments" in params and arguments is None:
-        return None
-    return Envelope(ident, name, arguments)
-
-
-def cancelled_id(line: bytes) -> RequestId | None:
-    """The request id of a `notifications/cancelled` line."""
-    if b'"notifications/cancelled"' not in line:
-        return None
-    try:
-        message = json.loads(line, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return None
-    if type(message) is not dict or message.get("method") != "notifications/cancelled" or "id" in message:
-        return None
-    params = message.get("params")
-    ident = params.get("requestId") if type(params) is dict else None
-    return ident if type(ident) in (int, str) else None
-
-
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What a `RequestRelay` and `llm_available` read of a request context, for a fast-path call that has none
-    (over stdio no request id: the client's requests go on the connection's own channel)."""
-
-    session: ServerSession
-    protocol_version: str
-    request_id: int | str | None = None
-
-
-class FastRelay(RequestRelay):
-    """The `RequestRelay` of a fast-path call: the client's connection, which over stdio always takes requests
-    (`request_id` None: they go on the connection's own channel), and no progress token to report on."""
-
-    def __init__(self, context: CallContext, min_log_level: types.LoggingLevel | None) -> None:
-        super().__init__(cast(Any, context), min_log_level)
-
-    def reaches_client(self) -> bool:
-        return True
-
-    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        return None  # the client asked for none (a request with a token takes the SDK's path)
 
 
 class FastPath:
@@ -154,7 +71,7 @@ class FastPath:
     def __init__(self, proxy: Proxy, writer: LineWriter) -> None:
         self._proxy = proxy
         self.writer = writer
-        self._running: dict[tuple[bool, RequestId], _Request] = {}
+        self._running: dict[tuple[bool, RequestId], _Request | Passthrough] = {}
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
@@ -170,8 +87,12 @@ class FastPath:
         client = self._proxy.only_client()
         if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return False  # before the handshake is done, or a client of the sessionless era
-        route = self._route(envelope)
-        if route is None or request_key(envelope.id) in self._running:
+        if request_key(envelope.id) in self._running:
+            return False
+        if envelope.passthrough:
+            return self._pass_through(envelope, client)
+        route = plain_route(self._proxy, envelope)
+        if route is None:
             return False
         connection = sdk_compat.connection_of(client)
         session = self._proxy.sessions.find(Entrance(connection, None, None)) if connection is not None else None
@@ -183,10 +104,18 @@ class FastPath:
         request.start()
         return True
 
-    def _route(self, envelope: Envelope) -> Route | None:
-        return plain_route(self._proxy, envelope)
+    def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
+        route = passthrough_route(self._proxy, envelope)
+        if route is None:
+            return False
+        context = CallContext(client, client.protocol_version)
+        request = Passthrough(self._proxy, self.writer, envelope, route, context, self.forget)
+        self._running[request_key(envelope.id)] = request
+        self.writer.owe()
+        request.start()
+        return True
 
-    def forget(self, request: _Request) -> None:
+    def forget(self, request: _Request | Passthrough) -> None:
         key = request_key(request.envelope.id)
         if self._running.get(key) is request:
             del self._running[key]
@@ -308,17 +237,27 @@ class _Request:
 
 
 def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
-    """The route of a call the fast path can make exactly as the SDK's path would, else None (stdio and HTTP)."""
+    """The route of a call the fast path can make exactly as the SDK's path would, else None (stdio and HTTP): a
+    plain call (not a pass-through) to a server whose rules are on, that `passthrough_route` takes."""
+    route = passthrough_route(proxy, envelope) if not envelope.passthrough else None
+    return route if route is not None and route.policy.async_enabled else None
+
+
+def passthrough_route(proxy: Proxy, envelope: Envelope) -> Route | None:
+    """The route of a call the fast path can forward exactly as the SDK's path would, whatever the rules (a
+    pass-through ignores them): not claimcheck's own tool, no `background` argument (the SDK's path reads
+    it), a server every client shares (a scoped one: the SDK's path finds the client's own process), and a
+    tool `raw_capable` takes; else None."""
     if envelope.name in OWN_TOOLS or envelope.name in FILE_TOOLS:
         return None
     route = proxy.pool.route(envelope.name)
-    if route is None or not route.policy.async_enabled:
+    if route is None:
         return None
     arguments = envelope.arguments
     if route.background_param is not None and arguments is not None and route.background_param in arguments:
         return None
     if not proxy.pool.for_everyone(route):
-        return None  # a scoped server: the SDK's path finds the client's own process
+        return None
     return route if raw_capable(route.downstream, route.tool) else None
 
 
@@ -358,7 +297,7 @@ async def _answered_line(
     except Exception:
         logger.exception("the fast path failed on a call of %s", route.public)
         error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
-        return _line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
+        return line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
     return response_line(proxy, envelope, session, result, about, context)
 
 
@@ -374,18 +313,9 @@ def response_line(
     session's footer, shaped by the SDK's own serializer as its path would."""
     lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
     if isinstance(result, RawResult) and not lines:
-        return _line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
+        return line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
     model = result.model() if isinstance(result, RawResult) else result
     if lines:
-        extra = [types.TextContent(type="text", text=line) for line in lines]
+        extra = [types.TextContent(type="text", text=text) for text in lines]
         model = model.model_copy(update={"content": [*model.content, *extra]})
-    dumped = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    wire = serialize_server_result("tools/call", context.protocol_version, dumped)  # as the SDK's path shapes it
-    return _line({"jsonrpc": "2.0", "id": envelope.id, "result": wire})
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    try:
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    except UnicodeEncodeError:  # a lone surrogate the downstream escaped: passed on escaped
-        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    return result_line(envelope.id, model, context.protocol_version)  # as the SDK's path shapes it

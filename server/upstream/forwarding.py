@@ -24,8 +24,9 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.requesters import for_client
+from server.upstream.streamed import STREAMING, stand_in, streamable
 
-__all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "split_arguments", "text_result"]
+__all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "inline_result", "split_arguments", "text_result"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -44,16 +45,21 @@ async def forward(
     """The result for the client, and the call it is about when that call now has a handle.
 
     `passthrough`: a claimcheck in front of this one makes the handles (`server.downstream.chain`), so the
-    call is answered whole, as with `async` off."""
+    call is answered whole, as with `async` off; an output the downstream's transport spooled is answered
+    with a stand-in the stdio transport streams from its file, when that transport serves this request
+    (`server.upstream.streamed`), else read whole."""
     relay = RequestRelay(ctx, proxy.log_level)
     args, background = split_arguments(route, arguments)
     route = await for_client(proxy, ctx, route, session, relay)
     if passthrough or not route.policy.async_enabled:
         result = await route.downstream.call(route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)
-        if spooled is not None:
+        outputs = STREAMING.get()
+        if spooled is not None and outputs is not None and streamable(spooled):
+            result = stand_in(outputs, spooled)
+        elif spooled is not None:
             result = await anyio.to_thread.run_sync(materialize, spooled)
-        return _inline(route, result), None
+        return inline_result(route, result), None
 
     raw = not background and fast_path_enabled(proxy.config.settings) and raw_capable(route.downstream, route.tool)
     call, call_relay = begin(proxy, route, args, session, relay, background=background, raw=raw)
@@ -98,7 +104,7 @@ async def answer(
         case Inline(raw=dict() as raw):
             return RawResult(raw), None
         case Inline(result=types.CallToolResult() as result):
-            return _inline(route, result), None
+            return inline_result(route, result), None
         case Lost(message=message):  # nothing stored to come back to: its first part, inline
             return text_result(message, is_error=True), None
         case Failed(reason=reason):
@@ -161,7 +167,8 @@ def begin(
     return call, proxy.sessions.start(session, call, invoke, route.policy, relay)
 
 
-def _inline(route: Route, result: types.CallToolResult) -> types.CallToolResult:
+def inline_result(route: Route, result: types.CallToolResult) -> types.CallToolResult:
+    """A downstream's result as the client gets it inline: an error result says where it came from."""
     if not result.is_error:
         return result
     note = f'[claimcheck] the error above came from tool "{route.tool}" of server "{route.downstream.name}".'

@@ -8,9 +8,9 @@ session would:
 - the `mcp-session-id` is a session of the SDK's manager, not ended, owned by the request's credential, with
   an `mcp-protocol-version` header of the handshake era that is the session's own; Host, Origin (the SDK's
   DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
-- the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token
-  or task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the
-  SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
+- the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token,
+  task or pass-through mark) to a tool `plain_route` takes, from a session whose claimcheck `Session` is
+  already the one the SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
   header) and whose answer carries no status footer.
 
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
@@ -69,16 +69,10 @@ from server.downstream.relay import RequestRelay
 from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.fastpath import (
-    CallContext,
-    Envelope,
-    cancelled_id,
-    plain_route,
-    read_envelope,
-    respond,
-)
+from server.upstream.fastpath import plain_route, respond
 from server.upstream.gate import read_body, replay
 from server.upstream.http_stream import RequestStream
+from server.upstream.plain_call import CallContext, Envelope, cancelled_id, read_envelope
 from server.upstream.surface import footer_lines
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]

@@ -139,7 +139,8 @@ async def _serve_link(conn: socket.socket, server: Server[Proxy], proxy: Proxy, 
     """One relay, served as one stdio client is; its calls outlive it (they are the user's)."""
     LINK.set(uuid.uuid4().hex)  # inherited by the requests of this link: it is their session
     try:
-        async with fd_streams(conn.fileno(), conn.fileno(), proxy.config.settings.max_request_bytes) as (read, write):
+        limit = proxy.config.settings.max_request_bytes
+        async with fd_streams(conn.fileno(), conn.fileno(), limit, outputs=proxy.pool.spooled) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     except Exception:  # boundary: one relay's broken connection must not end the others
         logger.warning("a relay's connection failed", exc_info=True)

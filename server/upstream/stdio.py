@@ -8,16 +8,17 @@ stderr while serving, so stray prints cannot corrupt the protocol. Anything else
 regular file) falls back to the SDK's transport. A request line past the budget (`server.budget`: longer
 than `max_request_bytes`, drained without being held, or nested too deep) is answered with a JSON-RPC error
 before any parser reads it, and so is a line that is not JSON-RPC; the connection goes on. While the answers
-waiting for stdout pass `_BACKLOG_HIGH` bytes, or `_OWED_HIGH` requests wait for their answers (a client that
+waiting for stdout pass `BACKLOG_HIGH` bytes, or `OWED_HIGH` requests wait for their answers (a client that
 does not read them, or floods), stdin is not read until both are below their low-water marks: the client's
-requests wait in the pipe, not in memory.
+requests wait in the pipe, not in memory (`server.upstream.line_writer`). Given the registry of spooled
+outputs, the transport streams a pass-through's output from its file in place of the SDK's stand-in answer
+(`server.upstream.streamed`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import fcntl
 import logging
 import os
@@ -33,9 +34,12 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, request_key, too_large, unreadable
+from server.downstream.spooled import SpooledOutputs
 from server.framing import Framer, LongLine, encode, parse_line
+from server.upstream.line_writer import LineWriter
+from server.upstream.streamed import STREAMING, stand_in_token, write_stand_in
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "LineWriter", "fd_streams", "stdio_streams"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "Take", "fd_streams", "stdio_streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +48,6 @@ _QUEUE_HIGH, _QUEUE_LOW = 64, 16
 """Frames waiting for the SDK's side beyond which stdin is not read, and below which it is again."""
 _QUEUE_BYTES = 1 << 20
 """Nor is it while this many bytes of frames wait (a flood of large requests holds about one of them)."""
-_BACKLOG_HIGH, _BACKLOG_LOW = 4 << 20, 1 << 20
-"""Bytes of answers waiting for stdout beyond which stdin is not read, and below which it is again."""
-_OWED_HIGH, _OWED_LOW = 256, 128
-"""Requests read and not answered yet beyond which stdin is not read, and below which it is again (each holds
-its arguments and a call's state: 30-50 KB with 9 KB of arguments). Every request is answered in bounded time
-without more being read (the time rule hands a slow call out), so a stop cannot last."""
 DEFAULT_MAX_REQUEST_BYTES = MAX_BYTES
 
 Take = Callable[[bytes], bool]
@@ -59,26 +57,36 @@ Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObj
 
 @asynccontextmanager
 async def stdio_streams(
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, fast: Callable[[LineWriter], Take] | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    fast: Callable[[LineWriter], Take] | None = None,
+    outputs: SpooledOutputs | None = None,
 ) -> AsyncIterator[Streams]:
     """The server side of stdio: messages read from stdin, and a stream whose messages go to stdout.
 
     `fast` makes, from the writer of whole lines to stdout, the function each request line is
-    offered to first (the SDK's transport fallback has none: the lines are not seen there)."""
+    offered to first (the SDK's transport fallback has none: the lines are not seen there, and it streams
+    nothing)."""
     if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as streams:
             yield streams
         return
     with _claimed(0, os.devnull, os.O_RDONLY) as wire_in, _claimed(1, None, os.O_WRONLY) as wire_out:
-        async with fd_streams(wire_in, wire_out, max_request_bytes, fast) as streams:
+        async with fd_streams(wire_in, wire_out, max_request_bytes, fast, outputs) as streams:
             yield streams
 
 
 @asynccontextmanager
 async def fd_streams(
-    wire_in: int, wire_out: int, max_request_bytes: int, fast: Callable[[LineWriter], Take] | None = None
+    wire_in: int,
+    wire_out: int,
+    max_request_bytes: int,
+    fast: Callable[[LineWriter], Take] | None = None,
+    outputs: SpooledOutputs | None = None,
 ) -> AsyncIterator[Streams]:
-    """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice)."""
+    """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice).
+
+    With `outputs`, the requests served in the block (tasks started in it inherit the context) see them in
+    `STREAMING`, and a stand-in answer naming one of them is written with the output streamed in its place."""
     to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -103,20 +111,29 @@ async def fd_streams(
     async def write_stdout() -> None:
         async with from_session:
             async for message in from_session:
-                if not await write(encode(message)):
+                token = stand_in_token(message) if outputs is not None else None
+                if token is not None and outputs is not None:
+                    written = await write_stand_in(writer, message, token, outputs)
+                else:
+                    written = await write(encode(message))
+                if not written:
                     return  # the client went away; reading stdin will end too
                 answered = message.message
                 if isinstance(answered, JSONRPCResponse | JSONRPCError) and answered.id is not None:
                     _settled(request_key(answered.id), owed, writer)
 
     take = fast(writer) if fast is not None else None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read_stdin)
-        tg.start_soon(write_stdout)
-        try:
-            yield from_client, to_client
-        finally:
-            tg.cancel_scope.cancel()
+    streaming = STREAMING.set(outputs)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_stdin)
+            tg.start_soon(write_stdout)
+            try:
+                yield from_client, to_client
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        STREAMING.reset(streaming)
 
 
 def _account(message: JSONRPCMessage, owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:
@@ -255,114 +272,6 @@ def _taken(take: Take, frame: bytes) -> bool:
     except Exception:  # the SDK's path answers it (a bug here must not end the connection)
         logger.exception("the fast path failed to read a request; the SDK's path takes it")
         return False
-
-
-class LineWriter:
-    """Whole lines to a non-blocking descriptor, in the order they were given, without a lock or a task: a line
-    is written at once when nothing waits before it; what the pipe does not take yet is written from an
-    event-loop writer callback (asyncio's, which is what anyio runs on here)."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._pending: deque[memoryview] = deque()
-        self._drained: list[asyncio.Future[None]] = []
-        self.backlog = 0
-        """Bytes given but not written yet."""
-        self.owed = 0
-        """Requests read whose answers are not written yet (`owe`, `paid`)."""
-        self.on_drained: Callable[[], None] | None = None
-        """Called when the backlog and the answers owed fall below their low-water marks (the reader may go on)."""
-        self.gone = False
-        """The reader went away (EPIPE): every later line is dropped."""
-
-    def write_nowait(self, data: bytes) -> bool:
-        """Write `data` now, or queue it behind what waits; False once the reader has gone away."""
-        if self.gone:
-            return False
-        if self._pending:
-            self._pending.append(memoryview(data))
-            self.backlog += len(data)
-            return True
-        view = memoryview(data)
-        try:
-            written = os.write(self._fd, view)
-        except BlockingIOError:
-            written = 0
-        except OSError as exc:
-            return self._failed(exc)
-        if written < len(view):
-            self._pending.append(view[written:])
-            self.backlog += len(view) - written
-            asyncio.get_running_loop().add_writer(self._fd, self._flush)
-        return True
-
-    async def write(self, data: bytes) -> bool:
-        """Write one whole line and wait until the descriptor took it; False once the client has gone away."""
-        if not self.write_nowait(data):
-            return False
-        if self._pending:
-            done = asyncio.get_running_loop().create_future()
-            self._drained.append(done)
-            await done
-        return not self.gone
-
-    def _flush(self) -> None:
-        was = self.backlog
-        try:
-            while self._pending:
-                view = self._pending[0]
-                try:
-                    written = os.write(self._fd, view)
-                except BlockingIOError:
-                    return
-                except OSError as exc:
-                    self._failed(exc)  # drops what waits, stops writing and wakes the writers
-                    return
-                self.backlog -= written
-                if written < len(view):
-                    self._pending[0] = view[written:]
-                    return
-                self._pending.popleft()
-            asyncio.get_running_loop().remove_writer(self._fd)
-            self._wake()
-        finally:
-            if self.backlog < was:
-                self._eased()
-
-    def full(self) -> bool:
-        """Whether the reader of requests should stop: too many answers wait, or are owed."""
-        return self.backlog >= _BACKLOG_HIGH or self.owed >= _OWED_HIGH
-
-    def owe(self) -> None:
-        """A request was read: its answer is owed."""
-        self.owed += 1
-
-    def paid(self) -> None:
-        """A request was answered (or cancelled, so never will be)."""
-        self.owed -= 1
-        self._eased()
-
-    def _eased(self) -> None:
-        if self.on_drained is not None and self.backlog < _BACKLOG_LOW and self.owed < _OWED_LOW:
-            self.on_drained()
-
-    def _failed(self, exc: OSError) -> bool:
-        if exc.errno not in (errno.EPIPE, errno.ECONNRESET):
-            raise exc
-        self.gone = True
-        self.backlog = 0
-        if self._pending:
-            self._pending.clear()
-            asyncio.get_running_loop().remove_writer(self._fd)
-        self._wake()
-        self._eased()  # nothing more will be written: reading goes on, to the end of stdin
-        return False
-
-    def _wake(self) -> None:
-        drained, self._drained = self._drained, []
-        for done in drained:
-            if not done.done():
-                done.set_result(None)
 
 
 def _pollable(fd: int) -> bool:

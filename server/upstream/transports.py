@@ -37,10 +37,11 @@ from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
+from server.upstream.line_writer import LineWriter
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
 from server.upstream.standing import StandingStreams
-from server.upstream.stdio import LineWriter, Take, stdio_streams
+from server.upstream.stdio import Take, stdio_streams
 from server.upstream.surface import build_server
 
 __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio"]
@@ -79,7 +80,8 @@ async def serve_stdio(proxy: Proxy) -> None:
     async with proxy.running(), anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope)
         fast = partial(_fast_path, proxy) if fast_path_enabled(proxy.config.settings) else None
-        async with stdio_streams(proxy.config.settings.max_request_bytes, fast) as (read, write):
+        limit = proxy.config.settings.max_request_bytes
+        async with stdio_streams(limit, fast, outputs=proxy.pool.spooled) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 

@@ -1,7 +1,8 @@
 """Outputs of any size reach their stored file in bounded memory, through a real claimcheck process.
 
 claimcheck runs as a subprocess spoken to by hand over stdio (so the test knows its pid and can read its
-peak RSS, VmHWM), in front of `raw_downstream.py`, which streams results of any size without holding them.
+peak RSS, VmHWM), in front of `raw_downstream.py`, which streams results of any size without holding them. In
+a chain, a second claimcheck is the first one's server, found among the first one's children by /proc.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from raw_downstream import big_text_pieces, big_text_sha256
+from raw_downstream import big_text_pieces, big_text_sha256, fast_text_sha256
 from support import PYTHON, announced_url, write_config
 from wire import Wire as LineClient
 
@@ -208,3 +209,52 @@ async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_pat
                 assert not is_error and answer.startswith("Tool output is too large (104857600 bytes, ")
             after = wire.memory("VmRSS")
     assert after - before < 32 * MIB, f"RSS grew by {(after - before) / MIB:.0f} MiB"
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text(encoding="utf-8").split()]
+    return found
+
+
+def inner_pid(outer: int) -> int:
+    """The inner claimcheck: the child of the outer one that serves (the outer's only `server serve` child)."""
+    (pid,) = [child for child in _children(outer) if b"\0serve\0" in Path(f"/proc/{child}/cmdline").read_bytes()]
+    return pid
+
+
+def peak(pid: int) -> int:
+    match = re.search(r"^VmHWM:\s+(\d+) kB$", Path(f"/proc/{pid}/status").read_text(encoding="utf-8"), re.M)
+    assert match is not None
+    return int(match.group(1)) * 1024
+
+
+@pytest.mark.parametrize("inner_path", ["fast", "sdk"])
+async def test_a_200_mib_result_through_a_chain_is_stored_byte_identical_with_both_claimchecks_memory_flat(
+    tmp_path: Path, inner_path: str
+) -> None:
+    """The inner claimcheck answers the outer's pass-through call by streaming the spooled output from its file
+    (on its fast path, or on the SDK's path through the stdio writer); the outer spools the long line it reads."""
+    fast = "on" if inner_path == "fast" else "off"
+    inner_settings = {"root": str(tmp_path / "inner-out"), "fastPath": inner_path == "fast"}
+    (tmp_path / "inner").mkdir()
+    inner_config = write_config(tmp_path / "inner", {"mcpServers": {"raw": raw_server()}, "settings": inner_settings})
+    serve = ["-m", "server", "serve", "--no-api", "--config", str(inner_config)]
+    entry = {"command": PYTHON, "args": serve, "env": {"CLAIMCHECK_FAST_PATH": fast}}
+    with anyio.fail_after(300):
+        async with claimcheck(tmp_path, {"inner": entry}, {}) as wire:
+            await wire.warm_up("inner__raw")
+            inner = inner_pid(wire.process.pid)
+            idle_outer, idle_inner = wire.memory("VmHWM"), peak(inner)
+            answer, is_error = await wire.call_text("inner__raw__fast", {"mib": 200})
+            outer_peak, inner_peak = wire.memory("VmHWM"), peak(inner)
+            expected_sha, expected_size = fast_text_sha256(200)
+            match = HANDLE.search(answer)
+            assert match is not None, answer
+            path = stored_file(tmp_path, match.group(1))
+            assert not is_error
+            assert answer.startswith(f"Tool output is too large ({expected_size} bytes, ")
+            assert await anyio.to_thread.run_sync(sha256_of, path) == expected_sha
+    grown = {"outer": (outer_peak - idle_outer) / MIB, "inner": (inner_peak - idle_inner) / MIB}
+    assert all(value < 64 for value in grown.values()), f"peaks grew by {grown} MiB"

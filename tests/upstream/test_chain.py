@@ -1,11 +1,14 @@
 """claimcheck behind claimcheck behaves like one claimcheck: one set of handle tools, one handle per call.
 
 The outer claimcheck runs in this process; the inner is a real `claimcheck serve` process (stdio, or
-streamable HTTP) in front of the demo server.
+streamable HTTP) in front of the demo server. The outer sends a pass-through call as bytes, and the inner answers
+it on its fast path as its SDK path would; those tests speak to the inner by hand, as the outer does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,10 +18,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from raw_downstream import big_text_sha256
 from support import OWN_TOOLS, PYTHON, announced_url, demo_server_entry, text_of, write_config
+from wire import MIB, Wire, serving
 
 from server.config import parse_config
-from server.downstream.chain import CAPABILITY, OWN, PROXIED
+from server.downstream.chain import CAPABILITY, OWN, PASSTHROUGH, PROXIED
+from server.downstream.rawchannel import RawChannel
+from server.downstream.spool import CUT_MARKER
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 
@@ -31,6 +38,9 @@ INNER_SETTINGS = {
     "asyncTokenThreshold": 2000,
     "startupWaitSecs": 60,
 }
+TESTS = Path(__file__).resolve().parents[1]
+RAW = {"command": PYTHON, "args": [str(TESTS / "raw_downstream.py")]}
+META_ECHO = {"command": PYTHON, "args": [str(TESTS / "meta_echo_downstream.py")]}
 
 
 @asynccontextmanager
@@ -111,3 +121,118 @@ async def test_a_claimcheck_declares_itself_and_marks_its_tools(tmp_path: Path) 
     assert (tools["demo__echo"].meta or {}).get(PROXIED) == {"background": "background"}
     # A client that is not claimcheck gets handles (too large, or, on a slow machine, handed off at 0.5 s).
     assert 'tool_output(handle = "session-' in text_of(small) and len(text_of(small)) < 2000
+
+
+async def test_the_outer_claimcheck_sends_a_pass_through_call_as_bytes_with_the_mark_and_a_progress_token() -> None:
+    """A raw call's progress token is its request id, from the raw channel's range (the SDK client counts from 0)."""
+    marks: dict[bool, dict[str, Any]] = {}
+    with anyio.fail_after(60):
+        for fast in (True, False):
+            settings = {"api": {"enabled": False}, "fastPath": fast}
+            proxy = Proxy(parse_config({"mcpServers": {"inner": META_ECHO}, "settings": settings}))
+            async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+                await proxy.pool.settled()
+                marks[fast] = json.loads(text_of(await client.call_tool("inner__meta", {})))
+    assert marks[True][PASSTHROUGH] is True and marks[True]["progressToken"] > RawChannel.BASE
+    assert marks[False][PASSTHROUGH] is True and marks[False]["progressToken"] < RawChannel.BASE
+
+
+@asynccontextmanager
+async def inner_wire(tmp_path: Path, fast: str) -> AsyncIterator[Wire]:
+    """An inner claimcheck (its fast path `fast`) in front of the raw and demo servers, spoken to by hand; its own
+    rules are strict (0.5 s, 2000 tokens) and its outputs are cut at 24 MiB."""
+    directory = tmp_path / fast
+    directory.mkdir()
+    settings = {**INNER_SETTINGS, "maxOutputBytes": 24 * MIB}
+    async with serving(directory, fast, settings, {"raw": RAW, "demo": demo_server_entry()}) as wire:
+        yield wire
+
+
+async def pass_through(
+    wire: Wire, tool: str, arguments: dict[str, Any], token: int | str = 7
+) -> tuple[bytes, list[dict[str, Any]]]:
+    """Call `tool` as the outer claimcheck does: the answer's line as written, and the notifications before it."""
+    meta = {"progressToken": token, PASSTHROUGH: True}
+    ident = await wire.send("tools/call", {"name": tool, "arguments": arguments, "_meta": meta})
+    notes: list[dict[str, Any]] = []
+    while True:
+        line = await wire.read_line()
+        message = json.loads(line)
+        if "method" not in message:
+            assert message["id"] == ident, message
+            return line, notes
+        notes.append(message)
+
+
+async def test_a_pass_through_call_is_answered_on_the_inner_fast_path_with_the_result_as_the_server_gave_it(
+    tmp_path: Path,
+) -> None:
+    """The fast path writes a plain result as it came (raw_downstream writes no `isError`); the SDK's path
+    serializes the model (with `isError: false`)."""
+    text = 'plain, "quoted", é 中 \\ \n'  # no character the client escapes as a surrogate pair: the SDK reads those
+    answers: dict[str, tuple[bytes, list[dict[str, Any]]]] = {}
+    with anyio.fail_after(120):
+        for fast in ("on", "off"):
+            async with inner_wire(tmp_path, fast) as wire:
+                line, _ = await pass_through(wire, "raw__echo", {"text": text})
+                slow = await pass_through(wire, "demo__slow", {"seconds": 1}, token="outer-42")
+                answers[fast] = line, slow[1]
+    content = [{"type": "text", "text": text}]
+    expected = {"jsonrpc": "2.0", "id": json.loads(answers["on"][0])["id"], "result": {"content": content}}
+    assert answers["on"][0] == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(answers["off"][0])["result"] == {"content": content, "isError": False}
+    progress = [note["params"] for note in answers["on"][1] if note["method"] == "notifications/progress"]
+    assert progress == [note["params"] for note in answers["off"][1] if note["method"] == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == [("outer-42", n, 2) for n in (1, 2)]
+
+
+def _shape(line: bytes) -> tuple[bool, list[tuple[str, int, str]]]:
+    """An answer's error flag and items (type, size, and the text if short, else its hash)."""
+    result = json.loads(line)["result"]
+    items = []
+    for item in result["content"]:
+        data = item.get("text", "").encode()
+        items.append((item["type"], len(data), data.decode() if len(data) < 4096 else hashlib.sha256(data).hexdigest()))
+    return bool(result.get("isError")), items
+
+
+async def test_pass_through_answers_on_the_inner_fast_path_equal_those_of_its_sdk_path(tmp_path: Path) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("raw__echo", {"text": "small"}),
+        ("demo__fail", {"message": "it failed"}),  # an error result: the note says where it came from
+        ("demo__echo", {}),  # the server's own error
+        ("raw__nope", {}),  # claimcheck's error
+        ("demo__big", {"kb": 2048}),  # spooled, its message kept whole (under 16 MiB): answered from it
+        ("raw__big", {"mib": 20}),  # spooled: streamed from the file
+        ("raw__fast", {"mib": 30}),  # cut at maxOutputBytes, the marker at its end: streamed
+        ("raw__big", {"mib": 18, "error": True}),  # an error, streamed: the note follows it
+    ]
+    shapes: dict[str, list[tuple[bool, list[tuple[str, int, str]]]]] = {}
+    with anyio.fail_after(180):
+        for fast in ("on", "off"):
+            async with inner_wire(tmp_path, fast) as wire:
+                shapes[fast] = [_shape((await pass_through(wire, name, args))[0]) for name, args in calls]
+    assert shapes["on"] == shapes["off"]
+    echo, fail, _, nope, demo_big, big, cut, big_error = shapes["on"]
+    note = '[claimcheck] the error above came from tool "{}" of server "{}".'
+    assert echo == (False, [("text", 5, "small")])
+    assert fail[0] is True and fail[1][1][2] == note.format("fail", "demo")
+    assert nope[0] is True and nope[1][0][2].startswith('Unknown tool "raw__nope"')
+    assert demo_big[0] is False and demo_big[1][0][1] == 2048 * 1024
+    assert big == (False, [("text", 20 * MIB, big_text_sha256(20)[0])])
+    assert cut[0] is False and cut[1][0][1] == 24 * MIB + len(CUT_MARKER.format(limit=24 * MIB, total=30 * MIB))
+    big_note = note.format("big", "raw")
+    assert big_error == (True, [("text", 18 * MIB, big_text_sha256(18)[0]), ("text", len(big_note), big_note)])
+
+
+async def test_a_cancelled_pass_through_call_on_the_inner_fast_path_is_never_answered(tmp_path: Path) -> None:
+    """`pass_through` fails on an answer to any other request: the cancelled call's would come before `later`'s."""
+    with anyio.fail_after(120):
+        async with inner_wire(tmp_path, "on") as wire:
+            slow = {"name": "demo__slow", "arguments": {"seconds": 2}, "_meta": {"progressToken": 1, PASSTHROUGH: True}}
+            cancelled = await wire.send("tools/call", slow)
+            await wire.send("notifications/cancelled", {"requestId": cancelled}, notify=True)
+            later, _ = await pass_through(wire, "demo__slow", {"seconds": 3})
+            echo, _ = await pass_through(wire, "raw__echo", {"text": "after"})
+    assert json.loads(later)["result"]["content"][0]["text"] == "slept 3 s"
+    assert json.loads(echo)["result"]["content"] == [{"type": "text", "text": "after"}]

@@ -2,8 +2,9 @@
 
 Whatever line the reader takes as a plain `tools/call`, the SDK reads as the same request: a JSON-RPC
 request of `tools/call` whose parameters validate, with the same id (value and type), tool name and
-arguments, and nothing else that would change how it is served (`_meta`, a task). And every plain call
-(ids of every allowed type, any unicode, escapes, key order) is taken, so the fast path is not dead code.
+arguments, and nothing else that would change how it is served (a task, a `_meta` other than a claimcheck's
+pass-through mark with its progress token, read as the SDK reads them). And every plain call (ids of every
+allowed type, any unicode, escapes, key order) is taken, so the fast path is not dead code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.upstream.fastpath import read_envelope
+from server.downstream.chain import PASSTHROUGH, asks_passthrough
+from server.upstream.plain_call import read_envelope
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(
@@ -58,7 +60,9 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             params["arguments"] = draw(arguments | json_values)
         if not draw(st.integers(0, 5)):
-            params["_meta"] = draw(st.just({"progressToken": 1}) | st.dictionaries(st.text(max_size=5), json_scalars))
+            passthrough = st.fixed_dictionaries({PASSTHROUGH: json_scalars}, optional={"progressToken": ids})
+            metas = st.just({"progressToken": 1}) | passthrough | st.dictionaries(st.text(max_size=5), json_scalars)
+            params["_meta"] = draw(metas)
         if not draw(st.integers(0, 7)):
             params["task"] = {"ttl": 1000}
         if not draw(st.integers(0, 7)):
@@ -101,7 +105,14 @@ def _check(line: bytes) -> None:
     assert type(ident) is type(envelope.id) and ident == envelope.id
     assert params.name == envelope.name
     assert params.arguments == envelope.arguments
-    assert params.meta is None and params.task is None
+    assert params.task is None
+    if not envelope.passthrough:
+        assert params.meta is None
+        return
+    assert params.meta is not None and asks_passthrough(params)
+    token = params.meta.get("progress_token")  # the name the SDK reads it by
+    assert type(token) is type(envelope.progress_token) and token == envelope.progress_token
+    assert set(params.meta) <= {PASSTHROUGH, "progress_token"}
 
 
 @settings(max_examples=400, deadline=None)
@@ -145,6 +156,11 @@ def test_every_plain_call_is_taken_with_its_id_back(
         b'{"jsonrpc":"2.0","id":true,"method":"tools/call","params":{"name":"a"}}',
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":null}}',
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":1}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.claimcheck/passthrough":1}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.claimcheck/passthrough":true,'
+        b'"progressToken":1.5}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.claimcheck/passthrough":true,'
+        b'"x":1}}}',
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"x":1}',
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\xff"}}',
         b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}]',
@@ -163,4 +179,15 @@ def test_escapes_and_unicode_come_through_as_the_sdk_reads_them() -> None:
     envelope = read_envelope(line)
     assert envelope is not None
     assert envelope.id == "A" and envelope.name == "éé" and envelope.arguments == {"t": 'a"b\\c\né中'}
+    _check(line)
+
+
+@pytest.mark.parametrize("token", [None, 0, -3, (1 << 63) - 1, "", "outer-7"])
+def test_a_pass_through_call_is_taken_with_its_progress_token(token: int | str | None) -> None:
+    meta: dict[str, Any] = {"progressToken": token, PASSTHROUGH: True} if token is not None else {PASSTHROUGH: True}
+    params = {"name": "a", "arguments": {"x": 1}, "_meta": meta}
+    line = _encode({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}, False, False)
+    envelope = read_envelope(line)
+    assert envelope is not None and envelope.passthrough and envelope.progress_token == token
+    assert (envelope.id, envelope.name, envelope.arguments) == (9, "a", {"x": 1})
     _check(line)

@@ -1,0 +1,141 @@
+"""Large outputs through a chain: claimcheck → producer against claimcheck → claimcheck → producer.
+
+For each size (MiB), the two paths alternate in one run (`--rounds` times each, the order flipped every round):
+  single  `claimcheck serve` over stdio in front of tests/raw_downstream.py;
+  chain   `claimcheck serve` in front of another `claimcheck serve` in front of it: the outer sends its calls
+          as pass-throughs, and the inner writes the output it spooled back from its file, in pieces.
+The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Each run starts its processes anew,
+makes a 20 MiB call (the spool and, in the chain, the streaming path warm up; the inner keeps 20 MiB whole in no
+case: its spool keeps at most 16 MiB of a message), then takes each claimcheck's idle peak RSS (VmHWM) and times
+one call of the size: seconds from the call to the too-large answer (the handle), each process's VmHWM above
+its idle peak, and whether the answer names the size the producer wrote.
+
+Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from large_outputs import MIB, PY, RAW, ROOT, Wire, vm
+
+WARM_MIB = 20
+SETTINGS = {"asyncTimeoutSecs": 3600}  # the size rule is measured, not the time rule
+
+
+def _config(directory: Path, servers: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "claimcheck.json"
+    settings = {**SETTINGS, "root": str(directory / "out")}
+    config.write_text(json.dumps({"mcpServers": servers, "settings": settings}), encoding="utf-8")
+    return config
+
+
+def _serve(config: Path) -> list[str]:
+    return [PY, "-m", "server", "serve", "--no-api", "--config", str(config)]
+
+
+def _inner_pid(outer: int) -> int:
+    """The inner claimcheck: the outer's child that serves."""
+    for task in Path(f"/proc/{outer}/task").iterdir():
+        for child in (task / "children").read_text(encoding="utf-8").split():
+            if b"\0serve\0" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return int(child)
+    raise RuntimeError("the inner claimcheck is not running")
+
+
+def _call(wire: Wire, tool: str, mib: int) -> str:
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
+    answer = json.loads(wire.line())
+    return str(answer["result"]["content"][0]["text"])
+
+
+def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
+    """One call of `mib` MiB on `path` ("single" or "chain"), on processes started for it."""
+    producer = {"command": PY, "args": [RAW]}
+    if path == "single":
+        servers, tool = {"raw": producer}, "raw__fast"
+    else:
+        inner = _config(scratch / "inner", {"raw": producer})
+        servers, tool = {"inner": {"command": PY, "args": _serve(inner)[1:]}}, "inner__raw__fast"
+    wire = Wire(_serve(_config(scratch / "outer", servers)), cwd=ROOT)
+    try:
+        wire.handshake()
+        wire.send("tools/list")
+        wire.line()
+        warm = _call(wire, tool, WARM_MIB)
+        if not warm.startswith("Tool output is too large"):
+            return {"path": path, "mib": mib, "failed": warm[:200]}
+        pids = {"outer": wire.process.pid}
+        if path == "chain":
+            pids["inner"] = _inner_pid(wire.process.pid)
+        idle = {name: vm(pid, "VmHWM") for name, pid in pids.items()}
+        start = time.perf_counter()
+        text = _call(wire, tool, mib)
+        seconds = time.perf_counter() - start
+        peaks = {name: (vm(pid, "VmHWM") - idle[name]) / MIB for name, pid in pids.items()}
+    finally:
+        wire.close()
+    return {
+        "path": path,
+        "mib": mib,
+        "seconds": round(seconds, 3),
+        "peak_above_idle_mib": {name: round(value, 1) for name, value in peaks.items()},
+        "idle_mib": {name: round(value / MIB, 1) for name, value in idle.items()},
+        "size_ok": text.startswith(f"Tool output is too large ({mib * MIB} bytes, "),
+    }
+
+
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per size and path: the median seconds, and the largest peak of each process."""
+    table = []
+    for mib in sorted({row["mib"] for row in rows}):
+        for path in ("single", "chain"):
+            done = [row for row in rows if row["mib"] == mib and row["path"] == path and "failed" not in row]
+            if not done:
+                continue
+            names = done[0]["peak_above_idle_mib"]
+            table.append(
+                {
+                    "mib": mib,
+                    "path": path,
+                    "runs": len(done),
+                    "median_seconds": round(statistics.median(row["seconds"] for row in done), 3),
+                    "max_peak_above_idle_mib": {n: max(row["peak_above_idle_mib"][n] for row in done) for n in names},
+                    "sizes_ok": all(row["size_ok"] for row in done),
+                }
+            )
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="200,1000", help="MiB, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each path per size")
+    parser.add_argument("--json", help="write the runs and the summary here too")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    for mib in [int(size) for size in args.sizes.split(",")]:
+        for round_number in range(args.rounds):
+            order = ("single", "chain") if round_number % 2 == 0 else ("chain", "single")
+            for path in order:
+                with tempfile.TemporaryDirectory(prefix="bench-chain-") as tmp:
+                    row = run(path, mib, Path(tmp))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    table = summary(rows)
+    for line in table:
+        print(json.dumps(line), file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": rows, "summary": table}, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""A pass-through's spooled output written to a stdio client from its file, in pieces, never whole.
+
+A claimcheck in front asks for a plain pass-through (`server.downstream.chain`). When the downstream's result
+was spooled to a file (a `SpooledOutput`), the answer's text is that file: over stdio it is written as one
+JSON-RPC line in pieces (`write_spooled`): the line is built whole around a placeholder for the text (a token
+JSON needs no escape for), then written as its head, the file's text decoded and escaped a piece at a time
+(`PIECE_BYTES` of the file each, decoded as `materialize` would decode it whole), and its tail, through
+`LineWriter.write_pieces`; the spool's files are removed after. The stdio fast path does this itself
+(`server.upstream.fast_passthrough`). On the SDK's path `forwarding.forward` answers with a stand-in whose `_meta`
+names the output (`stand_in`, only while `STREAMING` says the connection's transport takes it: `fd_streams` sets
+it for the requests of the connection it serves), and that transport's writer streams the output in its place
+(`stand_in_token`, `write_stand_in`).
+
+A spooled output whose whole original message was kept (`SpooledOutput.raw`, at most the spool's `raw_keep`,
+16 MiB) is not streamed (`streamable`): that message may hold more than text (images, structured content),
+so it is answered from the message as it came (`materialize`, bounded by the same 16 MiB).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import logging
+from collections.abc import AsyncGenerator
+from contextvars import ContextVar
+from typing import IO, Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+from server.downstream.spooled import SpooledOutput, SpooledOutputs
+from server.upstream.line_writer import LineWriter
+
+__all__ = [
+    "PIECE_BYTES",
+    "STREAMING",
+    "STREAM_KEY",
+    "stand_in",
+    "stand_in_token",
+    "streamable",
+    "write_spooled",
+    "write_stand_in",
+]
+
+logger = logging.getLogger(__name__)
+
+PIECE_BYTES = 1 << 20
+STREAM_KEY = "claimcheck/streamed"
+STREAMING: ContextVar[SpooledOutputs | None] = ContextVar("claimcheck_streaming", default=None)
+"""Where the stdio transport serving this request takes the outputs it streams (`stand_in`); None: a transport
+that writes answers whole (HTTP, SSE, the SDK's own stdio)."""
+
+
+def streamable(spooled: SpooledOutput) -> bool:
+    """Whether the output is streamed from its file: stored, and its original message not kept."""
+    return spooled.path is not None and spooled.raw is None
+
+
+def stand_in(outputs: SpooledOutputs, spooled: SpooledOutput) -> types.CallToolResult:
+    """The result the SDK's path answers for a streamable output: its text stands for the file's, its `_meta`
+    names the output in `outputs` (it expires there if nobody writes it)."""
+    token = outputs.put(spooled)
+    return types.CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": token}], "isError": spooled.is_error, "_meta": {STREAM_KEY: token}}
+    )
+
+
+def stand_in_token(message: SessionMessage) -> str | None:
+    """The token of a stand-in answer the SDK is about to write, else None."""
+    response = message.message
+    if not isinstance(response, types.JSONRPCResponse):
+        return None
+    meta = response.result.get("_meta")
+    token = meta.get(STREAM_KEY) if isinstance(meta, dict) else None
+    return token if isinstance(token, str) else None
+
+
+async def write_stand_in(writer: LineWriter, message: SessionMessage, token: str, outputs: SpooledOutputs) -> bool:
+    """Write a stand-in answer with the output it names in its place; False once the client has gone away."""
+    response = message.message
+    assert isinstance(response, types.JSONRPCResponse)
+    result: dict[str, Any] = dict(response.result)
+    meta = {key: value for key, value in result.pop("_meta").items() if key != STREAM_KEY}
+    if meta:
+        result["_meta"] = meta
+    spooled = outputs.take(token)
+    if spooled is None or spooled.path is None:  # expired before the SDK handed the answer over
+        content = [{"type": "text", "text": "[claimcheck] the output was removed before it could be sent"}]
+        result.update(content=content, isError=True)
+        return await writer.write(_line(response.id, result))
+    return await write_spooled(writer, response.id, _line(response.id, result), token, spooled)
+
+
+def _line(ident: types.RequestId, result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}, separators=(",", ":")).encode() + b"\n"
+
+
+async def write_spooled(
+    writer: LineWriter, ident: types.RequestId, line: bytes, placeholder: str, spooled: SpooledOutput
+) -> bool:
+    """Write the response `line` with the file's text where the JSON string `placeholder` stands, then remove
+    the spool's files. If the file cannot be read, the line is ended where it stopped and followed by an error
+    answer to `ident`. False once the client has gone away."""
+    assert spooled.path is not None
+    head, found, tail = line.partition(placeholder.encode())
+    assert found, "the placeholder is not in the line"
+    try:
+        try:
+            stored = await anyio.to_thread.run_sync(spooled.path.open, "rb")
+        except OSError as exc:
+            return await writer.write(_unreadable(ident, exc))
+        text = EscapedText(stored)
+        try:
+            async with contextlib.aclosing(_pieces(head, text, tail)) as pieces:
+                return await writer.write_pieces(pieces)
+        except OSError as exc:
+            logger.warning("a pass-through's output could not be read whole: %s", exc)
+            return await writer.write(_unreadable(ident, exc))
+        finally:
+            stored.close()
+    finally:
+        spooled.release()
+
+
+async def _pieces(head: bytes, text: EscapedText, tail: bytes) -> AsyncGenerator[bytes]:
+    yield head
+    while piece := await anyio.to_thread.run_sync(text.read):
+        yield piece
+    yield tail
+
+
+def _unreadable(ident: types.RequestId, exc: OSError) -> bytes:
+    message = f"claimcheck could not read the output it was passing on: {exc.strerror or exc}"
+    error = {"code": types.INTERNAL_ERROR, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode() + b"\n"
+
+
+class EscapedText:
+    """A stored output's text, decoded as `materialize` decodes it whole (UTF-8, bad bytes replaced) and
+    escaped as the inside of a JSON string as `json.dumps` writes it, a piece at a time. Blocking: read it from
+    a worker thread. Non-ASCII characters are escaped (a few bytes more for most text): the stdlib escapes
+    into an ASCII string three to four times as fast as into one that keeps them."""
+
+    def __init__(self, stored: IO[bytes], piece_bytes: int = PIECE_BYTES) -> None:
+        self._stored = stored
+        self._piece_bytes = piece_bytes
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._done = False
+
+    def read(self) -> bytes:
+        """The next piece of escaped text; b"" at the end."""
+        while not self._done:
+            block = self._stored.read(self._piece_bytes)
+            self._done = not block
+            text = self._decoder.decode(block, final=self._done)
+            if text:
+                return json.dumps(text)[1:-1].encode("ascii")
+        return b""
