@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator
-
-import tiktoken
+from typing import TYPE_CHECKING
 
 from extraction.source import Descriptor, Source, text_pieces
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = [
     "ENCODING_NAME",
@@ -41,6 +43,9 @@ _FILE_SAMPLE_BYTES = 16 * 1024  # a stored output's estimate encodes 8 of these 
 
 @functools.cache
 def _encoding() -> tiktoken.Encoding:
+    """The vocabulary, loaded by the first count (41 MiB, about 0.1 s): a process that never counts never pays."""
+    import tiktoken
+
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
