@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,8 +19,10 @@ __all__ = [
     "Guide",
     "cut_answer_note",
     "describe",
+    "ended_session_note",
     "failure",
     "footer",
+    "not_ready_message",
     "not_stored_message",
     "question_message",
     "questions_footer",
@@ -151,6 +154,20 @@ def not_stored_message(call: Call, reason: str, shown: str) -> str:
     )
 
 
+def clock(at: float) -> str:
+    """A wall-clock time as the messages show it (local time, to the second)."""
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def not_ready_message(call: Call, why: str) -> str:
+    """What tool_output says of a call that failed or was cancelled: when, and why."""
+    if call.status == "cancelled":
+        at = call.finished_at
+        when = f"after {_age(call.elapsed())}" + (f", at {clock(at)}" if at is not None else "")
+        return f"The call was cancelled {when}: {why.strip().rstrip('.')}."
+    return f"The call {call.status}: {why}"
+
+
 def success(tool: str, handle: str, strategy: str, body: str) -> str:
     return f"ABSTRACT FROM TOOL OUTPUT {tool} WITH HANDLE {handle}, STRATEGY:{strategy}:\n\n{body}"
 
@@ -264,6 +281,23 @@ def owned_handle_note(keep_secs: float, restarted_at: str | None) -> str:
             "before its idle time: handles made before then are gone; call the tool again."
         )
     return note
+
+
+SHARED_HINT = (
+    "Without --shared, a handle lives only as long as the client session that made it. A client that opens a new "
+    "session for each call (LangChain's MultiServerMCPClient by default, the Inspector CLI) needs "
+    "`claimcheck serve --shared` (over HTTP: an Authorization header), which keeps handles across client sessions."
+)
+
+
+def ended_session_note(ended_at: float | None) -> str:
+    """What an unknown-handle error adds when the handle's session has ended (`ended_at`), or may have (None)."""
+    if ended_at is None:
+        return f" If it came from an earlier client session: {SHARED_HINT[0].lower()}{SHARED_HINT[1:]}"
+    return (
+        f" The session that made it ended at {clock(ended_at)}, when its client closed it, and its running calls "
+        f"were cancelled then. {SHARED_HINT}"
+    )
 
 
 def other_session_line(description: str) -> str:

@@ -78,14 +78,14 @@ async def cancel(handle: str, session: Session, sessions: Sessions) -> str:
     if handle == "all":
         running = session.running()
         for call in running:
-            call.scope.cancel()
+            call.cancel('cancel_tool_output(handle = "all") was called')
         remote = [c for c in await remote_calls(sessions, session) if c.status == "running"]
         asked = [c for c in remote if await sessions.backend.request_cancel(c.handle)]
         await _until_stopped(running)
         return f"Cancelled {len(running) + len(asked)} running output(s)."
     found = (await lookup(sessions, session, [handle]))[0]
     if found is None:
-        note = sessions.unknown_note(session)
+        note = sessions.unknown_note(session, [handle])
         raise OwnToolError(f'Unknown handle "{clip(handle)}": it is not a handle of this session.{note}')
     call = found
     if call.status != "running":
@@ -94,7 +94,7 @@ async def cancel(handle: str, session: Session, sessions: Sessions) -> str:
         if not await sessions.backend.request_cancel(call.handle):
             return f'Output "{call.handle}" is not running any more; nothing to cancel.'
         return f'Cancelled {call.public_name} (handle: "{call.handle}").'
-    call.scope.cancel()
+    call.cancel("cancel_tool_output was called for it")
     await _until_stopped([call])
     return f'Cancelled {call.public_name} (handle: "{call.handle}").'
 

@@ -83,7 +83,7 @@ async def _tool_output(
     if call is None:
         handle = clip(args.handle)
         why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
-        why += sessions.unknown_note(session)
+        why += sessions.unknown_note(session, [args.handle])
         raise OwnToolError(messages.failure("UNKNOWN", handle, args.mode, why))
 
     def fail(why: str, strategy: str = args.mode) -> OwnToolError:
@@ -92,7 +92,7 @@ async def _tool_output(
     if call.status == "running":
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
-        raise fail(f"The call {call.status}: {await error_of(call, session, sessions, threshold=threshold)}")
+        raise fail(messages.not_ready_message(call, await error_of(call, session, sessions, threshold=threshold)))
     if args.mode in ("auto", "full-chunked", "read-grep", "excerpts") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True
@@ -161,7 +161,7 @@ async def _wait(
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
-            note = sessions.unknown_note(session)
+            note = sessions.unknown_note(session, unknown)
             raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.{note}")
         targets = [call for call in found if call is not None]
     else:

@@ -18,7 +18,8 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
 from server.downstream.spooled import SpooledOutputs
 from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
+from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
@@ -45,10 +47,14 @@ from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key
 from server.handles.session import Session
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
-from server.handles.store import OutputStore, random_hex
+from server.handles.store import OutputStore, random_hex, session_of
 
 __all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
 
+SESSION_ENDED = "its session ended (the client closed it)"
+"""Why a session's running calls are cancelled when it closes."""
+ENDED_KEPT = 4096
+"""How many ended sessions are remembered (by id and time) to explain their handles."""
 _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
 _ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
@@ -100,13 +106,21 @@ class Sessions:
         self.keep_outputs_secs = keep_outputs_secs
         self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
         self.backend: StateBackend = LocalBackend(self)
+        self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
         task_group.start_soon(self._expire_forever)
 
-    def unknown_note(self, session: Session) -> str:
-        """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone."""
-        if session.owner is None:
-            return ""
-        return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
+    def unknown_note(self, session: Session, handles: Sequence[str] = ()) -> str:
+        """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone; in a
+        session its connection owns, that the handle's session ended (or may have), and what keeps handles."""
+        if session.owner is not None:
+            return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
+        ids = [session_of(handle) for handle in handles]
+        ended = [self._ended[i] for i in ids if i is not None and i in self._ended]
+        if ended:
+            return ended_session_note(max(ended))
+        if any(i is not None and i != session.id for i in ids):
+            return ended_session_note(None)
+        return ""
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request through the SDK, made or attached if need be."""
@@ -204,8 +218,11 @@ class Sessions:
         """Cancel the session's running calls and delete its directory."""
         session.closed = True
         self.live.discard(session)
+        self._ended[session.id] = time.time()
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
         for call in session.calls.values():
-            call.scope.cancel()
+            call.cancel(SESSION_ENDED)
         with anyio.move_on_after(5, shield=True):
             for call in list(session.calls.values()):
                 await call.finished.wait()
@@ -249,7 +266,7 @@ class Sessions:
                     reason = clip(" ".join(describe(exc).split()), DOWNSTREAM_MESSAGE_LIMIT)
                     _fail(call, f'Server "{call.server}" failed on tool "{call.tool}": an unusable answer ({reason})')
         if not call.finished.is_set():
-            _fail(call, "the call was cancelled", status="cancelled")
+            _fail(call, call.cancelled_by or "claimcheck stopped it", status="cancelled")
         if call.handed_out:
             with anyio.CancelScope(shield=True):
                 await self.share(call)
