@@ -88,6 +88,8 @@ class Call:
     home: SessionStore | None = None  # set on a mirror of another replica's call: where its output is
     outcome: Outcome | None = None
     """How it ended (set just before it finishes; None while it runs, and on a mirror)."""
+    handoff: str | None = None
+    """What handed it out: "time" (the time rule), "background", "size" or "task" (`Sessions.hand_out`)."""
     cancelled_by: str | None = None
     """Why it was cancelled, said by whoever cancelled it first (`cancel`)."""
 

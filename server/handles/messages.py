@@ -26,6 +26,8 @@ __all__ = [
     "not_stored_message",
     "question_message",
     "questions_footer",
+    "resource_rest_note",
+    "resource_running",
     "running_message",
     "success",
     "too_large_message",
@@ -281,6 +283,28 @@ def owned_handle_note(keep_secs: float, restarted_at: str | None) -> str:
             "before its idle time: handles made before then are gone; call the tool again."
         )
     return note
+
+
+def resource_running(call: Call) -> str:
+    """What `resources/read` gives for an output still being made."""
+    return (
+        f"{call.public_name} is still running ({_age(call.elapsed())} so far), so its output is not ready. "
+        "Subscribe to this resource to hear when it is, or call "
+        f'wait_for_tool_output(handles = ["{call.handle}"]).'
+    )
+
+
+def resource_rest_note(call: Call, *, shown_chars: int, shown_lines: int) -> str:
+    """What follows the head of an output read as a resource: how much is left, and how to read it."""
+    h = call.handle
+    lines = f"lines 1-{shown_lines}" if shown_lines else "part of line 1"
+    return (
+        f"\n[claimcheck] This is the head of a larger output: the first {shown_chars} characters ({lines}) of "
+        f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens. Read the rest with "
+        f'Read(file = "{h}", start = {shown_lines}, lines = 200), search it with Grep(file = "{h}", regex = "…"), '
+        f'or take characters with tool_output(handle = "{h}", mode = "slice", '
+        f'slice = {{"start": {shown_chars}, "length": 4000}}).'
+    )
 
 
 SHARED_HINT = (

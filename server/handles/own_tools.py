@@ -30,6 +30,7 @@ from server.handles.own_registry import (
     ToolOutputArgs,
     WaitArgs,
 )
+from server.handles.resources import resource_link
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions, current_origin
 
@@ -199,7 +200,7 @@ async def _wait(
     for call in done:
         await sessions.ensure_stored(session, call)
     guides = {c.handle: await guide_for(c, session, llm=llm) for c in done if c.status == "ready" and c.stored}
-    result = _report_finished(done, still, settings, guides)
+    result = _report_finished(done, still, settings, guides, links=session.takes_links)
     head, *rest = result.content
     if answered and isinstance(head, types.TextContent):
         head = types.TextContent(type="text", text=_after(answered, head.text))
@@ -211,7 +212,7 @@ def _after(answered: str | None, text: str) -> str:
 
 
 def _report_finished(
-    done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide]
+    done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide], *, links: bool
 ) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
@@ -227,5 +228,7 @@ def _report_finished(
         elif call.status == "ready":
             text = messages.too_large_message(call, guides.get(call.handle))
             content.append(types.TextContent(type="text", text=text))
+            if links:
+                content.append(resource_link(call))
     summary.extend(f"- {messages.describe(call)}" for call in still)
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])

@@ -44,13 +44,20 @@ from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
-from server.handles.session import Session
+from server.handles.session import Session, reads_links
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, random_hex, session_of
 
 __all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
 
+HANDOFFS = {
+    "still running after the time rule": "time",
+    "background: true": "background",
+    "over the token threshold": "size",
+    "started as a task": "task",
+}
+"""The kind of each reason `hand_out` is given (what the dashboard marks)."""
 SESSION_ENDED = "its session ended (the client closed it)"
 """Why a session's running calls are cancelled when it closes."""
 ENDED_KEPT = 4096
@@ -102,12 +109,20 @@ class Sessions:
         self._owned: dict[str, Session] = {}  # by owner key (server.handles.owners)
         self.live: set[Session] = set()
         self.observer: Callable[[Call, str], None] | None = None
+        self.on_output: Callable[[Session, Call, bool], None] | None = None
+        """Told when a handed-out call finishes, and (True) when the session's ready outputs change
+        (`server.handles.output_watch`)."""
         self.shared = shared  # the shared claimcheck: every connection is the user's
         self.keep_outputs_secs = keep_outputs_secs
         self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
         self.backend: StateBackend = LocalBackend(self)
         self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
         task_group.start_soon(self._expire_forever)
+
+    def ended_at(self, handle: str) -> float | None:
+        """When the session of `handle` ended in this process, if it did (and is still remembered)."""
+        session_id = session_of(handle)
+        return self._ended.get(session_id) if session_id is not None else None
 
     def unknown_note(self, session: Session, handles: Sequence[str] = ()) -> str:
         """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone; in a
@@ -166,6 +181,7 @@ class Sessions:
             return None
         if entrance.client is not None:
             session.lists_roots = declares_roots(entrance.client)
+            session.takes_links = reads_links(getattr(entrance.client, "protocol_version", None))
         session.last_request = time.monotonic()
         _ORIGIN.set(_origin_of(connection) if connection is not None else LINK.get() or owner or "default")
         return session
@@ -210,6 +226,7 @@ class Sessions:
                 if call.finished.is_set() and now - last >= keep:
                     del session.calls[handle]
                     session.store.discard(handle)
+                    self._output_changed(session, call, listed=call.handed_out and call.status == "ready")
             if not session.calls and now - session.touched >= keep:
                 del self._owned[owner]
                 await self.close(session)
@@ -268,14 +285,24 @@ class Sessions:
         if not call.finished.is_set():
             _fail(call, call.cancelled_by or "claimcheck stopped it", status="cancelled")
         if call.handed_out:
+            self._output_changed(session, call, listed=call.status == "ready")
             with anyio.CancelScope(shield=True):
                 await self.share(call)
         session.pulse()
 
+    def _output_changed(self, session: Session, call: Call, *, listed: bool) -> None:
+        if self.on_output is not None:
+            self.on_output(session, call, listed)
+
     async def hand_out(self, call: Call, why: str) -> None:
         """Give the call a handle: its state is recorded (for every replica) before the handle is returned."""
         call.handed_out = True
+        call.handoff = HANDOFFS.get(why, call.handoff)
         call.note("handed-out", why)
+        if call.finished.is_set():  # stored at once: its output is there to list from now
+            session = next((s for s in self.live if s.calls.get(call.handle) is call), None)
+            if session is not None:
+                self._output_changed(session, call, listed=call.status == "ready")
         await self.share(call)
 
     async def share(self, call: Call) -> None:
