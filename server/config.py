@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from server.auth_config import AuthSettings
+from server.config_errors import describe_errors
 from server.errors import ConfigError
 
 __all__ = [
@@ -307,7 +308,7 @@ def parse_config(data: Any, environ: Mapping[str, str] = os.environ) -> Config:
     try:
         config = Config.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(describe_errors(exc, Config)) from None
     servers = {name: _expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
     return config.model_copy(update={"mcp_servers": servers, "settings": _expand_dirs(config.settings, environ)})
 
@@ -394,15 +395,6 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) 
             "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},
         }
     )
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        lines.append(f"{path}: {message}")
-    return "invalid config: " + "; ".join(lines)
 
 
 FAST_PATH_ENV = "CLAIMCHECK_FAST_PATH"

@@ -32,6 +32,7 @@ from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.downstream.spool import SpoolPolicy
 from server.handles import questions
+from server.handles.output_watch import OutputWatch
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
 from server.version import VERSION
@@ -64,6 +65,7 @@ class Proxy:
         self.cli = cli if cli is not None else CliOverrides()
         self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
         self.bus = InMemorySubscriptionBus()
+        self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
         self._client_sessions: Sessions | None = None
@@ -105,6 +107,8 @@ class Proxy:
                     shared=self.shared,
                     keep_outputs_secs=keep,
                 )
+                self._client_sessions.on_output = self.output_watch.changed
+                tg.start_soon(self.output_watch.run, self.bus.publish)
                 backend = None
                 if state_url:  # replicas: handles in Redis (redis is imported only here)
                     from server.handles.redis_state import RedisBackend

@@ -55,6 +55,46 @@ def test_variables_expand_in_args_url_command_and_cwd() -> None:
     assert config.mcp_servers["b"].url == "http://127.0.0.1:9/mcp"
 
 
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"mcpServer": {}}, "mcpServer: unknown key (did you mean `mcpServers`?)"),
+        (
+            {"mcpServers": {"git": {"command": "x", "comand": "y"}}},
+            "mcpServers.git.comand: unknown key (did you mean `command`?)",
+        ),
+        (
+            {"mcpServers": {"g": {"command": "x", "tools": {"includ": []}}}},
+            "mcpServers.g.tools.includ: unknown key (did you mean `include`?)",
+        ),
+        ({"settings": {"asyncTimeout": 3}}, "settings.asyncTimeout: unknown key (did you mean `asyncTimeoutSecs`?)"),
+        (
+            {"settings": {"async_token_threshold": 3}},
+            "settings.async_token_threshold: unknown key (did you mean `asyncTokenThreshold`?)",
+        ),
+        (
+            {"settings": {"extraction": {"modle": "x"}}},
+            "settings.extraction.modle: unknown key (did you mean `model`?)",
+        ),
+        ({"settings": {"api": {"prot": 1}}}, "settings.api.prot: unknown key (did you mean `port`?)"),
+        (
+            {"settings": {"history": {"storeArgs": False}}},
+            "settings.history.storeArgs: unknown key (did you mean `storeArguments`?)",
+        ),
+        ({"settings": {"state": {"ur": "redis://x"}}}, "settings.state.ur: unknown key (did you mean `url`?)"),
+        ({"settings": {"zzzz": 1}}, "settings.zzzz: unknown key"),
+    ],
+)
+def test_an_unknown_key_at_any_level_names_the_key_it_was_most_likely_meant_to_be(data: Any, expected: str) -> None:
+    assert errors_of(data) == f"invalid config: {expected}"
+
+
+def test_an_unknown_key_of_the_auth_settings_is_suggested_its_known_key_too() -> None:
+    assert "settings.auth.isuer: unknown key (did you mean `issuer`?)" in errors_of(
+        {"settings": {"auth": {"isuer": "x"}}}
+    )
+
+
 def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None:
     message = errors_of({"mcpServers": {"web": {"url": "http://x/mcp", "headers": {"Authorization": "${NOPE}"}}}})
     assert message == "mcpServers.web.headers.Authorization: environment variable ${NOPE} is not set"

@@ -76,6 +76,7 @@ LEVELS = {
     "server.handles": 2,
     "server.downstream": 1,
     "server.config": 0,
+    "server.config_errors": 0,
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,

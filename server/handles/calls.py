@@ -88,6 +88,10 @@ class Call:
     home: SessionStore | None = None  # set on a mirror of another replica's call: where its output is
     outcome: Outcome | None = None
     """How it ended (set just before it finishes; None while it runs, and on a mirror)."""
+    handoff: str | None = None
+    """What handed it out: "time" (the time rule), "background", "size" or "task" (`Sessions.hand_out`)."""
+    cancelled_by: str | None = None
+    """Why it was cancelled, said by whoever cancelled it first (`cancel`)."""
 
     @property
     def arguments_json(self) -> str:
@@ -106,6 +110,12 @@ class Call:
         self.log.append((time.time(), kind, detail))
         if self.observer is not None:
             self.observer(self, kind)
+
+    def cancel(self, why: str) -> None:
+        """Stop the call, saying why (the first reason given is kept: it is what stopped it)."""
+        if self.cancelled_by is None and not self.finished.is_set():
+            self.cancelled_by = why
+        self.scope.cancel()
 
     def finish(self, status: Status) -> None:
         self.status = status

@@ -17,7 +17,7 @@ from extraction import count_tokens
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
-from server.handles.messages import cut_answer_note
+from server.handles.messages import cut_answer_note, not_ready_message
 from server.handles.mirrors import lookup
 from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
 from server.handles.sessions import Session, Sessions
@@ -102,13 +102,13 @@ async def run_file_tool(
 async def _check_handle(handle: str, session: Session, sessions: Sessions) -> Call:
     call = (await lookup(sessions, session, [handle]))[0]  # another replica's handle too (handles.mirrors)
     if call is None:
-        note = sessions.unknown_note(session)
+        note = sessions.unknown_note(session, [handle])
         why = f'Unknown file "{clip(handle)}": not a handle of this session. Call list_tool_outputs.'
         raise FileToolError(why + note)
     if call.status == "running":
         raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
     if call.status != "ready" and not (call.status == "failed" and call.stored):  # a tool's stored error output
-        raise FileToolError(f'"{handle}" has no output: the call {call.status} ({call.error or "no details"}).')
+        raise FileToolError(f'"{handle}" has no output. ' + not_ready_message(call, call.error or "no details"))
     call.seen = True
     await sessions.ensure_stored(session, call)
     if not call.stored:

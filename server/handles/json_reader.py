@@ -33,6 +33,8 @@ __all__ = [
     "TooBig",
     "TooDeep",
     "elements",
+    "kind_of",
+    "lone_value",
     "not_json",
     "read_batch",
     "walk",
@@ -56,6 +58,18 @@ class JsonViewError(Exception):
 
 def not_json(why: str) -> JsonViewError:
     return JsonViewError(f"The output is not JSON ({why}). Search it with Grep or read it with Read instead.")
+
+
+def kind_of(char: str) -> str:
+    """The kind of JSON value that starts with `char`."""
+    return {"{": "object", "[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(char, "number")
+
+
+def lone_value(reader: Reader, kind: str) -> None:
+    """Refuse a top-level string, number, boolean or null that more text follows: a log whose first token
+    happens to read as JSON (a number, a date) is text, not JSON."""
+    if reader.peek():
+        raise not_json(f"it starts like a {kind}, then goes on as text at {reader.where()}")
 
 
 class Stop(Exception):

@@ -17,6 +17,8 @@ from server.handles.json_reader import (
     Reader,
     TooBig,
     TooDeep,
+    kind_of,
+    lone_value,
     not_json,
     read_batch,
 )
@@ -33,10 +35,6 @@ class _Shape:
     members: list[list[Any]] | None = None  # [key, kind, size] for the first keys of a top-level object
     first_keys: list[str] | None = None  # keys of the first element of a top-level array
     size: int | None = None  # characters of a top-level string
-
-
-def _kind(char: str) -> str:
-    return {"{": "object", "[": "array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}.get(char, "number")
 
 
 def _measure(reader: Reader) -> int | None:
@@ -89,7 +87,7 @@ def _count_elements(reader: Reader, count: int) -> int:
 def _read_shape(reader: Reader, shape: _Shape, key_limit: int, measure: bool = True) -> None:
     """Fill `shape` as far as the text goes (it stays filled that far when the text ends early)."""
     char = reader.peek()
-    shape.top = _kind(char) if char else ""
+    shape.top = kind_of(char) if char else ""
     if char == "{":
         shape.members = []
         reader.pos += 1
@@ -100,7 +98,7 @@ def _read_shape(reader: Reader, shape: _Shape, key_limit: int, measure: bool = T
             key = reader.value(KEY_MAX_CHARS)
             reader.expect(":")
             shape.count += 1
-            member = [key, _kind(reader.peek()), None]
+            member = [key, kind_of(reader.peek()), None]
             if len(shape.members) < key_limit:
                 shape.members.append(member)
             if measure:
@@ -144,7 +142,9 @@ def shape(source: Source) -> tuple[str, str]:
         if recorded.top not in ("object", "array") or not recorded.count:
             raise not_json(str(exc)) from None
         note = f"the JSON ends early or is broken ({exc}); the shape is of the part before that"
-    if reader.peek() and not note:
+    if recorded.top not in ("object", "array"):
+        lone_value(reader, recorded.top)
+    elif reader.peek() and not note:
         note = f"there is more text after the JSON value, at {reader.where()}"
     return _shape_text(recorded), note
 

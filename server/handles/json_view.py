@@ -40,6 +40,8 @@ from server.handles.json_reader import (
     TooBig,
     TooDeep,
     elements,
+    kind_of,
+    lone_value,
     not_json,
     walk,
 )
@@ -195,6 +197,10 @@ def _query(source: Source, parsed: Any, evaluator: Evaluator, max_chars: int, gr
         if reader.peek() not in "[{":  # a single scalar or string: the whole document, which is small enough?
             if source.size > WHOLE_MAX_BYTES:
                 raise JsonViewError(f"The output is one JSON value too big to query; {grep_hint}.")
+            alone = Reader(source)
+            kind = kind_of(alone.peek())
+            alone.skip()
+            lone_value(alone, kind)
         if walk(reader, plan.steps):
             if plan.each:
                 array = elements(reader, keep, required)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,11 +19,15 @@ __all__ = [
     "Guide",
     "cut_answer_note",
     "describe",
+    "ended_session_note",
     "failure",
     "footer",
+    "not_ready_message",
     "not_stored_message",
     "question_message",
     "questions_footer",
+    "resource_rest_note",
+    "resource_running",
     "running_message",
     "success",
     "too_large_message",
@@ -151,6 +156,20 @@ def not_stored_message(call: Call, reason: str, shown: str) -> str:
     )
 
 
+def clock(at: float) -> str:
+    """A wall-clock time as the messages show it (local time, to the second)."""
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def not_ready_message(call: Call, why: str) -> str:
+    """What tool_output says of a call that failed or was cancelled: when, and why."""
+    if call.status == "cancelled":
+        at = call.finished_at
+        when = f"after {_age(call.elapsed())}" + (f", at {clock(at)}" if at is not None else "")
+        return f"The call was cancelled {when}: {why.strip().rstrip('.')}."
+    return f"The call {call.status}: {why}"
+
+
 def success(tool: str, handle: str, strategy: str, body: str) -> str:
     return f"ABSTRACT FROM TOOL OUTPUT {tool} WITH HANDLE {handle}, STRATEGY:{strategy}:\n\n{body}"
 
@@ -264,6 +283,45 @@ def owned_handle_note(keep_secs: float, restarted_at: str | None) -> str:
             "before its idle time: handles made before then are gone; call the tool again."
         )
     return note
+
+
+def resource_running(call: Call) -> str:
+    """What `resources/read` gives for an output still being made."""
+    return (
+        f"{call.public_name} is still running ({_age(call.elapsed())} so far), so its output is not ready. "
+        "Subscribe to this resource to hear when it is, or call "
+        f'wait_for_tool_output(handles = ["{call.handle}"]).'
+    )
+
+
+def resource_rest_note(call: Call, *, shown_chars: int, shown_lines: int) -> str:
+    """What follows the head of an output read as a resource: how much is left, and how to read it."""
+    h = call.handle
+    lines = f"lines 1-{shown_lines}" if shown_lines else "part of line 1"
+    return (
+        f"\n[claimcheck] This is the head of a larger output: the first {shown_chars} characters ({lines}) of "
+        f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens. Read the rest with "
+        f'Read(file = "{h}", start = {shown_lines}, lines = 200), search it with Grep(file = "{h}", regex = "…"), '
+        f'or take characters with tool_output(handle = "{h}", mode = "slice", '
+        f'slice = {{"start": {shown_chars}, "length": 4000}}).'
+    )
+
+
+SHARED_HINT = (
+    "Without --shared, a handle lives only as long as the client session that made it. A client that opens a new "
+    "session for each call (LangChain's MultiServerMCPClient by default, the Inspector CLI) needs "
+    "`claimcheck serve --shared` (over HTTP: an Authorization header), which keeps handles across client sessions."
+)
+
+
+def ended_session_note(ended_at: float | None) -> str:
+    """What an unknown-handle error adds when the handle's session has ended (`ended_at`), or may have (None)."""
+    if ended_at is None:
+        return f" If it came from an earlier client session: {SHARED_HINT[0].lower()}{SHARED_HINT[1:]}"
+    return (
+        f" The session that made it ended at {clock(ended_at)}, when its client closed it, and its running calls "
+        f"were cancelled then. {SHARED_HINT}"
+    )
 
 
 def other_session_line(description: str) -> str:

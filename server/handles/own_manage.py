@@ -22,7 +22,8 @@ CANCEL_WAIT_S = 5.0
 def list_page(session: Session, calls: list[Call], *, limit: int, cursor: str | None, threshold: int) -> str:
     """One page of the session's handles: running first, then finished ones not yet looked at, then the rest,
     each group oldest first; never more than half the token threshold. The order is fixed when the first
-    page is asked for, so paging goes through every handle once however statuses change meanwhile."""
+    page is asked for, so paging goes through every handle once however statuses change meanwhile. Listing
+    marks nothing read: the footer and wait_for_tool_output still offer an output only its size was shown of."""
     others: list[Call] = []
     if session.owner is not None:  # shared by several connections: this one's own, then recent ones of the others
         origin = current_origin()
@@ -47,11 +48,7 @@ def list_page(session: Session, calls: list[Call], *, limit: int, cursor: str | 
     lines = [f"- {messages.describe(c)}" for c in page]
     while len(lines) > 1 and count_tokens("\n".join(lines)) > threshold // 2:
         lines.pop()
-    shown = page[: len(lines)]
-    for call in shown:
-        if call.finished.is_set():
-            call.seen = True
-    end = start + len(shown)
+    end = start + len(lines)  # listing marks nothing read: it shows sizes, never the text
     total = len(handles)
     head = (
         f"{len(calls)} output(s) in this session:"
@@ -81,14 +78,14 @@ async def cancel(handle: str, session: Session, sessions: Sessions) -> str:
     if handle == "all":
         running = session.running()
         for call in running:
-            call.scope.cancel()
+            call.cancel('cancel_tool_output(handle = "all") was called')
         remote = [c for c in await remote_calls(sessions, session) if c.status == "running"]
         asked = [c for c in remote if await sessions.backend.request_cancel(c.handle)]
         await _until_stopped(running)
         return f"Cancelled {len(running) + len(asked)} running output(s)."
     found = (await lookup(sessions, session, [handle]))[0]
     if found is None:
-        note = sessions.unknown_note(session)
+        note = sessions.unknown_note(session, [handle])
         raise OwnToolError(f'Unknown handle "{clip(handle)}": it is not a handle of this session.{note}')
     call = found
     if call.status != "running":
@@ -97,7 +94,7 @@ async def cancel(handle: str, session: Session, sessions: Sessions) -> str:
         if not await sessions.backend.request_cancel(call.handle):
             return f'Output "{call.handle}" is not running any more; nothing to cancel.'
         return f'Cancelled {call.public_name} (handle: "{call.handle}").'
-    call.scope.cancel()
+    call.cancel("cancel_tool_output was called for it")
     await _until_stopped([call])
     return f'Cancelled {call.public_name} (handle: "{call.handle}").'
 

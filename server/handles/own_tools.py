@@ -30,6 +30,7 @@ from server.handles.own_registry import (
     ToolOutputArgs,
     WaitArgs,
 )
+from server.handles.resources import resource_link
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions, current_origin
 
@@ -83,7 +84,7 @@ async def _tool_output(
     if call is None:
         handle = clip(args.handle)
         why = f'Unknown handle "{handle}": it is not a handle of this session. Call list_tool_outputs to see them.'
-        why += sessions.unknown_note(session)
+        why += sessions.unknown_note(session, [args.handle])
         raise OwnToolError(messages.failure("UNKNOWN", handle, args.mode, why))
 
     def fail(why: str, strategy: str = args.mode) -> OwnToolError:
@@ -92,7 +93,7 @@ async def _tool_output(
     if call.status == "running":
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
-        raise fail(f"The call {call.status}: {await error_of(call, session, sessions, threshold=threshold)}")
+        raise fail(messages.not_ready_message(call, await error_of(call, session, sessions, threshold=threshold)))
     if args.mode in ("auto", "full-chunked", "read-grep", "excerpts") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
     call.seen = True
@@ -161,7 +162,7 @@ async def _wait(
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
-            note = sessions.unknown_note(session)
+            note = sessions.unknown_note(session, unknown)
             raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.{note}")
         targets = [call for call in found if call is not None]
     else:
@@ -199,7 +200,7 @@ async def _wait(
     for call in done:
         await sessions.ensure_stored(session, call)
     guides = {c.handle: await guide_for(c, session, llm=llm) for c in done if c.status == "ready" and c.stored}
-    result = _report_finished(done, still, settings, guides)
+    result = _report_finished(done, still, settings, guides, links=session.takes_links)
     head, *rest = result.content
     if answered and isinstance(head, types.TextContent):
         head = types.TextContent(type="text", text=_after(answered, head.text))
@@ -211,7 +212,7 @@ def _after(answered: str | None, text: str) -> str:
 
 
 def _report_finished(
-    done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide]
+    done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide], *, links: bool
 ) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
@@ -227,5 +228,7 @@ def _report_finished(
         elif call.status == "ready":
             text = messages.too_large_message(call, guides.get(call.handle))
             content.append(types.TextContent(type="text", text=text))
+            if links:
+                content.append(resource_link(call))
     summary.extend(f"- {messages.describe(call)}" for call in still)
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])

@@ -301,7 +301,7 @@ class RedisBackend:
             call = session.calls.get(handle)
             if call is not None and call.status == "running":
                 call.note("cancel-requested", "by another replica")
-                call.scope.cancel()
+                call.cancel("cancel_tool_output was called for it on another replica")
 
     def _pulse(self) -> None:
         self._changed.set()

@@ -7,12 +7,26 @@ import time
 from typing import Any
 
 import anyio
+from mcp_types.version import is_version_at_least
 
 from extraction import Usage
 from server.handles.calls import Call
 from server.handles.store import SessionStore
 
-__all__ = ["Session"]
+__all__ = ["LINKS_SINCE", "Session", "reads_links"]
+
+LINKS_SINCE = "2025-06-18"
+"""The protocol version that brought `resource_link` content; older clients get the text alone."""
+
+
+def reads_links(protocol_version: str | None) -> bool:
+    """Whether a client on `protocol_version` reads `resource_link` content (None: not said, so yes)."""
+    if protocol_version is None:
+        return True
+    try:
+        return is_version_at_least(protocol_version, LINKS_SINCE)
+    except ValueError:  # a version this SDK does not know: it would not have been accepted
+        return False
 
 
 class Session:
@@ -34,6 +48,8 @@ class Session:
         self.lists_roots = False
         """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
         self.last_request = 0.0
+        self.takes_links = True
+        """Whether replies may carry `resource_link` content: the client's protocol, as of its latest request."""
 
     def call(self, handle: str) -> Call | None:
         found = self.calls.get(handle)

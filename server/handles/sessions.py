@@ -18,7 +18,8 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,17 +39,29 @@ from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
 from server.downstream.spooled import SpooledOutputs
 from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
+from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
-from server.handles.session import Session
+from server.handles.session import Session, reads_links
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
-from server.handles.store import OutputStore, random_hex
+from server.handles.store import OutputStore, random_hex, session_of
 
 __all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
 
+HANDOFFS = {
+    "still running after the time rule": "time",
+    "background: true": "background",
+    "over the token threshold": "size",
+    "started as a task": "task",
+}
+"""The kind of each reason `hand_out` is given (what the dashboard marks)."""
+SESSION_ENDED = "its session ended (the client closed it)"
+"""Why a session's running calls are cancelled when it closes."""
+ENDED_KEPT = 4096
+"""How many ended sessions are remembered (by id and time) to explain their handles."""
 _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
 _ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
@@ -96,17 +109,33 @@ class Sessions:
         self._owned: dict[str, Session] = {}  # by owner key (server.handles.owners)
         self.live: set[Session] = set()
         self.observer: Callable[[Call, str], None] | None = None
+        self.on_output: Callable[[Session, Call, bool], None] | None = None
+        """Told when a handed-out call finishes, and (True) when the session's ready outputs change
+        (`server.handles.output_watch`)."""
         self.shared = shared  # the shared claimcheck: every connection is the user's
         self.keep_outputs_secs = keep_outputs_secs
         self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
         self.backend: StateBackend = LocalBackend(self)
+        self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
         task_group.start_soon(self._expire_forever)
 
-    def unknown_note(self, session: Session) -> str:
-        """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone."""
-        if session.owner is None:
-            return ""
-        return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
+    def ended_at(self, handle: str) -> float | None:
+        """When the session of `handle` ended in this process, if it did (and is still remembered)."""
+        session_id = session_of(handle)
+        return self._ended.get(session_id) if session_id is not None else None
+
+    def unknown_note(self, session: Session, handles: Sequence[str] = ()) -> str:
+        """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone; in a
+        session its connection owns, that the handle's session ended (or may have), and what keeps handles."""
+        if session.owner is not None:
+            return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
+        ids = [session_of(handle) for handle in handles]
+        ended = [self._ended[i] for i in ids if i is not None and i in self._ended]
+        if ended:
+            return ended_session_note(max(ended))
+        if any(i is not None and i != session.id for i in ids):
+            return ended_session_note(None)
+        return ""
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request through the SDK, made or attached if need be."""
@@ -152,6 +181,7 @@ class Sessions:
             return None
         if entrance.client is not None:
             session.lists_roots = declares_roots(entrance.client)
+            session.takes_links = reads_links(getattr(entrance.client, "protocol_version", None))
         session.last_request = time.monotonic()
         _ORIGIN.set(_origin_of(connection) if connection is not None else LINK.get() or owner or "default")
         return session
@@ -196,6 +226,7 @@ class Sessions:
                 if call.finished.is_set() and now - last >= keep:
                     del session.calls[handle]
                     session.store.discard(handle)
+                    self._output_changed(session, call, listed=call.handed_out and call.status == "ready")
             if not session.calls and now - session.touched >= keep:
                 del self._owned[owner]
                 await self.close(session)
@@ -204,8 +235,11 @@ class Sessions:
         """Cancel the session's running calls and delete its directory."""
         session.closed = True
         self.live.discard(session)
+        self._ended[session.id] = time.time()
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
         for call in session.calls.values():
-            call.scope.cancel()
+            call.cancel(SESSION_ENDED)
         with anyio.move_on_after(5, shield=True):
             for call in list(session.calls.values()):
                 await call.finished.wait()
@@ -249,16 +283,26 @@ class Sessions:
                     reason = clip(" ".join(describe(exc).split()), DOWNSTREAM_MESSAGE_LIMIT)
                     _fail(call, f'Server "{call.server}" failed on tool "{call.tool}": an unusable answer ({reason})')
         if not call.finished.is_set():
-            _fail(call, "the call was cancelled", status="cancelled")
+            _fail(call, call.cancelled_by or "claimcheck stopped it", status="cancelled")
         if call.handed_out:
+            self._output_changed(session, call, listed=call.status == "ready")
             with anyio.CancelScope(shield=True):
                 await self.share(call)
         session.pulse()
 
+    def _output_changed(self, session: Session, call: Call, *, listed: bool) -> None:
+        if self.on_output is not None:
+            self.on_output(session, call, listed)
+
     async def hand_out(self, call: Call, why: str) -> None:
         """Give the call a handle: its state is recorded (for every replica) before the handle is returned."""
         call.handed_out = True
+        call.handoff = HANDOFFS.get(why, call.handoff)
         call.note("handed-out", why)
+        if call.finished.is_set():  # stored at once: its output is there to list from now
+            session = next((s for s in self.live if s.calls.get(call.handle) is call), None)
+            if session is not None:
+                self._output_changed(session, call, listed=call.status == "ready")
         await self.share(call)
 
     async def share(self, call: Call) -> None:

@@ -139,7 +139,7 @@ class LocalBackend:
         for session in self._sessions.live:
             call = session.calls.get(handle)
             if call is not None and call.status == "running":
-                call.scope.cancel()
+                call.cancel("cancel_tool_output was called for it from another session")
                 return True
         return False
 

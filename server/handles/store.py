@@ -31,6 +31,7 @@ __all__ = [
     "StoreError",
     "StoredFile",
     "random_hex",
+    "session_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,12 @@ class _RandomIds:
 
 random_hex = _RandomIds().hex
 _HANDLE_RE = re.compile(r"(session-[0-9a-f]{32})/([0-9a-f]{32})")
+
+
+def session_of(handle: str) -> str | None:
+    """The session directory a well-formed handle names (`session-<hex>`), None for anything else."""
+    match = _HANDLE_RE.fullmatch(handle)
+    return match.group(1) if match else None
 
 
 class StoreError(ClaimcheckError):

@@ -191,7 +191,7 @@ class StatusApi:
         except BadParameter as exc:
             return _error(400, str(exc))
         except OutputUnavailable as exc:
-            return _error(exc.status, str(exc))
+            return _error(exc.status, await self._gone(request.path_params["handle"], exc))
 
     async def output_grep(self, request: Request) -> Response:
         """Grep over a stored output, the agent's Grep: `regex`, `maxMatches` (1..100), `caseSensitive`."""
@@ -209,7 +209,28 @@ class StatusApi:
         except BadParameter as exc:
             return _error(400, str(exc))
         except OutputUnavailable as exc:
-            return _error(exc.status, str(exc))
+            return _error(exc.status, await self._gone(request.path_params["handle"], exc))
+
+    async def _gone(self, handle: str, exc: OutputUnavailable) -> str:
+        """Why an output no live session holds is gone: the process that ran it ended (and when), or its session
+        did; else the message as it is."""
+        if exc.status != 404 or self.outputs is None:
+            return str(exc)
+        task = await self._run(self.history.get, handle)
+        if task is None:
+            return str(exc)
+        ran = await self._run(self.history.instance_of, task)
+        pid = task.get("instance")
+        if pid == os.getpid() or ran is None:
+            ended = self.outputs.session_ended(handle)
+            if ended is None:
+                return str(exc)
+            return f"its session ended at {iso(ended)}, and its outputs were removed with it"
+        _, _, stopped, clean = ran
+        if stopped is None:
+            return f"the claimcheck that ran it (pid {pid}) is another process: its own dashboard shows its outputs"
+        how = "ended at" if clean else "ended without a clean stop (killed?); it was last heard of at"
+        return f"the claimcheck that ran it (pid {pid}) {how} {iso(stopped)}, and its outputs went with it"
 
     async def group(self, request: Request) -> Response:
         tasks = await self._run(self.history.group, request.path_params["batch"])

@@ -10,11 +10,13 @@ private, and retention runs at start and hourly.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,11 +28,12 @@ import anyio.abc
 from server.config import HistorySettings
 from server.handles.calls import Call
 from server.handles.run_root import pid_alive
+from server.status import instances
 from server.status.private import private_dir, private_file
 from server.status.retention import apply_retention, trim_oversized
 from server.status.shared_db import connect_shared, retrying
 from server.status.summary import TEXT_BYTES, arguments_column, cap_text, error_summary
-from server.status.tasks import iso
+from server.status.tasks import row_json
 
 __all__ = ["RETENTION_EVERY_SECS", "History", "TaskQuery"]
 
@@ -53,10 +56,10 @@ CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
 """
 _COLUMNS = (
     "handle, session, server, tool, name, arguments, status, started, finished, bytes, lines, tokens, "
-    "progress, error, batch, handed_out, retrievals, instance, produced, owner"
+    "progress, error, batch, handed_out, retrievals, instance, produced, owner, handoff"
 )
-_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 20)})"
-_ADDED = {"produced": "INTEGER", "owner": "TEXT"}
+_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 21)})"
+_ADDED = {"produced": "INTEGER", "owner": "TEXT", "handoff": "TEXT"}
 """Columns added since the first schema: a history made before gains them when opened (NULL in older rows)."""
 Row = tuple[Any, ...]
 
@@ -104,6 +107,7 @@ class History:
         self._lock = threading.Lock()  # one connection, used by one worker thread at a time
         self._db: sqlite3.Connection | None = None
         self._closed = False
+        self.started = time.time()  # this process's row in `instances`
 
     def open(self) -> None:
         """Open the database (private file, WAL, schema) unless it is open; blocking, safe to call again."""
@@ -122,9 +126,10 @@ class History:
                 private_file(existing)  # SQLite gives its -wal and -shm files the database file's mode
         db = connect_shared(path)
         try:
-            retrying(lambda: db.executescript(_SCHEMA), "create the history's tables")
+            retrying(lambda: db.executescript(_SCHEMA + instances.SCHEMA), "create the history's tables")
             retrying(lambda: _add_columns(db), "add the columns of newer versions")
             retrying(lambda: self._close_orphans(db), "end the calls of instances that are gone")
+            retrying(lambda: _in_transaction(db, instances.begin, self.started), "record this instance")
         except BaseException:
             db.close()
             raise
@@ -147,6 +152,11 @@ class History:
     def _disconnect(self) -> None:
         with self._lock:
             if self._db is not None:
+                db = self._db
+                try:
+                    retrying(lambda: _in_transaction(db, instances.end, self.started, time.time()), "end this instance")
+                except sqlite3.Error:
+                    logger.warning("could not record this instance's end in %s", self.path, exc_info=True)
                 self._db.close()
             self._db, self._closed = None, True
 
@@ -161,6 +171,10 @@ class History:
                     "WHERE status = 'running' AND instance = ?",
                     gone,
                 )
+        ended = [pid for pid in instances.open_pids(db) if pid != os.getpid() and not pid_alive(pid)]
+        with db:
+            for pid in ended:
+                instances.end_gone(db, pid)
 
     def maintain(self) -> None:
         """At start: trim rows an older version stored whole (then compact the file), and apply retention."""
@@ -215,7 +229,7 @@ class History:
             call.finished_at, call.bytes, call.lines, call.tokens_or_none(),
             None if progress is None else json.dumps([progress.progress, progress.total, cap_text(progress.message)]),
             error_summary(call.error), call.batch_id, int(call.handed_out), call.retrievals, os.getpid(),
-            call.produced if call.cut else None, call.owner,
+            call.produced if call.cut else None, call.owner, call.handoff,
         )  # fmt: skip
         ts, log_kind, detail = call.log[-1] if call.log else (call.started, kind, "")
         entry = (call.handle, ts, log_kind, cap_text(detail, TEXT_BYTES, "detail") or "")
@@ -326,12 +340,25 @@ class History:
             rows = db.execute(
                 f"SELECT {_COLUMNS} FROM tasks{where} ORDER BY started DESC LIMIT ? OFFSET ?", [*values, limit, offset]
             ).fetchall()
-        return [_task(row) for row in rows], int(total)
+        return [row_json(row) for row in rows], int(total)
 
     def get(self, handle: str) -> dict[str, Any] | None:
         with self._connect() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE handle = ?", (handle,)).fetchone()
-        return None if row is None else _task(row)
+        return None if row is None else row_json(row)
+
+    def instance_of(self, task: dict[str, Any]) -> instances.Instance | None:
+        """The process that ran a task of `tasks`/`get`, as the `instances` table knows it."""
+        pid, started = task.get("instance"), task.get("startedAt")
+        if not isinstance(pid, int) or not isinstance(started, str):
+            return None
+        at = dt.datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
+        with self._connect() as db:
+            found = instances.find(db, pid, at)
+            if found is not None and found[2] is None and pid != os.getpid() and not pid_alive(pid):
+                instances.end_gone(db, pid)  # gone since this process opened the history
+                found = instances.find(db, pid, at)
+            return found
 
     def logs(self, handle: str) -> list[tuple[float, str, str]]:
         with self._connect() as db:
@@ -340,7 +367,7 @@ class History:
     def group(self, batch: str) -> list[dict[str, Any]]:
         with self._connect() as db:
             rows = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE batch = ? ORDER BY started", (batch,)).fetchall()
-        return [_task(row) for row in rows]
+        return [row_json(row) for row in rows]
 
     def stats(self) -> dict[str, Any]:
         with self._connect() as db:
@@ -365,6 +392,11 @@ class History:
         }
 
 
+def _in_transaction(db: sqlite3.Connection, write: Any, *args: Any) -> None:
+    with db:
+        write(db, *args)
+
+
 def _release(batch: list[Any]) -> None:
     for item in batch:
         if item[0] == "flush":
@@ -382,35 +414,3 @@ def _add_columns(db: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):  # another process added it first
                 raise
-
-
-def _task(row: Row) -> dict[str, Any]:
-    (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
-     progress, error, batch, handed_out, retrievals, _instance, produced, owner) = row  # fmt: skip
-    progress_values = json.loads(progress) if progress else None
-    return {
-        "handle": handle,
-        "session": session,
-        "owner": owner,
-        "server": server,
-        "tool": tool,
-        "name": name,
-        "arguments": None if arguments is None else json.loads(arguments),
-        "status": status,
-        "startedAt": iso(started),
-        "finishedAt": iso(finished),
-        "durationMs": None if finished is None else round((finished - started) * 1000, 1),
-        "bytes": size,
-        "lines": lines,
-        "tokens": tokens,
-        "cut": produced is not None,
-        "producedBytes": size if produced is None else produced,
-        "progress": None
-        if progress_values is None
-        else dict(zip(("progress", "total", "message"), progress_values, strict=True)),
-        "error": error,
-        "batchId": batch,
-        "handedOut": bool(handed_out),
-        "retrievals": retrievals,
-        "live": False,
-    }

@@ -45,6 +45,11 @@ class OutputView:
         self._sessions = sessions
         self._sandbox = sandbox
 
+    def session_ended(self, handle: str) -> float | None:
+        """When the session of `handle` ended in this process, if it did."""
+        sessions = self._sessions()
+        return sessions.ended_at(handle) if sessions is not None else None
+
     async def head(self, handle: str, lines: int) -> dict[str, Any]:
         """The output's size and state, and its first `lines` lines (at most `HEAD_LINES_MAX`)."""
         session, call, sandbox = await self._stored(handle)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from typing import Any
 
 from server.handles.calls import Call
 from server.status.summary import arguments_value, cap_text, error_summary
 
-__all__ = ["EVENT_OF", "iso", "task_json"]
+__all__ = ["EVENT_OF", "iso", "row_json", "task_json"]
 
 EVENT_OF = {"ready": "task.completed", "failed": "task.error", "cancelled": "task.cancelled"}
 
@@ -46,6 +48,43 @@ def task_json(call: Call, *, store_arguments: bool = True) -> dict[str, Any]:
         "error": error_summary(call.error),
         "batchId": call.batch_id,
         "handedOut": call.handed_out,
+        "handoff": call.handoff,  # what handed it out: "time", "background", "size", "task"; None while inline
         "retrievals": call.retrievals,
+        "instance": os.getpid(),  # the claimcheck process that runs it
         "live": True,
+    }
+
+
+def row_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A history row (`history._COLUMNS`) as the API shows a task."""
+    (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
+     progress, error, batch, handed_out, retrievals, instance, produced, owner, handoff) = row  # fmt: skip
+    progress_values = json.loads(progress) if progress else None
+    return {
+        "handle": handle,
+        "session": session,
+        "owner": owner,
+        "server": server,
+        "tool": tool,
+        "name": name,
+        "arguments": None if arguments is None else json.loads(arguments),
+        "status": status,
+        "startedAt": iso(started),
+        "finishedAt": iso(finished),
+        "durationMs": None if finished is None else round((finished - started) * 1000, 1),
+        "bytes": size,
+        "lines": lines,
+        "tokens": tokens,
+        "cut": produced is not None,
+        "producedBytes": size if produced is None else produced,
+        "progress": None
+        if progress_values is None
+        else dict(zip(("progress", "total", "message"), progress_values, strict=True)),
+        "error": error,
+        "batchId": batch,
+        "handedOut": bool(handed_out),
+        "handoff": handoff,
+        "retrievals": retrievals,
+        "instance": instance,
+        "live": False,
     }

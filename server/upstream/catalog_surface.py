@@ -1,4 +1,5 @@
-"""The MCP requests about resources, prompts and completion; each goes to the server the catalog names.
+"""The MCP requests about resources, prompts and completion; each goes to the server the catalog names, except
+the session's own stored outputs (`claimcheck://output/…`, `server.handles.resources`), which claimcheck serves.
 
 Lists are served whole, in one page. A downstream's failure comes back as a JSON-RPC error naming
 the server (these are not tool calls: there is no isError result to carry it). A server that does
@@ -21,7 +22,10 @@ from server import sdk_compat
 from server.downstream.catalog import offers
 from server.downstream.relay import RequestRelay
 from server.errors import clip
+from server.handles.mirrors import lookup
 from server.handles.questions import RequestQuestions
+from server.handles.resources import OutputUnknown, handle_of, listed, read_output
+from server.handles.sessions import Session
 from server.proxy import Proxy
 
 _T = TypeVar("_T")
@@ -39,7 +43,8 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
 
     async def list_resources(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourcesResult:
         await proxy.pool.listable()
-        return types.ListResourcesResult(resources=catalog.resources())
+        session = _watched(ctx, proxy)
+        return types.ListResourcesResult(resources=[*catalog.resources(), *listed(session)])
 
     async def list_templates(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourceTemplatesResult:
         await proxy.pool.listable()
@@ -64,6 +69,13 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         ctx: ServerRequestContext[Proxy], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = params.uri
+        if handle_of(uri) is not None:
+            settings = proxy.config.settings
+            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            try:
+                return await read_output(uri, _watched(ctx, proxy), proxy.sessions, threshold=threshold)
+            except OutputUnknown as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         server = await routed(lambda: catalog.resource_server(uri))
         relay = _relay(ctx, proxy, f'resources/read "{clip(uri)}"')
         return await server.request("resources/read", lambda client: client.read_resource(uri), relay)
@@ -94,6 +106,12 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         return await downstream.request("completion/complete", lambda client: client.complete(ref, argument, context))
 
     async def subscribe(ctx: ServerRequestContext[Proxy], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        if handle_of(params.uri) is not None:
+            session = _watched(ctx, proxy)
+            if not await _owns(proxy, session, params.uri):
+                raise MCPError(code=types.INVALID_PARAMS, message=f'Unknown resource "{clip(params.uri)}"')
+            proxy.output_watch.subscribe(_client_key(ctx, proxy), session.id, ctx.session, params.uri)
+            return types.EmptyResult()
         await proxy.pool.listable()
         downstream = catalog.resource_server(params.uri)
         await catalog.subscriptions.follow(_client_key(ctx, proxy), ctx.session, params.uri, downstream)
@@ -102,6 +120,9 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
     async def unsubscribe(
         ctx: ServerRequestContext[Proxy], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        if handle_of(params.uri) is not None:
+            proxy.output_watch.unsubscribe(_client_key(ctx, proxy), params.uri)
+            return types.EmptyResult()
         await catalog.subscriptions.unfollow(_client_key(ctx, proxy), params.uri)
         return types.EmptyResult()
 
@@ -125,7 +146,10 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         """A 2026-era client follows URIs for as long as its listen stream is open."""
         await proxy.pool.listable()
         held: list[str] = []
+        params = await _own_outputs_only(ctx, proxy, params)
         for uri in params.notifications.resource_subscriptions or ():
+            if handle_of(uri) is not None:
+                continue  # the session's own output: told by `proxy.output_watch`, no server to subscribe
             try:
                 await catalog.subscriptions.hold(uri, catalog.resource_server(uri))
             except MCPError as exc:  # honoured all the same: it never fires, as for a URI nobody has
@@ -148,6 +172,33 @@ def _relay(ctx: ServerRequestContext[Proxy], proxy: Proxy, about: str) -> Reques
     return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.id, about, lists_roots=session.lists_roots)
 
 
+def _watched(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> Session:
+    """The asking client's session; a handshake-era client is noted as one of it, to hear its list changes."""
+    session = proxy.sessions.for_request(ctx)
+    if sdk_compat.connection_of(ctx.session) is not None:
+        proxy.output_watch.attach(_client_key(ctx, proxy), session.id, ctx.session)
+    return session
+
+
+async def _owns(proxy: Proxy, session: Session, uri: str) -> bool:
+    handle = handle_of(uri)
+    return handle is not None and (await lookup(proxy.sessions, session, [handle]))[0] is not None
+
+
+async def _own_outputs_only(
+    ctx: ServerRequestContext[Proxy], proxy: Proxy, params: types.SubscriptionsListenRequestParams
+) -> types.SubscriptionsListenRequestParams:
+    """`params` without the output URIs that are not of the asking session's outputs: a stream hears only of its
+    own (a URI alone proves nothing of who asks)."""
+    uris = params.notifications.resource_subscriptions
+    if not uris or not any(handle_of(uri) is not None for uri in uris):
+        return params
+    session = proxy.sessions.for_request(ctx)
+    kept = [uri for uri in uris if handle_of(uri) is None or await _owns(proxy, session, uri)]
+    notifications = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
+    return params.model_copy(update={"notifications": notifications})
+
+
 def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:
     """The client connection a handshake-era subscription belongs to; its URIs are released when it closes."""
     connection = sdk_compat.connection_of(ctx.session)
@@ -156,4 +207,9 @@ def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:
     if _CLEANUP_KEY not in connection.state:
         connection.state[_CLEANUP_KEY] = True
         connection.exit_stack.push_async_callback(proxy.catalog.subscriptions.forget, connection)
+
+        async def unwatch() -> None:
+            proxy.output_watch.forget(connection)
+
+        connection.exit_stack.push_async_callback(unwatch)
     return connection

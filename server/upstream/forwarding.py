@@ -20,6 +20,7 @@ from server.handles import messages
 from server.handles.calls import Call, CallRelay
 from server.handles.guide import guide_for
 from server.handles.outcome import Failed, Inline, Lost, Stored
+from server.handles.resources import link_result
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
@@ -91,8 +92,8 @@ async def answer(
     finally:
         call_relay.upstream = None
     if not call.finished.is_set():
-        await proxy.sessions.hand_out(call, "still running after the time rule")
-        return text_result(messages.running_message(call, llm=llm())), call
+        await proxy.sessions.hand_out(call, "background: true" if background else "still running after the time rule")
+        return link_result(session, call, text_result(messages.running_message(call, llm=llm()))), call
     if not isinstance(call.outcome, Stored):
         session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     match call.outcome:
@@ -100,7 +101,9 @@ async def answer(
             call.seen = True  # the model is being told about it right now
             await proxy.sessions.hand_out(call, "over the token threshold")
             guide = await guide_for(call, session, llm=llm())
-            return text_result(messages.too_large_message(call, guide), is_error=failed), call
+            return link_result(
+                session, call, text_result(messages.too_large_message(call, guide), is_error=failed)
+            ), call
         case Inline(raw=dict() as raw):
             return RawResult(raw), None
         case Inline(result=types.CallToolResult() as result):

@@ -191,7 +191,7 @@ class _Tasks:
                 message=f"Cannot cancel task: it is already {_STATUS[call.status]}.",
             )
         if call.home is None:
-            call.scope.cancel()
+            call.cancel("the client cancelled its task (tasks/cancel)")
         else:  # another replica runs it: its owner cancels it
             await self.proxy.sessions.backend.request_cancel(call.handle)
         with anyio.move_on_after(5):

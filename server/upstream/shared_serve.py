@@ -50,6 +50,7 @@ async def serve_shared(proxy: Proxy, socket_path: Path, *, restarted: bool = Fal
     links = _Links()
     proxy.relay_count = links.count
     server = build_server(proxy)
+    idle = False  # only the idle exit is a clean end; a signal's is a stop before it, as a kill's is
     with _listening(socket_path) as listener:
         async with proxy.running(), anyio.create_task_group() as tg:
             if restarted:
@@ -59,12 +60,14 @@ async def serve_shared(proxy: Proxy, socket_path: Path, *, restarted: bool = Fal
             async with anyio.create_task_group() as serving:
                 serving.start_soon(_accept, listener, server, proxy, links, serving)
                 await _until_idle(proxy, links, settings.shared_idle_secs)
+                idle = True
                 _withdraw(socket_path)  # no relay reaches this one any more; queued ones are still served
                 serving.cancel_scope.cancel()
             async with anyio.create_task_group() as draining:
                 _drain_queue(listener, server, proxy, links, draining)
             tg.cancel_scope.cancel()
-        _pid_file(socket_path).unlink(missing_ok=True)  # a clean end: the next relay has nothing to warn about
+        if idle:  # a clean end: the next relay has nothing to warn about
+            _pid_file(socket_path).unlink(missing_ok=True)
 
 
 class _Links:

@@ -242,6 +242,26 @@ def test_an_output_that_is_not_json_says_so() -> None:
         shape(TextSource.of("plain text\n"))
 
 
+@pytest.mark.parametrize(
+    "text", ["2026-11-23 INFO worker 0 finished\n", "12 started\n13 done\n", '"a" and more', "true x"]
+)
+def test_a_log_whose_first_token_reads_as_json_is_not_json_and_points_to_grep_and_read(text: str) -> None:
+    for view in (
+        lambda: shape(TextSource.of(text)),
+        lambda: query(TextSource.of(text), "a", max_chars=1000, grep_hint=""),
+    ):
+        with pytest.raises(JsonViewError) as refused:
+            view()
+        assert str(refused.value).startswith("The output is not JSON (it starts like a ")
+        assert "then goes on as text at character" in str(refused.value)
+        assert str(refused.value).endswith("Search it with Grep or read it with Read instead.")
+
+
+def test_a_single_json_scalar_and_json_lines_keep_their_shape() -> None:
+    assert shape(TextSource.of(" 42 \n")) == ("a single number", "")
+    assert shape(TextSource.of('{"a": 1}\n{"a": 2}\n'))[1] == "there is more text after the JSON value, at character 9"
+
+
 def test_a_cut_json_gives_the_results_before_the_cut_and_says_so() -> None:
     text = json.dumps(DOC)
     cut = text[: text.index('"id": 9')] + "\n[claimcheck] output cut at 10 bytes of 20 (maxOutputBytes)\n"

@@ -282,7 +282,29 @@ async def test_cancel_stops_the_downstream_call_and_the_handle_says_cancelled() 
     assert cancelled.content[0].text == f'Cancelled down__gated (handle: "{handle}").'  # type: ignore[union-attr]
     assert "running" not in text_of(cancelled), text_of(cancelled)  # the status footer no longer counts it
     assert f'"{handle}" down__gated: cancelled' in text_of(waited)
-    assert after.is_error and "The call cancelled" in text_of(after)
+    assert after.is_error and "The call was cancelled after " in text_of(after)
+    assert text_of(after).endswith(": cancel_tool_output was called for it.")
+
+
+async def test_a_handle_of_a_session_that_ended_says_so_and_points_to_shared() -> None:
+    down = Downstream()
+    async with handles_proxy(down) as proxy:
+        with anyio.fail_after(10):
+            async with client_of(proxy) as one_shot:  # a client that opens a session for each call
+                handle = await start_in_background(one_shot)
+            await down.cancelled.wait()  # closing its session cancelled the call
+            async with client_of(proxy) as next_shot:
+                read = await next_shot.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+                grep = await next_shot.call_tool("Grep", {"file": handle, "regex": "x"})
+                stranger = handle.replace(handle[8:16], "0" * 8, 1)
+                waited = await next_shot.call_tool("wait_for_tool_output", {"handles": [stranger]})
+    for answer in (read, grep):
+        assert answer.is_error
+        assert "The session that made it ended at " in text_of(answer)
+        assert "its running calls were cancelled then" in text_of(answer)
+        assert "`claimcheck serve --shared`" in text_of(answer)
+        assert "keeps handles across client sessions" in text_of(answer)
+    assert waited.is_error and "If it came from an earlier client session: without --shared" in text_of(waited)
 
 
 async def test_a_failed_background_call_keeps_its_error_for_retrieval() -> None:

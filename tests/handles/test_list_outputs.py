@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 import tiktoken
 
@@ -48,6 +49,10 @@ def add_calls(session: Session, count: int, status: str, *, seen: bool = True) -
 
 
 async def listed(session: Session, arguments: dict[str, Any] | None = None) -> str:
+    return await own(session, "list_tool_outputs", arguments)
+
+
+async def own(session: Session, tool: str, arguments: dict[str, Any] | None = None) -> str:
     async def no_extract(*_: Any) -> Any:
         raise AssertionError("list_tool_outputs never extracts")
 
@@ -58,7 +63,7 @@ async def listed(session: Session, arguments: dict[str, Any] | None = None) -> s
         sessions = Sessions(OutputStore(session.store.path.parent), tg, 1 << 20, spooled=SpooledOutputs())
         tg.cancel_scope.cancel()  # it starts no call here
     result = await run_own_tool(
-        "list_tool_outputs",
+        tool,
         arguments,
         session=session,
         sessions=sessions,
@@ -67,7 +72,7 @@ async def listed(session: Session, arguments: dict[str, Any] | None = None) -> s
         report=no_report,
         extract=no_extract,
     )
-    return result.content[0].text  # type: ignore[union-attr]
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def test_two_thousand_handles_come_in_small_pages_each_listed_exactly_once(session: Session) -> None:
@@ -101,7 +106,19 @@ async def test_running_and_unread_outputs_come_first(session: Session) -> None:
         f'30 more: call list_tool_outputs(cursor = "{following.group(1)}") for the next page.'
     )
     second = await listed(session, {"cursor": following.group(1), "limit": 30})
-    assert LINE.findall(second) == old  # the first page's outputs, now seen, do not come round again
+    assert LINE.findall(second) == old  # the order is fixed at the first page: none comes round again
+
+
+async def test_listing_a_ready_unread_output_leaves_it_unread_for_the_footer_and_wait(session: Session) -> None:
+    [handle] = add_calls(session, 1, "ready", seen=False)
+    call = session.calls[handle]
+    call.result = types.CallToolResult(content=[types.TextContent(type="text", text="the text itself")])
+    page = await listed(session)
+    assert LINE.findall(page) == [handle] and "the text itself" not in page
+    assert not call.seen
+    waited = await own(session, "wait_for_tool_output", {})
+    assert "1 finished:" in waited and "the text itself" in waited
+    assert call.seen
 
 
 async def test_a_small_session_is_listed_whole_and_a_bad_cursor_is_refused(session: Session) -> None:

@@ -46,13 +46,16 @@ COUNT_PIXELS = """async ([png, colours]) => {
 
 
 @asynccontextmanager
-async def claimcheck_with_api(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
-    """`claimcheck serve --transport http` whose outputs are cut at 64 KiB; yields (MCP URL, dashboard URL)."""
+async def claimcheck_with_api(tmp_path: Path, pids: list[int] | None = None) -> AsyncIterator[tuple[str, str]]:
+    """`claimcheck serve --transport http` whose outputs are cut at 64 KiB; yields (MCP URL, dashboard URL), and
+    adds its pid to `pids`. Leaving stops it with SIGTERM (a clean stop)."""
     settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "maxOutputBytes": KEPT_BYTES}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
     command = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
     process = await anyio.open_process(command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if pids is not None:
+        pids.append(process.pid)
     try:
         assert process.stderr is not None
         seen = b""
@@ -82,7 +85,8 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
     _require_browser()
     from playwright.async_api import async_playwright, expect
 
-    async with claimcheck_with_api(tmp_path) as (mcp_url, dashboard_url), async_playwright() as playwright:
+    pids: list[int] = []
+    async with claimcheck_with_api(tmp_path, pids) as (mcp_url, dashboard_url), async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": 900})
@@ -91,6 +95,8 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
             with anyio.fail_after(120):
                 async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
                     await client.list_tools()
+                    quick = await client.call_tool("demo__echo", {"text": "quick"})
+                    assert text_of(quick) == "quick"
                     slow = _handle(text_of(await client.call_tool("demo__slow", {"seconds": 600})))
                     big = _handle(text_of(await client.call_tool("demo__big", {"kb": 256})))
 
@@ -100,7 +106,12 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
                     await expect(ready).to_have_attribute("data-status", "ready", timeout=30_000)
                     await expect(running.locator(".bar.running")).to_be_visible()
                     await expect(ready.locator(".bar.ready")).to_be_visible()
-                    await expect(running.locator(".rule")).to_be_visible()  # the time-rule mark
+                    await expect(running.locator(".rule")).to_be_visible()  # the time rule handed it off
+                    await expect(ready.locator(".rule")).to_have_count(0)  # its size did, at once
+                    await expect(page.locator("#lanes .lane")).to_have_count(3)
+                    await expect(page.locator("#lanes .rule")).to_have_count(1)  # nor on the quick inline call
+                    instance = page.locator(f'#tasks tr[data-handle="{big}"] td.instance')
+                    await expect(instance).to_have_text(f"pid {pids[0]}")
                     await expect(page.locator("#rule-text")).to_contain_text("time rule (0.5 s)")
                     shot = await page.locator("#timeline").screenshot(path=str(tmp_path / "timeline.png"))
                     counts: Any = await page.evaluate(
@@ -114,7 +125,8 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
                     )
                     assert still == [409, "the call is still running"]
 
-                    await page.locator(f'#tasks tr[data-handle="{big}"]').click()
+                    await page.locator(f'#lanes .lane-name[data-handle="{big}"]').click()  # its label opens it
+                    await expect(page.locator(f'#tasks tr[data-handle="{big}"]')).to_have_class(re.compile("selected"))
                     panel = page.locator("#output-panel")
                     await expect(panel).to_be_visible(timeout=30_000)
                     meta = page.locator("#output-meta")
@@ -138,3 +150,32 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
                     await client.call_tool("cancel_tool_output", {"handle": slow})
         finally:
             await browser.close()
+
+
+async def test_a_call_of_a_claimcheck_that_has_exited_says_that_instance_ended_and_when(tmp_path: Path) -> None:
+    _require_browser()
+    from playwright.async_api import async_playwright, expect
+
+    pids: list[int] = []
+    with anyio.fail_after(240):
+        async with claimcheck_with_api(tmp_path, pids) as (mcp_url, _):
+            async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
+                big = _handle(text_of(await client.call_tool("demo__big", {"kb": 256})))
+        async with claimcheck_with_api(tmp_path, pids) as (_, dashboard_url), async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1400, "height": 900})
+                await page.goto(dashboard_url)
+                row = page.locator(f'#tasks tr[data-handle="{big}"]')
+                await expect(row.locator("td.instance")).to_have_text(f"pid {pids[0]}", timeout=30_000)
+                await row.click()
+                meta = page.locator("#output-meta")
+                await expect(meta).to_have_text(
+                    re.compile(
+                        rf"^No output to show: the claimcheck that ran it \(pid {pids[0]}\) ended at "
+                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z, and its outputs went with it$"
+                    ),
+                    timeout=30_000,
+                )
+            finally:
+                await browser.close()

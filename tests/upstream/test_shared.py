@@ -199,14 +199,15 @@ async def test_the_shared_claimcheck_exits_after_its_idle_time(tmp_path: Path, r
         shared.stop()
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "terminated"])
 async def test_after_the_shared_claimcheck_was_killed_the_next_relay_starts_one_and_says_handles_are_gone(
-    shared: Shared,
+    shared: Shared, stop: signal.Signals
 ) -> None:
     with anyio.fail_after(240):
         async with shared.relay() as first:
             big = text_of(await first.call_tool("demo__big", {"kb": 2048}))
             (pid,) = shared.pids()
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, stop)
         await gone(pid)
         handle = HANDLE.search(big)
         assert handle, big

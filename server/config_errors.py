@@ -1,0 +1,77 @@
+"""What a config's validation errors say: each problem at its key's path, and for an unknown key the known key
+it was most likely meant to be (difflib's closest, or the same key written in another case or style)."""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = ["describe_errors", "known_keys"]
+
+
+def describe_errors(exc: ValidationError, model: type[BaseModel]) -> str:
+    """One line of problems, `path: message; …`, against the config `model` that refused the data."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = err["loc"]
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key{_suggestion(str(loc[-1]), known_keys(model, loc[:-1]))}")
+        else:
+            lines.append(f"{path}: {err['msg'].removeprefix('Value error, ')}")
+    return "invalid config: " + "; ".join(lines)
+
+
+def _suggestion(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not close:  # a key spelled in another case or style (`async_timeout_secs`, `AsyncTimeoutSecs`)
+        folded = {k.lower().replace("_", ""): k for k in known}
+        found = folded.get(key.lower().replace("_", "").replace("-", ""))
+        close = [found] if found else []
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def known_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the object at `loc` (a path into data `model` validates) may have; [] where that is not known."""
+    target: Any = model
+    for part in loc:
+        target = _step(target, part)
+        if target is None:
+            return []
+    models = [t for t in _members(target) if _is_model(t)]
+    return [field.alias or name for m in models for name, field in m.model_fields.items()]
+
+
+def _step(annotation: Any, part: int | str) -> Any:
+    """The type of the value at `part` inside a value of type `annotation`, or None."""
+    for member in _members(annotation):
+        if _is_model(member):
+            for name, field in member.model_fields.items():
+                if part in (field.alias, name):
+                    return field.annotation
+        origin = typing.get_origin(member)
+        args = typing.get_args(member)
+        if origin in (dict, Mapping):
+            return args[1] if len(args) == 2 else None
+        if origin in (list, tuple, set, frozenset) and isinstance(part, int):
+            return args[0] if args else None
+    return None
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types an annotation may be: the members of a union (Optional included), Annotated unwrapped."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for arg in typing.get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
