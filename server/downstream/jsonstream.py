@@ -23,6 +23,8 @@ from typing import Protocol
 
 from pydantic_core import from_json
 
+from server.downstream.json_cuts import safe_cut, safe_cut_bytes, utf8_cut
+
 __all__ = ["MAX_DEPTH", "JsonHandler", "JsonStream", "JsonStreamError"]
 
 MAX_DEPTH = 1 << 20
@@ -30,7 +32,6 @@ MAX_DEPTH = 1 << 20
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"[-+0-9.eEtrufalsn]*")
-_HEX = frozenset("0123456789abcdefABCDEF")
 _SKIP_CARRY_CHARS = 256 * 1024  # a skipped member up to this long may wait for the next piece
 _scan_once: Callable[[str, int], tuple[object, int]] = json.scanner.make_scanner(  # the C scanner json.loads uses
     json.JSONDecoder(strict=False)  # type: ignore[arg-type]  # typeshed types the argument as the scanner itself
@@ -102,7 +103,7 @@ class JsonStream:
             if taken:
                 return
             refused = taken is False
-        cut = _utf8_cut(data)
+        cut = utf8_cut(data)
         if cut < len(data):
             data, self._bytes = data[:cut], data[cut:]
         self._feed_text(data.decode("utf-8", "replace"))
@@ -312,10 +313,10 @@ class JsonStream:
             self._end_string()
             return quote + 1
         rest = text[position:]
-        cut = _safe_cut(rest)
+        cut = safe_cut(rest)
         candidate = rest[:cut]
         # One C pass: the quote appended here ends the string unless a real closing quote comes first
-        # (one can only be inside `candidate`: what `_safe_cut` holds back is part of an escape).
+        # (one can only be inside `candidate`: what `safe_cut` holds back is part of an escape).
         try:
             value, end = _scanstring(f'"{candidate}"', 1, False)
         except ValueError as exc:
@@ -331,7 +332,7 @@ class JsonStream:
         """Decode `data` as the middle of the current string in one call, when it is one and long enough: up to
         its last whole UTF-8 sequence and escape, the rest kept for the next piece. False: refused; None: too
         short to try."""
-        cut = _safe_cut_bytes(data, _utf8_cut(data))
+        cut = safe_cut_bytes(data, utf8_cut(data))
         if cut < _FAST_STRING_BYTES:
             return None
         try:
@@ -360,55 +361,3 @@ class JsonStream:
             return
         self._handler.string_end()
         self._after_value()
-
-
-def _safe_cut(segment: str) -> int:
-    """How much of an unfinished string segment can be decoded now: never part of an escape, or the
-    first half of a surrogate pair written as two escapes."""
-    size = len(segment)
-    cut = size
-    start = segment.rfind("\\", max(0, size - 12))
-    while start >= 0:
-        run = start
-        while run > 0 and segment[run - 1] == "\\":
-            run -= 1
-        if (start - run) % 2 == 0:  # this backslash starts an escape
-            escape = segment[start:cut]
-            if len(escape) < 2 or (escape[1] == "u" and len(escape) < 6):  # lone "\" or short "\u"
-                cut = start
-            elif escape[1] == "u" and len(escape) == 6 and _is_high_surrogate(escape[2:6]):
-                cut = start  # wait for the low half of the pair
-            else:
-                break
-            start = segment.rfind("\\", max(0, cut - 12), cut)
-            continue
-        break
-    return cut
-
-
-def _safe_cut_bytes(data: bytes, size: int) -> int:
-    """`_safe_cut` of `data[:size]`, on bytes (escapes are ASCII)."""
-    if data.rfind(b"\\", max(0, size - 12), size) < 0:
-        return size
-    start = max(0, size - 24)
-    if start and data[start - 1] == 0x5C:  # inside a run of backslashes: take all of it, for its parity
-        head = data[:start]
-        start -= len(head) - len(head.rstrip(b"\\"))
-    return start + _safe_cut(data[start:size].decode("latin-1"))
-
-
-def _is_high_surrogate(hex4: str) -> bool:
-    return len(hex4) == 4 and all(c in _HEX for c in hex4) and 0xD800 <= int(hex4, 16) <= 0xDBFF
-
-
-def _utf8_cut(data: bytes) -> int:
-    """The end of the last complete UTF-8 sequence (bytes after it may be the start of the next one)."""
-    size = len(data)
-    for back in range(1, min(4, size) + 1):
-        byte = data[size - back]
-        if byte < 0x80:
-            return size
-        if byte >= 0xC0:  # a lead byte: is its sequence complete?
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return size if back >= need else size - back
-    return size
