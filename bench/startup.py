@@ -16,12 +16,14 @@ Downstreams: `demo` = python -m server.demo.server (an mcp SDK server; its impor
 tests/raw_downstream.py (hand-written, starts in tens of milliseconds, so the figures show the proxy's own
 start). Runs of all paths alternate, so machine noise lands on every path alike. `CPU` is the CPU time the
 spawned process itself had used when the answer came (a proxy's downstreams not counted; for `alone`, all of
-them). `listed` is how many tools the first answer held, claimcheck's 6 own included: claimcheck answers
+them). `RSS` (with `--idle SECS`): the spawned processes' resident memory SECS after the answer, idle (a proxy's
+downstreams not counted; for `alone`, all of them summed). `listed` is how many tools the first answer held,
+claimcheck's 6 own included: claimcheck answers
 after `startupWaitSecs` (default 3 s) without a server that is slower, and announces it by list_changed later.
 
 Run from the repo root with the project's venv:
   python bench/startup.py [--runs N] [--downstream demo|raw] [--servers 1 5] [--before DIR] [--only PATH ...]
-                          [--startup-wait SECS] [--tree DIR] [--json PATH]
+                          [--startup-wait SECS] [--idle SECS] [--tree DIR] [--json PATH]
 (--before DIR adds claimcheck from another checkout, e.g. `git archive <commit> | tar -x -C DIR`, as paths
 "claimcheck (before)", run interleaved with the others; --tree runs the main paths from another checkout.)
 """
@@ -97,9 +99,10 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def drive(commands: list[list[str]], env: dict[str, str], cwd: Path) -> dict[str, float]:
+def drive(commands: list[list[str]], env: dict[str, str], cwd: Path, idle_s: float = 0.0) -> dict[str, float]:
     """Spawn every command at once; until each answered tools/list: seconds, CPU seconds of the spawned
-    processes themselves (a proxy's downstreams not counted), and how many tools were listed."""
+    processes themselves (a proxy's downstreams not counted), and how many tools were listed; with `idle_s`,
+    their resident memory that long after (MiB)."""
     started = time.perf_counter()
     peers = [
         Peer(
@@ -125,17 +128,31 @@ def drive(commands: list[list[str]], env: dict[str, str], cwd: Path) -> dict[str
                 if not data:
                     raise RuntimeError(f"{key.data.process.args} closed stdout before answering tools/list")
                 key.data.feed(data)
+        if idle_s:
+            time.sleep(idle_s)
+            rss_mib = sum(_rss_bytes(peer.process.pid) for peer in peers) / (1 << 20)
     finally:
         selector.close()
         for peer in peers:
             _stop(peer.process)
     last = max(peers, key=lambda peer: peer.listed_at or 0.0)
     assert last.listed_at is not None
-    return {
+    figures = {
         "ms": (last.listed_at - started) * 1000,
         "cpu_ms": sum(peer.cpu_s for peer in peers) * 1000,
         "tools": sum(len(peer.tools) for peer in peers),
     }
+    if idle_s:
+        figures["rss_mib"] = rss_mib
+    return figures
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -161,6 +178,7 @@ def main(
     before: Path | None,
     only: list[str] | None,
     startup_wait: float | None,
+    idle_s: float = 0.0,
 ) -> dict[str, list[dict[str, float]]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -191,20 +209,20 @@ def main(
             order = order[run % len(order) :] + order[: run % len(order)]
             for label in order:
                 commands, cwd = paths[label]
-                results[label].append(drive(commands, env, cwd))
+                results[label].append(drive(commands, env, cwd, idle_s))
     where = f"{tree}" + (f" against {before}" if before else "")
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
     machine = f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, load {load} at the end"
     print(f"{machine}, {runs} runs, {downstream} downstreams, {where}")
-    print(f"{'path':<32}{'median':>9}{'min':>8}{'max':>8}{'CPU':>8}  listed  every run (ms)")
+    print(f"{'path':<32}{'median':>9}{'min':>8}{'max':>8}{'CPU':>8}{'RSS':>8}  listed  every run (ms)")
     for label, samples in results.items():
         ms = [s["ms"] for s in samples]
         cpu = statistics.median(s["cpu_ms"] for s in samples)
+        rss = f"{statistics.median(s['rss_mib'] for s in samples):.0f}" if "rss_mib" in samples[0] else "-"
         listed = sorted({int(s["tools"]) for s in samples})
         every = " ".join(f"{m:.0f}" for m in ms)
-        print(
-            f"{label:<32}{statistics.median(ms):>9.0f}{min(ms):>8.0f}{max(ms):>8.0f}{cpu:>8.0f}  {listed!s:<6}  {every}"
-        )
+        head = f"{label:<32}{statistics.median(ms):>9.0f}{min(ms):>8.0f}{max(ms):>8.0f}{cpu:>8.0f}{rss:>8}"
+        print(f"{head}  {listed!s:<6}  {every}")
     return results
 
 
@@ -217,12 +235,20 @@ if __name__ == "__main__":
     parser.add_argument("--before", type=Path, help="also run claimcheck from this tree, interleaved (an A/B)")
     parser.add_argument("--only", nargs="+", help="only these paths, e.g. claimcheck fastmcp")
     parser.add_argument("--startup-wait", type=float, metavar="SECS", help="claimcheck's startupWaitSecs (default 3)")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="SECS", help="RSS this long after the listing")
     parser.add_argument("--json", help="also write the samples here")
     arguments = parser.parse_args()
     before = arguments.before.resolve() if arguments.before else None
     tree = arguments.tree.resolve()
     samples = main(
-        arguments.runs, arguments.downstream, arguments.servers, tree, before, arguments.only, arguments.startup_wait
+        arguments.runs,
+        arguments.downstream,
+        arguments.servers,
+        tree,
+        before,
+        arguments.only,
+        arguments.startup_wait,
+        arguments.idle,
     )
     if arguments.json:
         Path(arguments.json).write_text(json.dumps(samples, indent=2), encoding="utf-8")
