@@ -18,8 +18,8 @@ start). Runs of all paths alternate, so machine noise lands on every path alike.
 spawned process itself had used when the answer came (a proxy's downstreams not counted; for `alone`, all of
 them). `RSS` (with `--idle SECS`): the spawned processes' resident memory SECS after the answer, idle (a proxy's
 downstreams not counted; for `alone`, all of them summed). `listed` is how many tools the first answer held,
-claimcheck's 6 own included: claimcheck answers
-after `startupWaitSecs` (default 3 s) without a server that is slower, and announces it by list_changed later.
+claimcheck's 6 own included: claimcheck answers after `startupWaitSecs` (default 3 s) without a server that is
+slower, and announces it by list_changed later.
 
 Run from the repo root with the project's venv:
   python bench/startup.py [--runs N] [--downstream demo|raw] [--servers 1 5] [--before DIR] [--only PATH ...]
