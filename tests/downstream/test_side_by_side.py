@@ -18,7 +18,6 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from support import proxied_names, running_proxy, text_of
 
-import server.proxy
 from server.handles.calls import Call
 from server.status import shared_db
 from server.status.discovery import discovery_file, instances
@@ -184,13 +183,12 @@ async def test_the_first_listing_and_calls_are_answered_while_the_start_up_work_
 ) -> None:
     monkeypatch.setenv("CLAIMCHECK_API_ENABLED", "true")
     monkeypatch.setenv("CLAIMCHECK_API_PORT", "0")
-    gate = threading.Event()  # holds the tokenizer's warm-up and the history's maintenance
+    gate = threading.Event()  # holds the history's maintenance
 
     def held(*_: Any) -> int:
         gate.wait(30)
         return 0
 
-    monkeypatch.setattr(server.proxy, "count_tokens", held)
     monkeypatch.setattr(History, "maintain", held)
     try:
         with anyio.fail_after(20):
