@@ -24,12 +24,16 @@ The call goes through the same `begin`/`answer` as every proxied call (`fastpath
 included, and the answer is the SDK's wire form for the request's version (`sessionless.SessionlessWire`): one
 `application/json` body, byte for byte the SDK path's. The request's relay is the SDK's (no requests to the
 client, no log messages it did not ask for). A client that closes its connection cancels the call, as on the
-SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. Everything else
-goes to the SDK, which answers or refuses it.
+SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. The connection is
+watched once the call has run `_WATCH_AFTER_SECS` (a watcher costs a quick call more than its answer): a call
+that ends sooner is answered even if its client has just left. Everything else goes to the SDK, which answers or
+refuses it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -71,6 +75,9 @@ _MODERN = frozenset(version.encode() for version in MODERN_PROTOCOL_VERSIONS)
 _MARGIN_SECS = 5.0
 """How far within the SDK's JSON window a call's time rule must end for the fast path to take it."""
 _JSON_HEADERS = b"application/json"
+_WATCH_AFTER_SECS = 0.1
+"""A call still running after this long has its connection watched, so that a client that leaves cancels it (a
+watcher for every call would cost more than a quick call's answer)."""
 
 
 def sessionless_version(scope: Scope) -> bool:
@@ -177,15 +184,20 @@ class SessionlessHttp:
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
         relay = RequestRelay(cast(Any, context), proxy.log_level)
-        data: bytes | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-            data = await respond(proxy, envelope, route, session, relay, context)
-            tg.cancel_scope.cancel()
-        if data is not None:  # else the client left: its call was cancelled, as on the SDK's path
-            headers_out = [(b"content-length", str(len(data)).encode()), (b"content-type", _JSON_HEADERS)]
-            await send({"type": "http.response.start", "status": 200, "headers": headers_out})
-            await send({"type": "http.response.body", "body": data})
+        cancel, watch = anyio.CancelScope(), anyio.CancelScope()
+        watching = functools.partial(_cancel_on_disconnect, receive, cancel, watch)
+        timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)
+        try:
+            with cancel:
+                data = await respond(proxy, envelope, route, session, relay, context)
+        finally:
+            timer.cancel()
+            watch.cancel()
+        if cancel.cancelled_caught:
+            return True  # the client left: its call was cancelled, as on the SDK's path, and is never answered
+        headers_out = [(b"content-length", str(len(data)).encode()), (b"content-type", _JSON_HEADERS)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers_out})
+        await send({"type": "http.response.body", "body": data})
         return True
 
     def _declares_param_headers(self, route: Route) -> bool:
@@ -200,10 +212,12 @@ class SessionlessHttp:
         return known[1]
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
+async def _cancel_on_disconnect(receive: Receive, cancel: anyio.CancelScope, watch: anyio.CancelScope) -> None:
+    """Cancel the call when its client leaves (in the lifespan task group, until `watch` is cancelled)."""
+    with watch:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        cancel.cancel()
 
 
 def _accepts(request: Request) -> bool:

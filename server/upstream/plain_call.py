@@ -38,13 +38,17 @@ __all__ = [
 ]
 
 _MAX_ID = (1 << 63) - 1
+_ENVELOPES_KEPT = 256
+_envelopes: dict[str, Sessionless | None] = {}
+"""The envelopes read so far (None: refused), by their text: each is validated once."""
 
 RequestId = int | str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Sessionless:
-    """The `_meta` envelope of a 2026-07-28 request, as sent: what a handshake gave before."""
+    """The `_meta` envelope of a 2026-07-28 request, as sent: what a handshake gave before. A client sends the same
+    one with every request, so one is kept per distinct envelope (compared by identity)."""
 
     protocol_version: str
     client_info: dict[str, Any]
@@ -104,7 +108,7 @@ def read_envelope(line: bytes) -> Envelope | None:
         return Envelope(ident, name, arguments)
     meta = params["_meta"]
     if type(meta) is dict and PROTOCOL_VERSION_META_KEY in meta:
-        sessionless = _sessionless(name, meta)
+        sessionless = _sessionless(meta)
         return Envelope(ident, name, arguments, sessionless=sessionless) if sessionless is not None else None
     if type(meta) is not dict or meta.get(PASSTHROUGH) is not True or len(meta) != 1 + ("progressToken" in meta):
         return None
@@ -114,7 +118,7 @@ def read_envelope(line: bytes) -> Envelope | None:
     return Envelope(ident, name, arguments, passthrough=True, progress_token=token)
 
 
-def _sessionless(name: str, meta: dict[str, Any]) -> Sessionless | None:
+def _sessionless(meta: dict[str, Any]) -> Sessionless | None:
     """The envelope the SDK's client stamps on a 2026-07-28 request, and nothing more, as that version's surface
     validates it (the kernel types the reserved keys strictly); None for anything else."""
     version = meta.get(PROTOCOL_VERSION_META_KEY)
@@ -123,11 +127,18 @@ def _sessionless(name: str, meta: dict[str, Any]) -> Sessionless | None:
         return None
     if type(info) is not dict or type(capabilities) is not dict:
         return None
+    key = repr((version, info, capabilities))  # exact for what `json` parses: types and order show
+    if key in _envelopes:
+        return _envelopes[key]
     try:
-        validate_client_request("tools/call", version, {"name": name, "_meta": meta})
+        validate_client_request("tools/call", version, {"name": "", "_meta": meta})
+        found: Sessionless | None = Sessionless(version, info, capabilities)
     except (ValueError, KeyError):  # a pydantic ValidationError is a ValueError
-        return None
-    return Sessionless(version, info, capabilities)
+        found = None
+    if len(_envelopes) >= _ENVELOPES_KEPT:
+        _envelopes.clear()
+    _envelopes[key] = found
+    return found
 
 
 def cancelled_id(line: bytes) -> RequestId | None:

@@ -60,10 +60,23 @@ class _NoBackChannel:
         return None
 
 
+_CONNECTIONS_KEPT = 256
+_connections: dict[Sessionless, Connection] = {}
+"""The born-ready connection of each envelope read (`read_envelope` keeps one `Sessionless` per distinct
+envelope): what the SDK makes for every request, made once here, and only read (client info, capabilities)."""
+
+
 def client_of(envelope: Sessionless, request_id: RequestId) -> ServerSession | None:
     """The client of a sessionless request as the SDK's path sees it (`ctx.session`); None when its info or
     capabilities would not type (the SDK's path then knows less of it than the fast path could say)."""
-    connection = Connection.from_envelope(envelope.protocol_version, envelope.client_info, envelope.client_capabilities)
+    connection = _connections.get(envelope)
+    if connection is None:
+        connection = Connection.from_envelope(
+            envelope.protocol_version, envelope.client_info, envelope.client_capabilities
+        )
+        if len(_connections) >= _CONNECTIONS_KEPT:
+            _connections.clear()
+        _connections[envelope] = connection
     if connection.client_params is None:
         return None
     return ServerSession(cast(Any, _NoBackChannel(request_id)), connection)
