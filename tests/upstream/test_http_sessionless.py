@@ -10,7 +10,7 @@ one `application/json` body, so what tells that the fast path took a call is its
   Origin, a wrong token, a log level or progress token in `_meta`, a version the envelope does not say) is left
   to it, answered alike;
 - the session is the owner's: with one token and two `Claimcheck-Session` headers, each owner's handles are its
-  own, on the fast path as on the SDK's;
+  own, on the fast path as on the SDK's; without a token, the client's name and that header say whose;
 - a client that closes its connection cancels its call, as on the SDK's path: it never gets a handle.
 """
 
@@ -54,14 +54,14 @@ class Server:
 
 
 @asynccontextmanager
-async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any]) -> AsyncIterator[Server]:
-    """A claimcheck serving streamable HTTP with the fast path `fast` (on/off) and token `TOKEN`, logging at DEBUG
-    to a stderr the test keeps."""
+async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any], token: bool = True) -> AsyncIterator[Server]:
+    """A claimcheck serving streamable HTTP with the fast path `fast` (on/off) and token `TOKEN` (or none), logging
+    at DEBUG to a stderr the test keeps."""
     data: dict[str, Any] = {"mcpServers": {"demo": demo_server_entry()}, "settings": settings}
     (tmp_path / fast).mkdir()
     config = write_config(tmp_path / fast, data)
     command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
-    command += ["--port", "0", "--auth-token-env", "SESSIONLESS_TOKEN"]
+    command += ["--port", "0", *(["--auth-token-env", "SESSIONLESS_TOKEN"] if token else [])]
     env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, "CLAIMCHECK_LOG": "debug", "SESSIONLESS_TOKEN": TOKEN}
     process = await anyio.open_process(command, env=env, stdin=-1, stdout=-1, stderr=-1)
     async with process, anyio.create_task_group() as tg:
@@ -92,8 +92,8 @@ async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any]) -> Asy
 class Client:
     """A plain HTTP client of the sessionless era (no SDK client: the test reads the wire)."""
 
-    def __init__(self, http: httpx2.AsyncClient, url: str, **extra: str) -> None:
-        self.http, self.url, self.extra = http, url, extra
+    def __init__(self, http: httpx2.AsyncClient, url: str, *, name: str = "sessionless-test", **extra: str) -> None:
+        self.http, self.url, self.name, self.extra = http, url, name, extra
 
     def headers(self, body: dict[str, Any], **extra: str) -> dict[str, str]:
         headers = {
@@ -104,6 +104,7 @@ class Client:
             "mcp-method": body["method"],
             **self.extra,
         }
+        headers = {key: value for key, value in headers.items() if value}  # "" leaves a header out
         name = body.get("params", {}).get("name")
         if isinstance(name, str):
             headers["mcp-name"] = name
@@ -114,14 +115,16 @@ class Client:
         return await self.http.post(self.url, content=content, headers=self.headers(body, **headers))
 
     async def call(self, ident: int | str, name: str, arguments: dict[str, Any] | None, **meta: Any) -> httpx2.Response:
-        return await self.post(call_body(ident, name, arguments, **meta))
+        return await self.post(call_body(ident, name, arguments, client=self.name, **meta))
 
 
-def call_body(ident: int | str, name: str, arguments: dict[str, Any] | None, **meta: Any) -> dict[str, Any]:
+def call_body(
+    ident: int | str, name: str, arguments: dict[str, Any] | None, client: str = "sessionless-test", **meta: Any
+) -> dict[str, Any]:
     """A `tools/call` as the SDK's client sends it at 2026-07-28 (its envelope; `meta` adds to it)."""
     envelope = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientInfo": {"name": "sessionless-test", "version": "1"},
+        "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {},
         **meta,
     }
@@ -142,14 +145,17 @@ def text(response: httpx2.Response) -> str:
 
 
 @asynccontextmanager
-async def servers(tmp_path: Path, **settings: Any) -> AsyncIterator[dict[str, tuple[Server, Client]]]:
+async def servers(
+    tmp_path: Path, token: bool = True, **settings: Any
+) -> AsyncIterator[dict[str, tuple[Server, Client]]]:
     """A fast-path-on and a fast-path-off claimcheck, each with a client whose session the SDK's path opened."""
     async with (
-        claimcheck(tmp_path, "on", settings) as on,
-        claimcheck(tmp_path, "off", settings) as off,
+        claimcheck(tmp_path, "on", settings, token) as on,
+        claimcheck(tmp_path, "off", settings, token) as off,
         httpx2.AsyncClient(timeout=CALL_S) as http,
     ):
-        both = {"on": (on, Client(http, on.url)), "off": (off, Client(http, off.url))}
+        extra = {} if token else {"authorization": ""}
+        both = {"on": (on, Client(http, on.url, **extra)), "off": (off, Client(http, off.url, **extra))}
         with anyio.fail_after(CALL_S):
             for _, client in both.values():
                 await ready(client)
@@ -264,6 +270,34 @@ async def test_each_owner_gets_its_own_session_on_the_fast_path_as_on_the_sdks(t
             assert made["a"] in listed["a"] and made["a"] not in listed["b"], mode
             assert made["b"] in listed["b"] and made["b"] not in listed["a"], mode
             assert ("slow-a" in server.taken() and "slow-b" in server.taken()) == (mode == "on"), server.taken()
+
+
+async def test_without_a_token_the_owner_is_the_clients_name_and_claimcheck_session_header(tmp_path: Path) -> None:
+    """No credential: the client's name (from its envelope) and its `Claimcheck-Session` header say whose the
+    handles are, as `owners.owner_key` says on the SDK's path. Three owners: two names, and one name twice."""
+    async with servers(tmp_path, token=False, asyncTimeoutSecs=1) as both:
+        for mode, (server, client) in both.items():
+            with anyio.fail_after(CALL_S):
+                owners = {
+                    "a": Client(client.http, client.url, name="agent-a", authorization=""),
+                    "b": Client(client.http, client.url, name="agent-b", authorization=""),
+                    "a-x": Client(
+                        client.http, client.url, name="agent-a", authorization="", **{"claimcheck-session": "x"}
+                    ),
+                }
+                for owner in owners.values():
+                    await ready(owner)
+                made = {
+                    name: HANDLE.findall(text(await owner.call(f"slow-{name}", "demo__slow", {"seconds": 2})))[0]
+                    for name, owner in owners.items()
+                }
+                listed = {
+                    name: text(await owner.call("list", "list_tool_outputs", {})) for name, owner in owners.items()
+                }
+            for name, handle in made.items():
+                assert [other for other in owners if handle in listed[other]] == [name], (mode, name, listed)
+            took = {f"slow-{name}" for name in owners} <= set(server.taken())
+            assert took == (mode == "on"), (mode, server.taken())
 
 
 async def test_a_client_that_leaves_cancels_its_call_as_on_the_sdk_path(tmp_path: Path) -> None:
