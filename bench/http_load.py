@@ -6,14 +6,19 @@ Servers (each a process of its own, all on 127.0.0.1):
   fastmcp     bench/fastmcp_http_proxy.py (FastMCP create_proxy) in front of the same demo server
   floor       a bare uvicorn ASGI app answering the same JSON-RPC (initialize, tools/call echo) itself:
               what one HTTP round trip costs on this machine, with no MCP machinery and no downstream
-Each client is a plain httpx2 client (not an MCP SDK client, so the load generator stays light): it
-initializes a session, then makes sequential `tools/call`s (Accept: JSON and SSE, as SDK clients send),
-checking every answer is its own text. For each level the servers are run in a rotating order; the
-measure is calls/s, p50 and p95 per call, the server process's CPU ms per call (/proc), its downstream's
-(the demo server, a child of the proxy; none for the floor), and the load generator's own.
+Each client is a plain httpx2 client (not an MCP SDK client, so the load generator stays light). In the
+handshake era (2025-11-25) it initializes a session, then makes sequential `tools/call`s; in the sessionless
+era (2026-07-28, what the SDK's `Client` speaks by default) each call is a self-contained POST with the
+envelope and routing headers the SDK's client sends. Accept is JSON and SSE, as SDK clients send, and every
+answer is checked to be its own text. claimcheck is measured in each era of `--eras` (the others speak the
+handshake era only); for each level the (server, era) pairs are run in a rotating order, so the eras are
+measured alternately in one run. The measure is calls/s, p50 and p95 per call, the server process's CPU ms
+per call (/proc), its downstream's (the demo server, a child of the proxy; none for the floor), and the load
+generator's own.
 
 Run from the repo root in the project's venv:
-  python bench/http_load.py [--calls 400] [--levels 1,8,32] [--fastmcp-python bench/.venv-fastmcp/bin/python]
+  python bench/http_load.py [--calls 400] [--levels 1,8,32] [--eras 2025-11-25,2026-07-28]
+                            [--fastmcp-python bench/.venv-fastmcp/bin/python]
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ FASTMCP_PYTHON = REPO / "bench" / ".venv-fastmcp" / "bin" / "python"
 DEMO = [sys.executable, "-m", "server.demo.server"]
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 VERSION = "2025-11-25"
+SESSIONLESS = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": SESSIONLESS,
+    "io.modelcontextprotocol/clientInfo": {"name": "http-load", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def _free_port() -> int:
@@ -89,9 +100,16 @@ async def server(name: str, directory: Path, fastmcp_python: Path | None) -> Asy
             process.kill()
 
 
-async def _post(http: httpx2.AsyncClient, url: str, session: str | None, body: dict[str, Any]) -> httpx2.Response:
+async def _post(
+    http: httpx2.AsyncClient, url: str, session: str | None, body: dict[str, Any], era: str = VERSION
+) -> httpx2.Response:
     headers = dict(ACCEPT)
-    if session:
+    if era == SESSIONLESS:  # what the SDK's client sends: its envelope in `_meta`, and the routing headers
+        body["params"]["_meta"] = ENVELOPE
+        headers |= {"mcp-protocol-version": SESSIONLESS, "mcp-method": body["method"]}
+        if body["method"] == "tools/call":
+            headers["mcp-name"] = body["params"]["name"]
+    elif session:
         headers["mcp-session-id"] = session
         headers["mcp-protocol-version"] = VERSION
     return await http.post(url, content=json.dumps(body), headers=headers)
@@ -110,7 +128,9 @@ def _message(response: httpx2.Response) -> dict[str, Any]:
     return result
 
 
-async def _initialize(http: httpx2.AsyncClient, url: str) -> str:
+async def _initialize(http: httpx2.AsyncClient, url: str, era: str = VERSION) -> str:
+    if era == SESSIONLESS:
+        return ""  # no handshake, no session
     params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "http-load", "version": "1"}}
     response = await _post(http, url, None, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     _message(response)
@@ -119,11 +139,12 @@ async def _initialize(http: httpx2.AsyncClient, url: str) -> str:
     return session
 
 
-async def _call(http: httpx2.AsyncClient, url: str, session: str, tool: str, text: str, ident: int = 1) -> None:
+async def _call(
+    http: httpx2.AsyncClient, url: str, session: str, tool: str, text: str, ident: int = 1, era: str = VERSION
+) -> None:
     params = {"name": tool, "arguments": {"text": text}}
-    response = await _post(
-        http, url, session, {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
-    )
+    body = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
+    response = await _post(http, url, session, body, era)
     message = _message(response)
     content = message["result"]["content"]
     if content[0]["text"] != text:
@@ -156,18 +177,20 @@ def tree_cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-async def level(url_tool: str, pid: int, clients: int, calls: int) -> dict[str, float]:
+async def level(url_tool: str, pid: int, clients: int, calls: int, era: str = VERSION) -> dict[str, float]:
     url, tool = url_tool.split("#")
     samples: list[float] = []
     per_client = max(1, calls // clients)
     limits = httpx2.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
     async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
-        sessions = [await _initialize(http, url) for _ in range(clients)]
+        sessions = [await _initialize(http, url, era) for _ in range(clients)]
+        if era == SESSIONLESS:  # the owner's session is opened by its first call (on the SDK's path): not measured
+            await _call(http, url, "", tool, "opening", era=era)
 
         async def one(number: int, session: str) -> None:
             for i in range(per_client):
                 start = time.perf_counter()
-                await _call(http, url, session, tool, f"client {number} call {i}", ident=i + 1)
+                await _call(http, url, session, tool, f"client {number} call {i}", ident=i + 1, era=era)
                 samples.append((time.perf_counter() - start) * 1000)
 
         downstream = children(pid)
@@ -191,8 +214,20 @@ async def level(url_tool: str, pid: int, clients: int, calls: int) -> dict[str, 
     }
 
 
-async def run(names: Sequence[str], levels: Sequence[int], calls: int, fastmcp: Path | None) -> dict[str, Any]:
-    results: dict[str, dict[int, dict[str, float]]] = {name: {} for name in names}
+def targets(names: Sequence[str], eras: Sequence[str]) -> list[tuple[str, str]]:
+    """Each (server, era) to measure: claimcheck in every era asked for, the others in the handshake era."""
+    return [(name, era) for name in names for era in (eras if name.startswith("claimcheck") else [VERSION])]
+
+
+def label(name: str, era: str) -> str:
+    return f"{name} {era}"
+
+
+async def run(
+    names: Sequence[str], levels: Sequence[int], calls: int, fastmcp: Path | None, eras: Sequence[str] = (VERSION,)
+) -> dict[str, Any]:
+    pairs = targets(names, eras)
+    results: dict[str, dict[int, dict[str, float]]] = {label(*pair): {} for pair in pairs}
     with tempfile.TemporaryDirectory(prefix="claimcheck-http-load-") as tmp:
         running: dict[str, tuple[str, int]] = {}
         async with anyio.create_task_group() as tg:
@@ -209,13 +244,13 @@ async def run(names: Sequence[str], levels: Sequence[int], calls: int, fastmcp: 
                 stops.append(stop)
                 tg.start_soon(keep, name, started, stop)
                 await started.wait()
-            for url_tool, pid in running.values():  # warm-up
-                await level(url_tool, pid, 2, 40)
+            for name, era in pairs:  # warm-up
+                await level(*running[name], 2, 40, era)
             for round_no, clients in enumerate(levels):
-                order = [*names[round_no % len(names) :], *names[: round_no % len(names)]]
-                for name in order:
-                    results[name][clients] = await level(*running[name], clients, calls)
-                    print(f"{name} x{clients}: {results[name][clients]}", file=sys.stderr)
+                order = [*pairs[round_no % len(pairs) :], *pairs[: round_no % len(pairs)]]
+                for name, era in order:
+                    results[label(name, era)][clients] = await level(*running[name], clients, calls, era)
+                    print(f"{label(name, era)} x{clients}: {results[label(name, era)][clients]}", file=sys.stderr)
             for stop in stops:
                 stop.set()
     return results
@@ -223,15 +258,16 @@ async def run(names: Sequence[str], levels: Sequence[int], calls: int, fastmcp: 
 
 def markdown(results: dict[str, Any], levels: Sequence[int]) -> str:
     lines = [
-        "| server | clients | calls/s | p50 ms | p95 ms | server CPU ms/call | downstream CPU ms/call "
+        "| server | era | clients | calls/s | p50 ms | p95 ms | server CPU ms/call | downstream CPU ms/call "
         "| load generator CPU ms/call |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for clients in levels:
-        for name, by_level in results.items():
+        for key, by_level in results.items():
             row = by_level[clients]
+            name, era = key.rsplit(" ", 1)
             lines.append(
-                f"| {name} | {clients} | {row['calls_per_s']:.0f} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} "
+                f"| {name} | {era} | {clients} | {row['calls_per_s']:.0f} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} "
                 f"| {row['cpu_ms_per_call']:.2f} | {row['downstream_cpu_ms_per_call']:.2f} "
                 f"| {row['client_cpu_ms_per_call']:.2f} |"
             )
@@ -276,6 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=400, help="calls per server and level (default 400)")
     parser.add_argument("--levels", default="1,8,32", help="concurrent clients, comma-separated (default 1,8,32)")
+    parser.add_argument(
+        "--eras",
+        default=f"{VERSION},{SESSIONLESS}",
+        help=f"protocol eras to measure claimcheck in, comma-separated (default {VERSION},{SESSIONLESS})",
+    )
     parser.add_argument("--fastmcp-python", type=Path, default=FASTMCP_PYTHON)
     parser.add_argument("--no-fastmcp", action="store_true")
     parser.add_argument("--json", type=Path, metavar="PATH")
@@ -290,12 +331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     fastmcp = None if args.no_fastmcp or not args.fastmcp_python.exists() else args.fastmcp_python
     names = ["claimcheck", "claimcheck-sdk", *(["fastmcp"] if fastmcp else []), "floor"]
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
-    results = anyio.run(run, names, levels, args.calls, fastmcp)
+    eras = [era for era in args.eras.split(",") if era]
+    if not set(eras) <= {VERSION, SESSIONLESS}:
+        parser.error(f"--eras: each one of {VERSION}, {SESSIONLESS}")
+    results = anyio.run(run, names, levels, args.calls, fastmcp, eras)
     print(markdown(results, levels))
     print(f"\n- load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"levels": levels, "results": results}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"levels": levels, "eras": eras, "results": results}, indent=2) + "\n")
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import mcp.client.sse
 import mcp_types as types
+from mcp.server.runner import ServerRunner
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import McpHttpClientFactory
@@ -36,11 +37,13 @@ __all__ = [
     "content_type_ok",
     "in_flight",
     "lift_legacy_sse_event_cap",
+    "modern_json_window",
     "release_request_stream",
     "request_stream_taken",
     "send_raw_request",
     "session_owner",
     "set_initialization_options",
+    "shape_result",
     "take_request_stream",
     "transport_of",
     "validate_request",
@@ -101,6 +104,27 @@ def lift_legacy_sse_event_cap() -> None:
     helper = module.sse_within_origin
     if not (isinstance(helper, functools.partial) and helper.keywords.get("max_event_size", 0) is None):
         module.sse_within_origin = functools.partial(helper, max_event_size=None)
+
+
+def shape_result(server: Server[Any], method: str, version: str, result: Any) -> dict[str, Any]:
+    """A handler's result in its wire form, as the SDK's runner shapes it for the request's protocol version (the
+    server's cache hints, the version's serializer, and at 2026-07-28 the result type and the server's identity
+    stamp): the fast paths answer a sessionless request byte for byte as the SDK's path. The shaping reads only
+    the server, so the runner is made without a connection. Would be replaced by: a public way to serialize a
+    result as a server's runner does."""
+    runner: Any = ServerRunner(server, cast(Any, None), None)
+    shaped: dict[str, Any] = runner._serialize(method, version, result)
+    return shaped
+
+
+def modern_json_window() -> float:
+    """How long the SDK's single-exchange HTTP entry (2026-07-28) waits for a silent handler before it answers
+    on an SSE stream with keep-alive pings instead of one JSON body (`_SSE_PING_INTERVAL` of its private module).
+    The HTTP fast path takes only calls it answers well within it. Would be replaced by: a public setting."""
+    from mcp.server import _streamable_http_modern
+
+    window: float = _streamable_http_modern._SSE_PING_INTERVAL
+    return window
 
 
 # The streamable HTTP session manager and transport (the HTTP fast path answers some requests itself, inside

@@ -89,6 +89,28 @@ def _sdk_dispatcher() -> None:
     assert {"transport", "_dispatcher", "_request_id", "message_metadata"} <= fields
 
 
+def _sdk_shape_result() -> None:
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.runner import ServerRunner
+
+    from server import sdk_compat
+
+    assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
+    result = types.CallToolResult(content=[types.TextContent(type="text", text="é")])
+    modern = sdk_compat.shape_result(Server("canary", version="9"), "tools/call", "2026-07-28", result)
+    assert modern["resultType"] == "complete" and modern["content"] == [{"type": "text", "text": "é"}]
+    assert modern["_meta"]["io.modelcontextprotocol/serverInfo"] == {"name": "canary", "version": "9"}
+    handshake = sdk_compat.shape_result(Server("canary"), "tools/call", "2025-11-25", result)
+    assert "_meta" not in handshake and "resultType" not in handshake
+
+
+def _sdk_modern_json_window() -> None:
+    from server import sdk_compat
+
+    assert 1 <= sdk_compat.modern_json_window() <= 600
+
+
 def _starlette_send() -> None:
     from starlette.requests import Request
 
@@ -179,6 +201,8 @@ CANARIES: dict[str, Callable[[], None]] = {
     "sdk_compat.transport_of/session_owner (StreamableHTTPSessionManager internals)": _sdk_session_manager,
     "sdk_compat transport entries (StreamableHTTPServerTransport internals)": _sdk_transport,
     "sdk_compat.DispatchContext/write_message (JSONRPCDispatcher internals)": _sdk_dispatcher,
+    "sdk_compat.shape_result (ServerRunner._serialize)": _sdk_shape_result,
+    "sdk_compat.modern_json_window (_streamable_http_modern._SSE_PING_INTERVAL)": _sdk_modern_json_window,
     "http_compat.send_of (starlette Request._send)": _starlette_send,
     "http_compat.H11Protocol (uvicorn.protocols.http.h11_impl)": _uvicorn_h11,
 }

@@ -36,6 +36,7 @@ __all__ = [
     "PRINCIPAL_NAME",
     "SESSION_HEADER",
     "USER",
+    "client_owner",
     "connection_of",
     "owner_key",
     "owner_name",
@@ -86,9 +87,14 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
         return owner or principal(authorization, session, scope.get(PRINCIPAL_NAME, ""), scope.get(IDENTITY))
     if connection_of(ctx) is None:
         params = ctx.session.client_params
-        client = params.client_info.name if params is not None else ""
-        return "client:" + _digest(client, headers.get(SESSION_HEADER, ""))
+        return client_owner(params.client_info.name if params is not None else "", headers.get(SESSION_HEADER, ""))
     return None
+
+
+def client_owner(client_name: str, claimcheck_session: str) -> str:
+    """The owner key of a sessionless request over HTTP without an `Authorization` header: by its client's name
+    and its `Claimcheck-Session` header."""
+    return "client:" + _digest(client_name, claimcheck_session)
 
 
 def principal(

@@ -165,9 +165,9 @@ class Sessions:
                 connection.exit_stack.push_async_callback(self._detach, session)
             session.touched = time.time()
         elif state is None:
-            if not create:
-                return None
             if self._default is None or self._default.closed:
+                if not create:
+                    return None
                 self._default = self.open()
             session = self._default
         else:

@@ -1,13 +1,16 @@
 """The fast path for a plain `tools/call` over stdio: no SDK dispatch on either side.
 
 The stdio transport offers every request line to `FastPath.take` before the SDK parses it. A line that
-is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`,
-so no progress token, task or chain marker) to a known tool of a live stdio downstream, from a client
-that finished its handshake, is answered here: the call starts as any proxied call does (`begin`, so
-the time rule, handles, history and the status API see it), goes to the downstream as bytes
-(`server.downstream.rawcall`), and a plain-text result under the size rule's length bound is written
-back as the downstream gave it, under the client's id. Every other outcome (a handle, an error, a
-footer) is the same `CallToolResult` the SDK path builds. A call a claimcheck in front marks as a
+is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`
+but a 2026-07-28 request's own envelope, so no progress token, log level, task or chain marker) to a
+known tool of a live stdio downstream, from a client of the era the SDK serves on this stream (one that
+finished its handshake; or a sessionless one, once the SDK served a request of that era: `StreamEra`),
+is answered here: the call starts as any proxied call does (`begin`, so the time rule, handles, history
+and the status API see it), goes to the downstream as bytes (`server.downstream.rawcall`), and a
+handshake-era client gets a plain-text result under the size rule's length bound as the downstream gave
+it, under its id. Every other outcome (a handle, an error, a result with the status footer, any answer
+to a sessionless client) is the same `CallToolResult` the SDK path builds, shaped as the SDK shapes it
+for the client's version (`response_line`). A call a claimcheck in front marks as a
 pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here too, as the SDK's
 path answers it: no rules, no handle, its output streamed from the spool's file when it went there
 (`server.upstream.fast_passthrough`). A `notifications/cancelled` for a call taken here cancels it, and, as
@@ -56,9 +59,10 @@ from server.upstream.plain_call import (
     read_envelope,
     result_line,
 )
+from server.upstream.sessionless import StreamEra, client_of
 from server.upstream.surface import error_result, footer_lines
 
-__all__ = ["ENV", "FastPath", "enabled", "passthrough_route", "plain_route", "respond", "response_line"]
+__all__ = ["ENV", "FastPath", "enabled", "passthrough_route", "plain_route", "relay_of", "respond", "response_line"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +72,10 @@ ENV = FAST_PATH_ENV
 class FastPath:
     """Takes plain tool calls off the stdio transport's hands (see the module's doc)."""
 
-    def __init__(self, proxy: Proxy, writer: LineWriter) -> None:
+    def __init__(self, proxy: Proxy, writer: LineWriter, era: StreamEra | None = None) -> None:
         self._proxy = proxy
         self.writer = writer
+        self._era = era  # None: sessionless calls are the SDK's
         self._running: dict[tuple[bool, RequestId], _Request | Passthrough] = {}
 
     def take(self, line: bytes) -> bool:
@@ -82,13 +87,13 @@ class FastPath:
             request.cancel()
             return True
         envelope = read_envelope(line)
-        if envelope is None:
+        if envelope is None or request_key(envelope.id) in self._running:
             return False
+        if envelope.sessionless is not None:
+            return self._sessionless(envelope)
         client = self._proxy.only_client()
         if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return False  # before the handshake is done, or a client of the sessionless era
-        if request_key(envelope.id) in self._running:
-            return False
+            return False  # before the handshake is done (or a sessionless stream: its calls carry their envelope)
         if envelope.passthrough:
             return self._pass_through(envelope, client)
         route = plain_route(self._proxy, envelope)
@@ -96,13 +101,33 @@ class FastPath:
             return False
         connection = sdk_compat.connection_of(client)
         session = self._proxy.sessions.find(Entrance(connection, None, None)) if connection is not None else None
-        if session is None or footer_lines(session, None):
-            return False  # a result with a footer: the SDK's path builds it as always
-        request = _Request(self, envelope, route, client, session)
-        self._running[request_key(envelope.id)] = request
+        if session is None:
+            return False
+        self._start(_Request(self, envelope, route, CallContext(client, client.protocol_version), session))
+        return True
+
+    def _sessionless(self, envelope: Envelope) -> bool:
+        """A plain call of a 2026-07-28 client, on a stream the SDK serves in that era: its session is the one
+        the SDK's path finds for it (over stdio, the default session; not made here)."""
+        era, sessionless = self._era, envelope.sessionless
+        if era is None or not era.sessionless or sessionless is None:
+            return False  # the SDK serves the handshake era here (or has not decided): it refuses the envelope
+        route = plain_route(self._proxy, envelope)
+        client = client_of(sessionless, envelope.id) if route is not None else None
+        if route is None or client is None:
+            return False
+        session = self._proxy.sessions.find(Entrance(None, None, client))
+        if session is None:
+            return False
+        context = CallContext(client, sessionless.protocol_version, envelope.id, era.wire)
+        self._start(_Request(self, envelope, route, context, session))
+        return True
+
+    def _start(self, request: _Request) -> None:
+        logger.debug("the stdio fast path takes call %r", request.envelope.id)
+        self._running[request_key(request.envelope.id)] = request
         self.writer.owe()
         request.start()
-        return True
 
     def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
         route = passthrough_route(self._proxy, envelope)
@@ -132,12 +157,12 @@ class _Request:
     __slots__ = ("call", "call_relay", "context", "envelope", "path", "route", "scope", "session", "state", "timer")
 
     def __init__(
-        self, path: FastPath, envelope: Envelope, route: Route, client: ServerSession, session: Session
+        self, path: FastPath, envelope: Envelope, route: Route, context: CallContext, session: Session
     ) -> None:
         self.path = path
         self.envelope = envelope
         self.route = route
-        self.context = CallContext(client, client.protocol_version)
+        self.context = context
         self.session = session
         self.state: Literal["waiting", "answering", "done"] = "waiting"
         self.call: Call | None = None
@@ -149,7 +174,7 @@ class _Request:
         proxy = self.path._proxy
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
         sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
-        relay = FastRelay(self.context, proxy.log_level)
+        relay = relay_of(self.context, proxy.log_level)
         try:
             self.call, self.call_relay = begin(
                 proxy, self.route, args, self.session, relay, background=False, raw=True, sent=sent
@@ -294,8 +319,10 @@ async def _answered_line(
         result, about = await answering
     except ClaimcheckError as exc:
         result, about = error_result(str(exc)), None
-    except Exception:
+    except Exception as exc:
         logger.exception("the fast path failed on a call of %s", route.public)
+        if context.wire is not None:
+            return bytes(context.wire.error(envelope.id, exc))
         error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
         return line({"jsonrpc": "2.0", "id": envelope.id, "error": error})
     return response_line(proxy, envelope, session, result, about, context)
@@ -309,13 +336,25 @@ def response_line(
     about: Call | None,
     context: Any,
 ) -> bytes:
-    """The response line of a fast-path call's answer: a plain result as the downstream gave it; any other, with the
-    session's footer, shaped by the SDK's own serializer as its path would."""
+    """The response line of a fast-path call's answer: a handshake-era client's plain result as the downstream gave
+    it; any other, with the session's footer (as `surface._with_footer` adds it), shaped by the SDK's own
+    serializer as its path would (for a sessionless client, by the SDK's runner, framed by `context.wire`)."""
     lines = footer_lines(session, about) if proxy.config.settings.status_footer else []
-    if isinstance(result, RawResult) and not lines:
+    wire = context.wire
+    if isinstance(result, RawResult) and not lines and wire is None:
         return line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
     model = result.model() if isinstance(result, RawResult) else result
     if lines:
         extra = [types.TextContent(type="text", text=text) for text in lines]
         model = model.model_copy(update={"content": [*model.content, *extra]})
+    if wire is not None:
+        return bytes(wire.result(envelope.id, model, context.protocol_version))
     return result_line(envelope.id, model, context.protocol_version)  # as the SDK's path shapes it
+
+
+def relay_of(context: CallContext, min_log_level: types.LoggingLevel | None) -> RequestRelay:
+    """The relay of a fast-path call: a handshake-era client's connection (`FastRelay`); a sessionless client's
+    request, as the SDK's path relays it (no requests to the client, no log messages it did not ask for)."""
+    if context.wire is not None:
+        return RequestRelay(cast(Any, context), min_log_level)
+    return FastRelay(context, min_log_level)

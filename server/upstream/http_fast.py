@@ -11,7 +11,10 @@ session would:
 - the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token,
   task or pass-through mark) to a tool `plain_route` takes, from a session whose claimcheck `Session` is
   already the one the SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
-  header) and whose answer carries no status footer.
+  header); an answer that carries the status footer is built with it (`fastpath.response_line`).
+
+A POST of the sessionless era (2026-07-28) has no session: `server.upstream.http_sessionless` takes its plain
+calls.
 
 The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
 so the time rule, handles, the size rule, history and the status API see it. The answer is one
@@ -28,7 +31,7 @@ A `notifications/cancelled` for a call taken here cancels it; as the SDK's 2025-
 cancelled request is then answered with a "Request cancelled" error (-32800). A client that disconnects
 mid-call leaves the call running to its end (the time rule still applies), as on the SDK's path. Everything
 else goes to the SDK: initialize, GET streams, DELETE, notifications, responses, batches, calls with `_meta`,
-claimcheck's own tools, 2026-07-28 requests, and all requests while the fast path is off
+claimcheck's own tools, and all requests while the fast path is off
 (`settings.fastPath`, `CLAIMCHECK_FAST_PATH=off`). The SDK has no public way in for any of this: the
 session manager's table of transports, a transport's table of request streams and its idle count, and the
 dispatcher's request context are reached through `server.sdk_compat`, which names each and what would replace it.
@@ -71,9 +74,9 @@ from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.fastpath import plain_route, respond
 from server.upstream.gate import read_body, replay
+from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
 from server.upstream.plain_call import CallContext, Envelope, cancelled_id, read_envelope
-from server.upstream.surface import footer_lines
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]
 
@@ -113,6 +116,7 @@ class HttpFastPath:
         self._connections: dict[str, Connection] = {}
         self._running: dict[tuple[bytes, bool, int | str], anyio.CancelScope] = {}
         self._prime_after = _prime_after()
+        self._sessionless = SessionlessHttp(proxy, manager)
 
     async def middleware(
         self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
@@ -131,8 +135,10 @@ class HttpFastPath:
         async def fast(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http" or scope["method"] != "POST":
                 await inner(scope, receive, send)
-                return
-            await self._post(inner, scope, receive, send)
+            elif sessionless_version(scope):
+                await self._sessionless.post(inner, scope, receive, send)
+            else:
+                await self._post(inner, scope, receive, send)
 
         return fast
 
@@ -212,7 +218,7 @@ class HttpFastPath:
     ) -> bool:
         """Answer the call here; False (having done nothing) when it is the SDK's to answer after all."""
         proxy = self._proxy
-        route = plain_route(proxy, envelope)
+        route = plain_route(proxy, envelope) if envelope.sessionless is None else None  # the session's era only
         running_key = (session_id, *request_key(envelope.id))
         request_id = str(envelope.id)
         if route is None or running_key in self._running or sdk_compat.request_stream_taken(transport, request_id):
@@ -229,8 +235,8 @@ class HttpFastPath:
         client = ServerSession(channel, connection)
         owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
         session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
-        if session is None or footer_lines(session, None):
-            return False  # a session still to be made or attached, or a result with a footer: the SDK's path
+        if session is None:
+            return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
         cancel = self._running[running_key] = anyio.CancelScope()

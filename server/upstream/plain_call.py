@@ -2,29 +2,57 @@
 response lines they answer with, and the relay of a call they take.
 
 `read_envelope` reads a call as the SDK would, conservatively: anything unusual is left to the SDK. A plain call
-has no `_meta`; the one `_meta` it takes is a claimcheck in front asking for a pass-through
-(`server.downstream.chain.PASSTHROUGH`, with the progress token that claimcheck sends), which only the stdio fast
-path answers (`server.upstream.fast_passthrough`).
+of the handshake era has no `_meta`; a plain call of the sessionless era (2026-07-28) has exactly the envelope
+the SDK's client stamps on every request (protocol version, client info, client capabilities: `Sessionless`),
+nothing more (no log level, no progress token). The one other `_meta` taken is a claimcheck in front asking for
+a pass-through (`server.downstream.chain.PASSTHROUGH`, with the progress token that claimcheck sends), which only
+the stdio fast path answers (`server.upstream.fast_passthrough`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast
+from typing import Any, Protocol, TypeGuard, cast
 
 import mcp_types as types
 from mcp.server.session import ServerSession
-from mcp_types.methods import serialize_server_result
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server.downstream.chain import PASSTHROUGH
 from server.downstream.relay import RequestRelay
 
-__all__ = ["CallContext", "Envelope", "FastRelay", "RequestId", "cancelled_id", "line", "read_envelope", "result_line"]
+__all__ = [
+    "AnswerWire",
+    "CallContext",
+    "Envelope",
+    "FastRelay",
+    "RequestId",
+    "Sessionless",
+    "cancelled_id",
+    "line",
+    "read_envelope",
+    "result_line",
+]
 
 _MAX_ID = (1 << 63) - 1
+_ENVELOPES_KEPT = 256
+_envelopes: dict[str, Sessionless | None] = {}
+"""The envelopes read so far (None: refused), by their text: each is validated once."""
 
 RequestId = int | str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Sessionless:
+    """The `_meta` envelope of a 2026-07-28 request, as sent: what a handshake gave before. A client sends the same
+    one with every request, so one is kept per distinct envelope (compared by identity)."""
+
+    protocol_version: str
+    client_info: dict[str, Any]
+    client_capabilities: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +66,8 @@ class Envelope:
     """A claimcheck in front asks for a plain pass-through (`_meta` holds `PASSTHROUGH: true`)."""
     progress_token: RequestId | None = None
     """The progress token in a pass-through's `_meta` (a plain call has none)."""
+    sessionless: Sessionless | None = None
+    """The request's own envelope, for a call of the sessionless era (None: a handshake-era call)."""
 
 
 def _no_constant(name: str) -> Any:
@@ -53,7 +83,8 @@ def read_envelope(line: bytes) -> Envelope | None:
 
     Conservative by design: whatever the SDK might read differently from the stdlib (NaN, surrogate escapes,
     ids that are floats or booleans or too big, fields beyond the plain ones, a `_meta` other than a
-    pass-through's) is left to the SDK."""
+    pass-through's or the sessionless era's envelope, one the SDK's surface for that version refuses) is left
+    to the SDK."""
     if b'"tools/call"' not in line or b"\\ud" in line or b"\\uD" in line:
         return None
     try:
@@ -76,12 +107,38 @@ def read_envelope(line: bytes) -> Envelope | None:
     if "_meta" not in params:
         return Envelope(ident, name, arguments)
     meta = params["_meta"]
+    if type(meta) is dict and PROTOCOL_VERSION_META_KEY in meta:
+        sessionless = _sessionless(meta)
+        return Envelope(ident, name, arguments, sessionless=sessionless) if sessionless is not None else None
     if type(meta) is not dict or meta.get(PASSTHROUGH) is not True or len(meta) != 1 + ("progressToken" in meta):
         return None
     token = meta.get("progressToken")
     if "progressToken" in meta and not _request_id(token):
         return None
     return Envelope(ident, name, arguments, passthrough=True, progress_token=token)
+
+
+def _sessionless(meta: dict[str, Any]) -> Sessionless | None:
+    """The envelope the SDK's client stamps on a 2026-07-28 request, and nothing more, as that version's surface
+    validates it (the kernel types the reserved keys strictly); None for anything else."""
+    version = meta.get(PROTOCOL_VERSION_META_KEY)
+    info, capabilities = meta.get(CLIENT_INFO_META_KEY), meta.get(CLIENT_CAPABILITIES_META_KEY)
+    if len(meta) != 3 or type(version) is not str or version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if type(info) is not dict or type(capabilities) is not dict:
+        return None
+    key = repr((version, info, capabilities))  # exact for what `json` parses: types and order show
+    if key in _envelopes:
+        return _envelopes[key]
+    try:
+        validate_client_request("tools/call", version, {"name": "", "_meta": meta})
+        found: Sessionless | None = Sessionless(version, info, capabilities)
+    except (ValueError, KeyError):  # a pydantic ValidationError is a ValueError
+        found = None
+    if len(_envelopes) >= _ENVELOPES_KEPT:
+        _envelopes.clear()
+    _envelopes[key] = found
+    return found
 
 
 def cancelled_id(line: bytes) -> RequestId | None:
@@ -99,14 +156,25 @@ def cancelled_id(line: bytes) -> RequestId | None:
     return ident if type(ident) in (int, str) else None
 
 
+class AnswerWire(Protocol):
+    """How the answer to a sessionless request is written, as the transport's SDK path writes it
+    (`server.upstream.sessionless.SessionlessWire`)."""
+
+    def result(self, ident: RequestId, result: types.CallToolResult, protocol_version: str) -> bytes: ...
+
+    def error(self, ident: RequestId, exc: Exception) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     """What a `RequestRelay` and `llm_available` read of a request context, for a fast-path call that has none
-    (over stdio no request id: the client's requests go on the connection's own channel)."""
+    (over stdio no request id: the client's requests go on the connection's own channel); `wire`, for a
+    sessionless request, how its answer is written."""
 
     session: ServerSession
     protocol_version: str
     request_id: int | str | None = None
+    wire: AnswerWire | None = None
 
 
 class FastRelay(RequestRelay):

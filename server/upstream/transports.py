@@ -40,6 +40,7 @@ from server.upstream.http_fast import HttpFastPath
 from server.upstream.line_writer import LineWriter
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
+from server.upstream.sessionless import StreamEra
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import Take, stdio_streams
 from server.upstream.surface import build_server
@@ -77,17 +78,19 @@ async def serve(
 async def serve_stdio(proxy: Proxy) -> None:
     """Serve one client on stdin/stdout until stdin closes or SIGINT/SIGTERM arrives."""
     server = build_server(proxy)
+    era = StreamEra(server)  # a sessionless client's plain calls are the fast path's once the SDK serves its era
+    server.middleware.append(era.middleware)
     async with proxy.running(), anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope)
-        fast = partial(_fast_path, proxy) if fast_path_enabled(proxy.config.settings) else None
+        fast = partial(_fast_path, proxy, era) if fast_path_enabled(proxy.config.settings) else None
         limit = proxy.config.settings.max_request_bytes
         async with stdio_streams(limit, fast, outputs=proxy.pool.spooled) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
-def _fast_path(proxy: Proxy, writer: LineWriter) -> Take:
-    return FastPath(proxy, writer).take
+def _fast_path(proxy: Proxy, era: StreamEra, writer: LineWriter) -> Take:
+    return FastPath(proxy, writer, era).take
 
 
 async def serve_http(

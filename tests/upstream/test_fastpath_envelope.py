@@ -3,8 +3,10 @@
 Whatever line the reader takes as a plain `tools/call`, the SDK reads as the same request: a JSON-RPC
 request of `tools/call` whose parameters validate, with the same id (value and type), tool name and
 arguments, and nothing else that would change how it is served (a task, a `_meta` other than a claimcheck's
-pass-through mark with its progress token, read as the SDK reads them). And every plain call (ids of every
-allowed type, any unicode, escapes, key order) is taken, so the fast path is not dead code.
+pass-through mark with its progress token or a 2026-07-28 request's own envelope, read as the SDK reads them;
+the envelope also validates against that version's surface, as the SDK's kernel checks it). And every plain
+call of either era (ids of every allowed type, any unicode, escapes, key order) is taken, so the fast path is
+not dead code.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ import mcp_types as types
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mcp_types.methods import validate_client_request
 
 from server.downstream.chain import PASSTHROUGH, asks_passthrough
 from server.upstream.plain_call import read_envelope
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+INFO_KEY = "io.modelcontextprotocol/clientInfo"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(
@@ -43,6 +50,22 @@ finite_arguments = st.dictionaries(
 )
 
 
+client_infos = st.sampled_from(
+    [{"name": "mcp", "version": "0.1.0"}, {"name": "é 中", "version": "", "title": "t"}, {"name": 1}, {}, "mcp", None]
+)
+capabilities = st.sampled_from(
+    [{}, {"sampling": {}}, {"elicitation": {"form": {}}, "roots": {"listChanged": True}}, {"sampling": 1}, [], None]
+)
+envelopes = st.fixed_dictionaries(
+    {
+        VERSION_KEY: st.sampled_from(["2026-07-28", "2026-07-28", "2025-11-25", "2099-01-01", 20260728]),
+        INFO_KEY: client_infos,
+        CAPABILITIES_KEY: capabilities,
+    },
+    optional={"io.modelcontextprotocol/logLevel": st.sampled_from(["info", "nope"]), "progressToken": ids},
+)
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> dict[str, Any]:
     """JSON-RPC-shaped messages, many of them tool calls, some with something odd about them."""
@@ -61,7 +84,12 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
             params["arguments"] = draw(arguments | json_values)
         if not draw(st.integers(0, 5)):
             passthrough = st.fixed_dictionaries({PASSTHROUGH: json_scalars}, optional={"progressToken": ids})
-            metas = st.just({"progressToken": 1}) | passthrough | st.dictionaries(st.text(max_size=5), json_scalars)
+            metas = (
+                st.just({"progressToken": 1})
+                | passthrough
+                | envelopes
+                | st.dictionaries(st.text(max_size=5), json_scalars)
+            )
             params["_meta"] = draw(metas)
         if not draw(st.integers(0, 7)):
             params["task"] = {"ttl": 1000}
@@ -106,6 +134,19 @@ def _check(line: bytes) -> None:
     assert params.name == envelope.name
     assert params.arguments == envelope.arguments
     assert params.task is None
+    if envelope.sessionless is not None:
+        message = json.loads(line)
+        meta = message["params"]["_meta"]
+        assert set(meta) == {VERSION_KEY, INFO_KEY, CAPABILITIES_KEY}
+        sessionless = envelope.sessionless
+        assert (sessionless.protocol_version, sessionless.client_info, sessionless.client_capabilities) == (
+            meta[VERSION_KEY],
+            meta[INFO_KEY],
+            meta[CAPABILITIES_KEY],
+        )
+        validate_client_request("tools/call", sessionless.protocol_version, message["params"])  # the kernel's check
+        assert not envelope.passthrough and envelope.progress_token is None
+        return
     if not envelope.passthrough:
         assert params.meta is None
         return
@@ -191,3 +232,63 @@ def test_a_pass_through_call_is_taken_with_its_progress_token(token: int | str |
     assert envelope is not None and envelope.passthrough and envelope.progress_token == token
     assert (envelope.id, envelope.name, envelope.arguments) == (9, "a", {"x": 1})
     _check(line)
+
+
+def _sessionless_line(ident: int | str, meta: dict[str, Any], arguments: Any = None) -> bytes:
+    params: dict[str, Any] = {"name": "demo__echo", "_meta": meta}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return _encode({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, False, False)
+
+
+SDK_ENVELOPE = {
+    VERSION_KEY: "2026-07-28",
+    INFO_KEY: {"name": "mcp", "version": "0.1.0"},
+    CAPABILITIES_KEY: {"sampling": {}, "elicitation": {"form": {}, "url": {}}},
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ident=st.integers(min_value=-(1 << 63) + 1, max_value=(1 << 63) - 1) | st.text(),
+    args=st.none() | finite_arguments,
+    info=st.sampled_from([{"name": "mcp", "version": "0.1.0"}, {"name": "é 中", "version": "2", "title": "x"}]),
+    caps=st.sampled_from([{}, {"sampling": {}}, {"roots": {"listChanged": True}, "experimental": {"x": {}}}]),
+)
+def test_every_sessionless_plain_call_is_taken_with_its_envelope(
+    ident: int | str, args: dict[str, Any] | None, info: dict[str, Any], caps: dict[str, Any]
+) -> None:
+    line = _sessionless_line(ident, {VERSION_KEY: "2026-07-28", INFO_KEY: info, CAPABILITIES_KEY: caps}, args)
+    if b"\\ud" in line.lower():
+        return
+    envelope = read_envelope(line)
+    assert envelope is not None and envelope.sessionless is not None, line
+    assert (envelope.id, envelope.name, envelope.arguments) == (ident, "demo__echo", args)
+    assert (envelope.sessionless.client_info, envelope.sessionless.client_capabilities) == (info, caps)
+    _check(line)
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {**SDK_ENVELOPE, "io.modelcontextprotocol/logLevel": "info"},  # logs asked for: the SDK's path relays them
+        {**SDK_ENVELOPE, "progressToken": 1},
+        {**SDK_ENVELOPE, "x": 1},
+        {key: value for key, value in SDK_ENVELOPE.items() if key != INFO_KEY},  # the SDK reads it: a SHOULD
+        {key: value for key, value in SDK_ENVELOPE.items() if key != CAPABILITIES_KEY},
+        {**SDK_ENVELOPE, VERSION_KEY: "2025-11-25"},
+        {**SDK_ENVELOPE, VERSION_KEY: "2099-01-01"},
+        {**SDK_ENVELOPE, INFO_KEY: {"name": 1}},
+        {**SDK_ENVELOPE, INFO_KEY: None},
+        {**SDK_ENVELOPE, CAPABILITIES_KEY: {"sampling": 1}},
+        {**SDK_ENVELOPE, CAPABILITIES_KEY: []},
+    ],
+)
+def test_an_envelope_other_than_the_sdk_clients_is_left_to_the_sdk(meta: dict[str, Any]) -> None:
+    assert read_envelope(_sessionless_line(1, meta, {"text": "x"})) is None
+
+
+def test_the_sdk_clients_own_envelope_is_taken() -> None:
+    envelope = read_envelope(_sessionless_line(1, SDK_ENVELOPE, {"text": "x"}))
+    assert envelope is not None and envelope.sessionless is not None
+    assert envelope.sessionless.protocol_version == "2026-07-28"

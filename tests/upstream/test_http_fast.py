@@ -7,6 +7,7 @@ on and one forced off, driven by plain HTTP requests so the test sees the wire:
   empty, error, missing-argument and unknown-tool calls;
 - what the SDK refuses is refused alike (unknown session, no session header, JSON-only Accept, wrong token,
   a foreign Origin), and what the fast path leaves alone (`_meta`, claimcheck's own tools) is the SDK's;
+- an answer that carries the status footer is taken too, and carries it;
 - a call that logs gets its log message before its answer, on an SSE stream;
 - a cancelled call is answered "Request cancelled" (-32800), as the SDK's 2025-era transport answers it;
 - a client that leaves mid-call leaves the call running to its end, on both paths (the output it made is
@@ -314,3 +315,24 @@ async def test_a_client_whose_stream_drops_resumes_it_with_last_event_id(tmp_pat
                     if not answer:
                         await anyio.sleep(0.2)  # a poll's pace (the server suggests 1 s), not a synchronisation
             assert answer[0]["id"] == 3 and answer[0]["result"]["content"][0]["text"] == "slept 2 s", (mode, answer)
+
+
+async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path: Path) -> None:
+    """A call over the time rule (1 s here) gets a handle; while it runs, the next call's answer carries the footer
+    naming it: in one JSON body on the fast path (it took the call), on an SSE stream on the SDK's."""
+    handle = re.compile(r"session-[0-9a-f]+/[0-9a-f]+")
+    async with peers(tmp_path, asyncTimeoutSecs=1) as both:
+        answers: dict[str, httpx2.Response] = {}
+        with anyio.fail_after(CALL_S):
+            for mode, peer in both.items():
+                slow = messages(await peer.call(1, "demo__slow", {"seconds": 30}))[-1]
+                made = handle.findall(slow["result"]["content"][0]["text"])[0]
+                answers[mode] = await peer.call(2, "demo__echo", {"text": "with a footer"})
+                content = messages(answers[mode])[-1]["result"]["content"]
+                assert content[0]["text"] == "with a footer" and len(content) == 2, (mode, content)
+                assert (
+                    content[1]["text"].startswith("[claimcheck] 1 running: demo__slow") and made in content[1]["text"]
+                )
+    assert kind(answers["on"]) == "application/json" and kind(answers["off"]) == "text/event-stream"
+    normalized = {mode: handle.sub("H", json.dumps(messages(answer)[-1])) for mode, answer in answers.items()}
+    assert normalized["on"] == normalized["off"]

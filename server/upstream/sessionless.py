@@ -1,0 +1,124 @@
+"""A plain call of the sessionless era (2026-07-28) on the fast paths: its client as the SDK's path sees it, and
+its answer written as the SDK's path writes it.
+
+Such a request carries its own context in `params._meta` (`server.upstream.plain_call.Sessionless`); the SDK
+makes of it a born-ready `Connection` (`Connection.from_envelope`) and a `ServerSession` whose request channel
+takes no server-to-client requests, and `client_of` makes the same. Over stdio the SDK serves one era a stream,
+chosen by the client's first request; `StreamEra` says when that was the sessionless one. A plain call opts in
+to neither log messages nor progress, so nothing goes to the client before its answer. The answer is the
+handler's result shaped by the SDK's own runner for the request's version (`sdk_compat.shape_result`: the
+version's serializer, the result type, the server's identity stamp), framed as the transport's SDK path frames
+it: a line over stdio, the body of one `application/json` response over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import modern_error_data
+from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.transport_context import TransportContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from server import sdk_compat
+from server.framing import dump_json
+from server.upstream.plain_call import RequestId, Sessionless
+
+__all__ = ["SessionlessWire", "StreamEra", "client_of"]
+
+
+class _NoBackChannel:
+    """The request channel of a sessionless request answered on a fast path, as the SDK's modern entries make
+    it: server-to-client requests are refused, and there is nothing to notify (a plain call asked for no log
+    messages and has no progress token)."""
+
+    can_send_request = False
+    message_metadata = None
+
+    def __init__(self, request_id: RequestId) -> None:
+        self.request_id = request_id
+        self.transport = TransportContext(kind="jsonrpc", can_send_request=False)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        return None
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+_CONNECTIONS_KEPT = 256
+_connections: dict[Sessionless, Connection] = {}
+"""The born-ready connection of each envelope read (`read_envelope` keeps one `Sessionless` per distinct
+envelope): what the SDK makes for every request, made once here, and only read (client info, capabilities)."""
+
+
+def client_of(envelope: Sessionless, request_id: RequestId) -> ServerSession | None:
+    """The client of a sessionless request as the SDK's path sees it (`ctx.session`); None when its info or
+    capabilities would not type (the SDK's path then knows less of it than the fast path could say)."""
+    connection = _connections.get(envelope)
+    if connection is None:
+        connection = Connection.from_envelope(
+            envelope.protocol_version, envelope.client_info, envelope.client_capabilities
+        )
+        if len(_connections) >= _CONNECTIONS_KEPT:
+            _connections.clear()
+        _connections[envelope] = connection
+    if connection.client_params is None:
+        return None
+    return ServerSession(cast(Any, _NoBackChannel(request_id)), connection)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionlessWire:
+    """How a transport's SDK path writes the answer to a sessionless request: `line`, as the stdio transport
+    writes a message (`server.framing.encode`); `body`, as the SDK's single-exchange HTTP entry writes its JSON
+    response."""
+
+    server: Server[Any]
+    framing: Literal["line", "body"]
+
+    def result(self, ident: RequestId, result: types.CallToolResult, protocol_version: str) -> bytes:
+        wire = sdk_compat.shape_result(self.server, "tools/call", protocol_version, result)
+        return self._framed(types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=wire))
+
+    def error(self, ident: RequestId, exc: Exception) -> bytes:
+        """The answer to a request whose handling failed, as the SDK's modern entries map the exception."""
+        return self._framed(types.JSONRPCError(jsonrpc="2.0", id=ident, error=modern_error_data(exc)))
+
+    def _framed(self, message: types.JSONRPCResponse | types.JSONRPCError) -> bytes:
+        if self.framing == "line":
+            return dump_json(message).encode("utf-8") + b"\n"
+        body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+class StreamEra:
+    """Whether the SDK serves the sessionless era on a stdio stream (it decides once, at the client's first
+    request, and refuses the other era's requests from then on): set when a request of that era passes
+    `middleware` (a `Server.middleware`, which sees every request the SDK serves); and how answers on that stream
+    are written."""
+
+    def __init__(self, server: Server[Any]) -> None:
+        self.sessionless = False
+        self.wire = SessionlessWire(server, "line")
+
+    async def middleware(
+        self, ctx: ServerRequestContext[Any], call_next: Callable[[ServerRequestContext[Any]], Awaitable[Any]]
+    ) -> Any:
+        if not self.sessionless and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            self.sessionless = True
+        return await call_next(ctx)
