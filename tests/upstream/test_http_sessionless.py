@@ -141,7 +141,7 @@ def wire(response: httpx2.Response) -> tuple[int, str, str, bytes]:
 
 
 def text(response: httpx2.Response) -> str:
-    return "\n".join(item["text"] for item in response.json()["result"]["content"])
+    return "\n".join(item["text"] for item in response.json()["result"]["content"] if item["type"] == "text")
 
 
 @asynccontextmanager
