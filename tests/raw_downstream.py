@@ -46,13 +46,18 @@ def big_text_pieces(mib: float) -> Iterator[str]:
             break
 
 
-def big_text_sha256(mib: float) -> tuple[str, int]:
+def _sha256_of(pieces: Iterator[str]) -> tuple[str, int]:
+    """The sha256 and size of the UTF-8 of `pieces`."""
     digest, size = hashlib.sha256(), 0
-    for piece in big_text_pieces(mib):
+    for piece in pieces:
         data = piece.encode()
         digest.update(data)
         size += len(data)
     return digest.hexdigest(), size
+
+
+def big_text_sha256(mib: float) -> tuple[str, int]:
+    return _sha256_of(big_text_pieces(mib))
 
 
 def _escaped(text: str) -> bytes:
@@ -80,12 +85,7 @@ def fast_text_pieces(mib: float) -> Iterator[str]:
 
 
 def fast_text_sha256(mib: float) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    for piece in fast_text_pieces(mib):
-        data = piece.encode()
-        digest.update(data)
-        size += len(data)
-    return digest.hexdigest(), size
+    return _sha256_of(fast_text_pieces(mib))
 
 
 _FLAG = {"type": "boolean"}
