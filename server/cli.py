@@ -7,32 +7,43 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 
 import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from server.cli_args import parse
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
 from server.downstream.chain import OWN, mark_of
-from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import ConfigError
 from server.proxy import Proxy
 from server.upstream.bearer import Tokens, read_tokens_file
 from server.upstream.resource_server import OAuth
-from server.upstream.surface import VERSION, client_tools
+from server.upstream.surface import client_tools
 from server.upstream.transports import serve
 
-__all__ = ["main"]
+__all__ = ["main", "prepare"]
 
 EXIT_CONFIG = 2
 EXIT_SERVER_FAILED = 1
 
 
+Step = Callable[[], Awaitable[int]]
+"""What a command does in its event loop, once its arguments and config were read."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    step = prepare(list(sys.argv[1:] if argv is None else argv))
+    return step if isinstance(step, int) else anyio.run(step)
+
+
+def prepare(argv: list[str], config: Config | None = None) -> int | Step:
+    """Read the command line, the config (unless given) and everything else a command needs: an exit status when it
+    cannot run (or ran without an event loop), else its step. `server.launch` awaits the step in the loop it
+    spawned servers in."""
+    args = parse(argv)
     logging.basicConfig(
         level=os.environ.get("CLAIMCHECK_LOG", args.log_level).upper(),
         stream=sys.stderr,
@@ -42,9 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from server.demo.client import run_demo
 
-        return anyio.run(run_demo)
+        return run_demo
     try:
-        config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()
+        if config is None:
+            config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()
     except ConfigError as exc:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -58,11 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_CONFIG
-        return anyio.run(_print_tools, config, args.timeout)
+        return partial(_print_tools, config, args.timeout)
     if args.command == "ps":
         from server.status.ps import print_ps
 
-        return anyio.run(print_ps, state_dir(config.settings))
+        return partial(print_ps, state_dir(config.settings))
     cli = CliOverrides(
         no_async=args.no_async,
         async_timeout_secs=args.async_timeout,
@@ -86,83 +98,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         from server.upstream.shared_serve import serve_shared
 
         proxy = Proxy(config, cli=cli, api_token=token, shared=True)
-        anyio.run(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
-        return 0
+        return _exit_0(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
     if args.shared or (config.settings.shared and args.transport == "stdio"):
         if args.transport != "stdio":
             print("claimcheck: --shared serves over stdio only (it relays to the shared claimcheck)", file=sys.stderr)
             return EXIT_CONFIG
         from server.upstream.shared_relay import relay_main
 
-        return relay_main(list(sys.argv[1:] if argv is None else argv))
-    anyio.run(serve, Proxy(config, cli=cli, api_token=token), args.transport, args.host, args.port, auth, oauth)
-    return 0
+        return relay_main(argv)
+    proxy = Proxy(config, cli=cli, api_token=token)
+    return _exit_0(partial(serve, proxy, args.transport, args.host, args.port, auth, oauth))
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="claimcheck",
-        description="An MCP server in front of your MCP servers: slow calls become handles, large outputs are "
-        "stored whole and served in pieces.",
-    )
-    parser.add_argument("--version", action="version", version=f"claimcheck {VERSION}")
-    _global_flags(parser, "warning", None)
-    commands = parser.add_subparsers(dest="command", required=True)
+def _exit_0(run: Callable[[], Awaitable[None]]) -> Step:
+    async def step() -> int:
+        await run()
+        return 0
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help)
-        _global_flags(sub, argparse.SUPPRESS, argparse.SUPPRESS)  # given after the sub-command, they count too
-        return sub
-
-    run = command("serve", "serve the configured servers' tools to one MCP client")
-    run.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
-    run.add_argument("--host", default="127.0.0.1", help="HTTP/SSE bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, default=8765, help="HTTP/SSE port (default 8765; 0 picks a free one)")
-    run.add_argument("--no-async", action="store_true", help="plain pass-through: no handles, no stored outputs")
-    run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
-    run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
-    run.add_argument("--no-api", action="store_true", help="do not start the local status API")
-    run.add_argument(
-        "--state-url",
-        metavar="URL",
-        help="redis://… shared by several replicas behind a load balancer (settings.state.url; needs the "
-        "[redis] extra and settings.root on a directory every replica shares)",
-    )
-    run.add_argument(
-        "--auth-token-env",
-        metavar="VAR",
-        help="the token in $VAR opens the status API (instead of one made per run) and, over HTTP/SSE, "
-        "is required as `Authorization: Bearer $VAR` on every MCP request (with settings.auth: accepted "
-        "beside OAuth access tokens)",
-    )
-    run.add_argument(
-        "--auth-tokens-file",
-        metavar="PATH",
-        help="over HTTP/SSE, accept each token of this file of `NAME TOKEN` lines (tokens of 32 bytes or more) as "
-        "the principal NAME: principals never share handles or sessions (with --auth-token-env too, its token "
-        "is one more principal and alone opens the status API)",
-    )
-    run.add_argument(
-        "--shared",
-        action="store_true",
-        help="relay stdio to this user's shared claimcheck for this config (started if none runs): handles "
-        "outlive the session, servers start once (also settings.shared)",
-    )
-    run.add_argument("--shared-socket", help=argparse.SUPPRESS)  # the shared claimcheck itself, started by a relay
-    run.add_argument("--shared-restarted", action="store_true", help=argparse.SUPPRESS)
-
-    tools = command("tools", "connect to every server and print the tools a client will see")
-    tools.add_argument(
-        "--timeout",
-        type=float,
-        default=CONNECT_TIMEOUT_S,
-        metavar="SECS",
-        help=f"how long to wait for every server to start (default {CONNECT_TIMEOUT_S:g})",
-    )
-
-    command("demo", "run claimcheck on a bundled demo server and show what a client sees")
-    command("ps", "list the running claimcheck instances and their live calls (settings.stateDir of --config)")
-    return parser
+    return step
 
 
 def _bearer_tokens(args: argparse.Namespace, env_token: str | None) -> Tokens | None:
@@ -184,16 +137,6 @@ def _oauth(config: Config, args: argparse.Namespace) -> OAuth | None:
     host = f"[{args.host}]" if ":" in args.host else args.host
     oauth.resource_for(f"http://{host}:{args.port}/")  # refuses a default resource no client could use
     return oauth
-
-
-def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:
-    """The flags every sub-command takes, before or after its name (after wins)."""
-    parser.add_argument("--log-level", default=log_level, help="stderr log level (or env CLAIMCHECK_LOG)")
-    parser.add_argument(
-        "--config",
-        default=config,
-        help="config file (default: $CLAIMCHECK_CONFIG, else ~/.config/claimcheck/config.json)",
-    )
 
 
 def _config_if_any() -> Config:

@@ -69,6 +69,7 @@ LEVELS = {
     "server.cli": 6,
     "server.__main__": 6,
     "server.launch": 6,
+    "server.cli_args": 6,
     "server.demo": 6,
     "server.upstream": 5,
     "server.proxy": 4,

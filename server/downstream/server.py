@@ -27,6 +27,7 @@ from server.downstream.chain import PASSTHROUGH, PROXIED, mark_of
 from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
+from server.downstream.processes import CONNECT_TIMEOUT_S
 from server.downstream.relay import Relay
 from server.downstream.restarts import Restarts
 from server.downstream.spool import SpoolPolicy
@@ -39,8 +40,6 @@ __all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "State"]
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 60.0
-"""How long a server may take from spawn to a listed set of tools (npx may download on first use)."""
 GONE_REPORT_S = 10.0
 """How long a call that lost its server waits to say why (the supervisor stops the process: at most ~4 s)."""
 ROOTS_PROBE_S = 1.0

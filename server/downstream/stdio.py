@@ -15,8 +15,6 @@ import fcntl
 import logging
 import os
 import shlex
-import signal
-import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,10 +25,10 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from server.anyio_compat import pipe_fd_of, stream_writer_of
+from server.downstream.processes import HEAD_START, spawn, stop
 from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
@@ -46,9 +44,6 @@ _PIPE_BYTES = 1 << 20
 fast then wakes claimcheck once a megabyte, not sixteen times."""
 _RAW_BUFFERED = 1 << 16
 """Beyond this many bytes waiting for the child's stdin, a raw request waits for it to drain as others do."""
-_EXIT_GRACE_S = (1.0, 0.5)
-"""Waits after closing stdin, then after SIGTERM, before SIGKILL. Together under the 2 s that MCP
-clients give claimcheck itself after closing its stdin, so no downstream outlives a killed claimcheck."""
 _STDERR_DRAIN_S = 0.5
 """How long, after the child exited, its stderr may take to end (a grandchild may hold it open)."""
 TAIL_LINES = 5
@@ -145,12 +140,8 @@ async def stdio_transport(
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Spawn `spec` in its own process group and exchange newline-delimited JSON-RPC with it."""
-    process = await anyio.open_process(
-        [spec.command, *spec.args],
-        env=get_default_environment() | spec.env,
-        cwd=spec.cwd,
-        stderr=subprocess.PIPE,  # passed on to ours, its last lines kept
-        start_new_session=True,
+    process = HEAD_START.take(spec.command, spec.args, spec.env, spec.cwd) or await spawn(
+        spec.command, spec.args, spec.env, spec.cwd
     )
     spec.pid = process.pid
     _widen(pipe_fd_of(process.stdout))
@@ -249,7 +240,7 @@ async def stdio_transport(
             raw.close()
             with anyio.CancelScope(shield=True):
                 spec.ended_itself = spec.hung_up
-                await _stop(process, stderr_done)
+                await stop(process, stderr_done, drain_s=_STDERR_DRAIN_S)
                 spec.returncode = process.returncode
                 spec.closed.set()
             tg.cancel_scope.cancel()
@@ -299,34 +290,6 @@ async def _long_line(
     elif message is not None and not (raw.waiting and raw.take_message(message)):
         await to_session.send(message)
     return None
-
-
-async def _stop(process: anyio.abc.Process, stderr_done: anyio.Event) -> None:
-    """Close stdin, give the child a grace period, then SIGTERM and SIGKILL its process group; then let its
-    stderr be read to the end (briefly)."""
-    if process.stdin is not None:
-        try:
-            await process.stdin.aclose()
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
-    for sig, grace in ((None, _EXIT_GRACE_S[0]), (signal.SIGTERM, _EXIT_GRACE_S[1]), (signal.SIGKILL, 2.0)):
-        if sig is not None:
-            try:
-                os.killpg(process.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        with anyio.move_on_after(grace):
-            await process.wait()
-            break
-    with anyio.move_on_after(_STDERR_DRAIN_S):
-        await stderr_done.wait()
-    try:  # grandchildren a wrapper such as npx left behind
-        os.killpg(process.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            await stream.aclose()
 
 
 def _read(line: bytes) -> SessionMessage | Exception:

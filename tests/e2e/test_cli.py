@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from support import OWN_TOOLS, PYTHON, demo_server_entry, text_of, write_config
 
-from server.cli import _parser
+from server.cli_args import parser
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ def claimcheck(*args: str) -> list[str]:
     ],
 )
 def test_global_flags_work_before_and_after_the_sub_command(argv: list[str], level: str, config: str | None) -> None:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     assert (args.log_level, args.config) == (level, config)
 
 
