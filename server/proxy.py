@@ -32,6 +32,7 @@ from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.downstream.spool import SpoolPolicy
 from server.handles import questions
+from server.handles.meters import meters
 from server.handles.output_watch import OutputWatch
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
@@ -158,6 +159,7 @@ class Proxy:
         from server.status.cluster import ClusterView
         from server.status.events import EventHub
         from server.status.history import History
+        from server.status.metrics import PrometheusText
         from server.status.outputs import OutputView
 
         settings = self.config.settings
@@ -180,6 +182,7 @@ class Proxy:
             outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
             time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
             cluster=ClusterView(backend, settings.tool_separator) if backend.replicated else None,
+            metrics=PrometheusText(meters, self.server_states, self.handles_alive),
         )
         self.api_token = api.token
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))
@@ -193,6 +196,11 @@ class Proxy:
             "inputTokens": sum(s.usage.input_tokens for s in sessions),
             "outputTokens": sum(s.usage.output_tokens for s in sessions),
         }
+
+    def handles_alive(self) -> int:
+        """Handles held by the live sessions (handed out, not yet dropped)."""
+        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        return sum(call.handed_out for session in sessions for call in session.calls.values())
 
     def server_states(self) -> list[dict[str, Any]]:
         """Each downstream's state (ready, starting, down, failed), for the status API."""

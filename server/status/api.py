@@ -27,12 +27,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from server.handles.meters import meters
 from server.status.access import Access, dashboard_url
 from server.status.cluster import ClusterView
 from server.status.discovery import discovery_file
 from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
+from server.status.metrics import MetricsUnavailable, PrometheusText
 from server.status.outputs import GREP_MATCHES_MAX, HEAD_LINES_MAX, OutputUnavailable, OutputView
 from server.status.ports import API_PORT_TRIES, bind_api_socket
 from server.status.tasks import iso
@@ -83,6 +85,7 @@ class StatusApi:
         outputs: OutputView | None = None,
         time_rule_secs: float | None = None,
         cluster: ClusterView | None = None,
+        metrics: PrometheusText | None = None,
     ) -> None:
         self.hub = hub
         self.relays = relays  # a callable returning the shared claimcheck's attached relays, or None
@@ -97,6 +100,7 @@ class StatusApi:
         self.outputs = outputs  # stored outputs, for the dashboard's output view
         self.time_rule_secs = time_rule_secs  # asyncTimeoutSecs: the dashboard marks it on the timeline
         self.cluster = cluster  # replicas sharing handles: the others' running calls join the live part
+        self.metrics = metrics or PrometheusText(meters, servers, None)
 
     def app(self, port: int) -> ASGIApp:
         """The routes behind the access checks of an API served on 127.0.0.1:`port`."""
@@ -112,6 +116,7 @@ class StatusApi:
             Route("/v1/tasks/{handle:path}", self.task),
             Route("/v1/task-groups/{batch}", self.group),
             Route("/v1/events", self.events),
+            Route("/metrics", self.prometheus),
         ]
         guarded = Access(Starlette(routes=routes), token=self.token, port=port, allow_origins=self.allow_origins)
         return TrustedHostMiddleware(guarded, allowed_hosts=["127.0.0.1", "localhost"])
@@ -150,6 +155,14 @@ class StatusApi:
         if self.usage is not None:
             stats["extraction"] = self.usage()
         return JSONResponse(stats)
+
+    async def prometheus(self, request: Request) -> Response:
+        """This process's counters in the Prometheus text format (`server.status.metrics`)."""
+        try:
+            body = self.metrics.render()
+        except MetricsUnavailable as exc:
+            return _error(501, str(exc))
+        return Response(body, media_type=self.metrics.content_type)
 
     async def tasks(self, request: Request) -> Response:
         params = request.query_params
