@@ -155,8 +155,10 @@ class Proxy:
         At once: the database opened (its files private), calls recorded from now on, the port bound and the
         discovery file written. After the first listing: the history's maintenance, then the API answers.
         """
+        from server.handles.redis_state import RedisBackend
         from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
         from server.status.cluster import ClusterView
+        from server.status.cluster_feed import ClusterFeed
         from server.status.events import EventHub
         from server.status.history import History
         from server.status.metrics import PrometheusText
@@ -167,7 +169,10 @@ class Proxy:
         history = History(directory / "history.sqlite3", settings.history)
         backend = self.sessions.backend  # with replicas, the others' running calls join `GET /v1/tasks`
         await anyio.to_thread.run_sync(history.open)
-        hub = EventHub(history)
+        feed = None
+        if backend.replicated and isinstance(backend, RedisBackend):  # every replica's calls, through Redis
+            feed = ClusterFeed(backend.shared(), backend.replica, lambda: api.local_stats())
+        hub = EventHub(history, feed)
         self.sessions.observer = hub.observe
         tg.start_soon(partial(history.run, after=self.pool.listable))
         api = StatusApi(
@@ -181,10 +186,12 @@ class Proxy:
             relays=self.relay_count,
             outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
             time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
-            cluster=ClusterView(backend, settings.tool_separator) if backend.replicated else None,
+            cluster=ClusterView(backend, settings.tool_separator, feed) if backend.replicated else None,
             metrics=PrometheusText(meters, self.server_states, self.handles_alive),
         )
         self.api_token = api.token
+        if feed is not None:
+            await tg.start(feed.run)
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))
         return history, url
 
