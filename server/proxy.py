@@ -24,6 +24,7 @@ from mcp.server.subscriptions import (
 
 from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
+from server import tracing
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.catalog import Catalog
 from server.downstream.connect import DownstreamSpec
@@ -89,6 +90,8 @@ class Proxy:
         first output that needs it.
         """
         settings = self.config.settings
+        if tracing.ENABLED:  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
+            tracing.setup()
         state_url = self.cli.state_url or settings.state.url
         root = Path(settings.root) if settings.root else None
         store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
@@ -133,6 +136,8 @@ class Proxy:
                     tg.cancel_scope.cancel()
         finally:
             store.close()
+            if tracing.ENABLED:
+                await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     async def warmed(self) -> None:
         """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""
