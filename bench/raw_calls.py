@@ -43,9 +43,9 @@ def _command(kind: str, config: Path, api: bool) -> list[str]:
 class Server:
     """One server on pipes, initialized, with a blocking line client."""
 
-    def __init__(self, command: list[str], tree: Path, env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], tree: Path, env: dict[str, str], stderr: Any = subprocess.DEVNULL) -> None:
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tree, env=env
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=tree, env=env
         )
         self.send({"id": 0, "method": "initialize", "params": _initialize()})
         self.receive(0)

@@ -24,6 +24,7 @@ from mcp.server.subscriptions import (
 
 from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
+from server import tracing
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.catalog import Catalog
 from server.downstream.connect import DownstreamSpec
@@ -32,6 +33,7 @@ from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.downstream.spool import SpoolPolicy
 from server.handles import questions
+from server.handles.meters import meters
 from server.handles.output_watch import OutputWatch
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore
@@ -88,6 +90,8 @@ class Proxy:
         first output that needs it.
         """
         settings = self.config.settings
+        if tracing.ENABLED:  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
+            tracing.setup()
         state_url = self.cli.state_url or settings.state.url
         root = Path(settings.root) if settings.root else None
         store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
@@ -132,6 +136,8 @@ class Proxy:
                     tg.cancel_scope.cancel()
         finally:
             store.close()
+            if tracing.ENABLED:
+                await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     async def warmed(self) -> None:
         """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""
@@ -154,10 +160,13 @@ class Proxy:
         At once: the database opened (its files private), calls recorded from now on, the port bound and the
         discovery file written. After the first listing: the history's maintenance, then the API answers.
         """
+        from server.handles.redis_state import RedisBackend
         from server.status.api import StatusApi, serve_api  # starlette and sqlite only when the API is on
         from server.status.cluster import ClusterView
+        from server.status.cluster_feed import ClusterFeed
         from server.status.events import EventHub
         from server.status.history import History
+        from server.status.metrics import PrometheusText
         from server.status.outputs import OutputView
 
         settings = self.config.settings
@@ -165,7 +174,10 @@ class Proxy:
         history = History(directory / "history.sqlite3", settings.history)
         backend = self.sessions.backend  # with replicas, the others' running calls join `GET /v1/tasks`
         await anyio.to_thread.run_sync(history.open)
-        hub = EventHub(history)
+        feed = None
+        if backend.replicated and isinstance(backend, RedisBackend):  # every replica's calls, through Redis
+            feed = ClusterFeed(backend.shared(), backend.replica, lambda: api.local_stats())
+        hub = EventHub(history, feed)
         self.sessions.observer = hub.observe
         tg.start_soon(partial(history.run, after=self.pool.listable))
         api = StatusApi(
@@ -179,9 +191,12 @@ class Proxy:
             relays=self.relay_count,
             outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
             time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
-            cluster=ClusterView(backend, settings.tool_separator) if backend.replicated else None,
+            cluster=ClusterView(backend, settings.tool_separator, feed) if backend.replicated else None,
+            metrics=PrometheusText(meters, self.server_states, self.handles_alive),
         )
         self.api_token = api.token
+        if feed is not None:
+            await tg.start(feed.run)
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))
         return history, url
 
@@ -193,6 +208,11 @@ class Proxy:
             "inputTokens": sum(s.usage.input_tokens for s in sessions),
             "outputTokens": sum(s.usage.output_tokens for s in sessions),
         }
+
+    def handles_alive(self) -> int:
+        """Handles held by the live sessions (handed out, not yet dropped)."""
+        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        return sum(call.handed_out for session in sessions for call in session.calls.values())
 
     def server_states(self) -> list[dict[str, Any]]:
         """Each downstream's state (ready, starting, down, failed), for the status API."""

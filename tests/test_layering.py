@@ -86,6 +86,7 @@ LEVELS = {
     "server.sdk_compat": 0,
     "server.budget": 0,
     "server.version": 0,
+    "server.tracing": 0,
 }
 
 

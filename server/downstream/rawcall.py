@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from server import tracing
 from server.downstream.rawchannel import RawAnswer, RawChannel
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
@@ -91,6 +92,8 @@ def _request(
         params["arguments"] = arguments
     meta: dict[str, Any] = {"progressToken": ident} if progress else {}
     meta.update(downstream.passthrough_meta(tool) or {})
+    if tracing.ENABLED:  # the downstream's span joins this call's trace
+        tracing.inject(meta)
     if meta:
         params["_meta"] = meta
     line = json.dumps({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}, ensure_ascii=False)
@@ -104,8 +107,8 @@ def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None
     call's task enters it before any line of the server is read again."""
     process = downstream.process
     channel = process.raw if process is not None else None
-    if channel is None or channel.send_nowait is None or downstream.broken:
-        return None  # `call_raw` reconnects first, as `Downstream.client` does
+    if channel is None or channel.send_nowait is None or downstream.broken or tracing.ENABLED:
+        return None  # `call_raw` reconnects first, as `Downstream.client` does; traced, it sends in the call's span
     if not raw_capable(downstream, tool):
         return None
     ident, data = _request(downstream, channel, tool, arguments, progress=True)

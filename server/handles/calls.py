@@ -20,6 +20,7 @@ import mcp_types as types
 from server.downstream.relay import Relay, RootsParams
 from server.framing import dump_json
 from server.handles import questions
+from server.handles.meters import meters, outcome_of
 from server.handles.outcome import Outcome
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class Call:
         self.status = status
         self.finished_mono = time.monotonic()
         self.finished.set()
+        if self.home is None:  # a mirror of another replica's call is counted there
+            outcome = outcome_of(status, self.outcome, self.handed_out)
+            meters.finished(self.server, self.tool, outcome, self.elapsed(), self.bytes if self.stored else 0)
         self.note("finished", status if self.error is None else f"{status}: {self.error.strip()[:500]}")
         if self.on_finish is not None:
             on_finish, self.on_finish = self.on_finish, None

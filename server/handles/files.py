@@ -6,6 +6,7 @@ no links) and streamed by the sandbox; greps queue per session, served in turn.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
 from server.handles.messages import cut_answer_note, not_ready_message
+from server.handles.meters import meters
 from server.handles.mirrors import lookup
 from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
 from server.handles.sessions import Session, Sessions
@@ -81,6 +83,7 @@ async def run_file_tool(
                 return _text(_noted(header, call, "read"))
             text = _read_text(args.file, result.lines, numbered, result.total_lines, result.omitted, budget)
             return _text(_noted(text, call, "read"))
+        begun = time.monotonic()
         found = await sandbox.grep(
             opened,
             args.regex,
@@ -92,6 +95,7 @@ async def run_file_tool(
             max_line_chars=MAX_LINE_CHARS,
             max_chars=max_chars,
         )
+        meters.grepped(time.monotonic() - begun)
     except SandboxError as exc:
         raise FileToolError(f"{name} failed: {exc}") from None
     finally:

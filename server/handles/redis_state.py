@@ -159,6 +159,10 @@ class RedisBackend:
     def changed(self) -> anyio.Event:
         return self._changed
 
+    def shared(self) -> tuple[Any, str, tuple[type[BaseException], ...]]:
+        """The Redis client, the key prefix and the errors it raises: the status API's cluster feed uses them."""
+        return self._redis, self._p, self._errors
+
     # --- running: liveness, listening, reaping ---
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

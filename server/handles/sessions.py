@@ -31,6 +31,7 @@ from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
 from extraction import estimate_tokens
+from server import tracing
 from server.config import Policy
 from server.downstream.listing import describe
 from server.downstream.rawcall import RawResult
@@ -41,6 +42,7 @@ from server.errors import ClaimcheckError, clip
 from server.handles.calls import Call, CallRelay, render_output
 from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
+from server.handles.meters import outcome_of
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
@@ -264,14 +266,31 @@ class Sessions:
         call.observer = self.observer
         session.calls[call.handle] = call
         call.note("created", f"{call.server}/{call.tool}")
-        self._tg.start_soon(self._run, session, call, invoke, relay, policy)
+        self._tg.start_soon(self._traced if tracing.ENABLED else self._run, session, call, invoke, relay, policy)
         return relay
+
+    async def _traced(self, session: Session, call: Call, invoke: Invoke, relay: CallRelay, policy: Policy) -> None:
+        """`_run` in a span, with the downstream's call and the settling as its children (`server.tracing`)."""
+        attributes = {"mcp.server": call.server, "gen_ai.tool.name": call.tool, "claimcheck.handle": call.handle}
+        with tracing.span(f"claimcheck.call {call.server}/{call.tool}", attributes) as span:
+
+            async def traced_invoke(relay: CallRelay) -> Any:
+                with tracing.span("claimcheck.downstream", attributes):
+                    return await invoke(relay)
+
+            await self._run(session, call, traced_invoke, relay, policy)
+            if span is not None:
+                span.set_attribute("claimcheck.outcome", outcome_of(call.status, call.outcome, call.handed_out))
 
     async def _run(self, session: Session, call: Call, invoke: Invoke, relay: CallRelay, policy: Policy) -> None:
         with call.scope:
             try:
                 result = await invoke(relay)
-                await settle(session, call, result, policy, self._max_output_bytes, self._spooled)
+                if tracing.ENABLED:
+                    with tracing.span("claimcheck.settle"):
+                        await settle(session, call, result, policy, self._max_output_bytes, self._spooled)
+                else:
+                    await settle(session, call, result, policy, self._max_output_bytes, self._spooled)
             except ClaimcheckError as exc:
                 _fail(call, str(exc))
             except Exception as exc:  # boundary: one call's answer must not end the process and every other call

@@ -27,12 +27,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from server.handles.meters import meters
 from server.status.access import Access, dashboard_url
-from server.status.cluster import ClusterView
+from server.status.cluster import ClusterView, summed
 from server.status.discovery import discovery_file
 from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
+from server.status.metrics import MetricsUnavailable, PrometheusText
 from server.status.outputs import GREP_MATCHES_MAX, HEAD_LINES_MAX, OutputUnavailable, OutputView
 from server.status.ports import API_PORT_TRIES, bind_api_socket
 from server.status.tasks import iso
@@ -83,6 +85,7 @@ class StatusApi:
         outputs: OutputView | None = None,
         time_rule_secs: float | None = None,
         cluster: ClusterView | None = None,
+        metrics: PrometheusText | None = None,
     ) -> None:
         self.hub = hub
         self.relays = relays  # a callable returning the shared claimcheck's attached relays, or None
@@ -97,6 +100,7 @@ class StatusApi:
         self.outputs = outputs  # stored outputs, for the dashboard's output view
         self.time_rule_secs = time_rule_secs  # asyncTimeoutSecs: the dashboard marks it on the timeline
         self.cluster = cluster  # replicas sharing handles: the others' running calls join the live part
+        self.metrics = metrics or PrometheusText(meters, servers, None)
 
     def app(self, port: int) -> ASGIApp:
         """The routes behind the access checks of an API served on 127.0.0.1:`port`."""
@@ -112,6 +116,7 @@ class StatusApi:
             Route("/v1/tasks/{handle:path}", self.task),
             Route("/v1/task-groups/{batch}", self.group),
             Route("/v1/events", self.events),
+            Route("/metrics", self.prometheus),
         ]
         guarded = Access(Starlette(routes=routes), token=self.token, port=port, allow_origins=self.allow_origins)
         return TrustedHostMiddleware(guarded, allowed_hosts=["127.0.0.1", "localhost"])
@@ -145,11 +150,39 @@ class StatusApi:
             body["replica"] = self.cluster.replica
         return JSONResponse(body)
 
-    async def stats(self, request: Request) -> Response:
-        stats = await self._run(self.history.stats)
+    async def local_stats(self) -> dict[str, Any]:
+        """This process's stats: its history's counts, and extraction's usage."""
+        stats: dict[str, Any] = await self._run(self.history.stats)
         if self.usage is not None:
             stats["extraction"] = self.usage()
-        return JSONResponse(stats)
+        return stats
+
+    async def cluster_stats(self) -> dict[str, Any]:
+        """This replica's stats; with replicas, every replica's too (`replicas`) and their sums (`cluster`)."""
+        stats = await self.local_stats()
+        if self.cluster is None or self.cluster.feed is None:
+            return stats
+        stats["replica"] = self.cluster.replica
+        try:
+            replicas = await self.cluster.feed.stats()
+        except ConnectionError as exc:
+            stats["clusterError"] = str(exc)
+            replicas = {}
+        replicas[self.cluster.replica] = {key: value for key, value in stats.items() if key != "replica"}
+        stats["replicas"] = replicas
+        stats["cluster"] = summed(list(replicas.values()))
+        return stats
+
+    async def stats(self, request: Request) -> Response:
+        return JSONResponse(await self.cluster_stats())
+
+    async def prometheus(self, request: Request) -> Response:
+        """This process's counters in the Prometheus text format (`server.status.metrics`)."""
+        try:
+            body = self.metrics.render()
+        except MetricsUnavailable as exc:
+            return _error(501, str(exc))
+        return Response(body, media_type=self.metrics.content_type)
 
     async def tasks(self, request: Request) -> Response:
         params = request.query_params
@@ -164,6 +197,8 @@ class StatusApi:
         body: dict[str, Any] = {"tasks": tasks, "total": total, "limit": limit, "offset": offset}
         if self.cluster is not None:  # the other replicas' running calls, marked with theirs, on the first page
             others, error = await self.cluster.tasks(query, limit) if offset == 0 else ([], None)
+            for task in tasks:
+                task["replica"] = self.cluster.replica
             body.update(tasks=others + tasks, total=total + len(others), replica=self.cluster.replica)
             if error is not None:
                 body["clusterError"] = error
@@ -256,8 +291,14 @@ class StatusApi:
         async def stream() -> AsyncIterator[str]:
             with self.hub.subscribe() as updates:
                 tasks, _ = await self._run(self.history.tasks, TaskQuery(), _MAX_LIMIT, 0)
-                stats = await anyio.to_thread.run_sync(self.history.stats)
-                yield _sse("snapshot", {"tasks": tasks, "stats": stats})
+                stats = await self.cluster_stats()
+                snapshot: dict[str, Any] = {"tasks": tasks, "stats": stats}
+                if self.cluster is not None:  # the other replicas' running calls, marked with theirs
+                    others, _ = await self.cluster.tasks(TaskQuery(status="running"), _MAX_LIMIT)
+                    for task in tasks:
+                        task["replica"] = self.cluster.replica
+                    snapshot.update(tasks=others + tasks, replica=self.cluster.replica)
+                yield _sse("snapshot", snapshot)
                 while True:
                     with anyio.move_on_after(self.heartbeat_secs):
                         try:

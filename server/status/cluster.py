@@ -11,19 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 from server.handles.state import HandleState, StateBackend, StateUnavailable
+from server.status.cluster_feed import ClusterFeed
 from server.status.history import TaskQuery
 from server.status.summary import cap_text, error_summary
 from server.status.tasks import iso
 
-__all__ = ["ClusterView"]
+__all__ = ["ClusterView", "summed"]
 
 
 class ClusterView:
     """Running handles of the replicas other than this one, as status API tasks."""
 
-    def __init__(self, backend: StateBackend, separator: str) -> None:
+    def __init__(self, backend: StateBackend, separator: str, feed: ClusterFeed | None = None) -> None:
         self.backend = backend
         self.separator = separator
+        self.feed = feed  # every replica's events and stats (server.status.cluster_feed)
 
     @property
     def replica(self) -> str:
@@ -78,3 +80,16 @@ def _matches(row: dict[str, Any], filters: dict[str, str]) -> bool:
         needle = filters["search"].casefold()
         return any(needle in (row[key] or "").casefold() for key in ("name", "error"))
     return True
+
+
+def summed(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The counts of several replicas' `/v1/stats` added up (durations are per replica only)."""
+    total: dict[str, Any] = {"byStatus": {}, "byServer": {}, "totalTasks": 0, "activeTasks": 0, "outputBytes": 0}
+    for one in stats:
+        for field in ("byStatus", "byServer"):
+            for key, count in (one.get(field) or {}).items():
+                total[field][key] = total[field].get(key, 0) + count
+        for field in ("totalTasks", "activeTasks", "outputBytes"):
+            total[field] += one.get(field) or 0
+    total["replicas"] = len(stats)
+    return total

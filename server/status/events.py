@@ -11,6 +11,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from server.handles.calls import Call
+from server.status.cluster_feed import ClusterFeed
 from server.status.history import History
 from server.status.tasks import EVENT_OF, task_json
 
@@ -23,15 +24,23 @@ Event = tuple[str, dict[str, Any]]
 
 
 class EventHub:
-    """Observer of every call (`Sessions.observer`); cheap when nobody listens."""
+    """Observer of every call (`Sessions.observer`); cheap when nobody listens.
 
-    def __init__(self, history: History) -> None:
+    With replicas (`feed`), each event is also published for the other replicas, and theirs come back through
+    `deliver`; every task then carries the `replica` that runs it.
+    """
+
+    def __init__(self, history: History, feed: ClusterFeed | None = None) -> None:
         self.history = history
+        self.feed = feed
         self._subscribers: set[MemoryObjectSendStream[Event]] = set()
+        if feed is not None:
+            feed.deliver = self.deliver
 
     def observe(self, call: Call, kind: str) -> None:
         self.history.record(call, kind)
-        if not self._subscribers:
+        feed = self.feed
+        if not self._subscribers and feed is None:
             return
         if kind == "created":
             name = "task.created"
@@ -39,7 +48,15 @@ class EventHub:
             name = EVENT_OF.get(call.status, "task.updated")
         else:
             name = "task.updated"
-        event = (name, task_json(call, store_arguments=self.history.settings.store_arguments))
+        task = task_json(call, store_arguments=self.history.settings.store_arguments)
+        if feed is not None:
+            task["replica"] = feed.replica
+            feed.publish(name, task)
+        self.deliver(name, task)
+
+    def deliver(self, name: str, task: dict[str, Any]) -> None:
+        """Send an event to this replica's subscribers."""
+        event = (name, task)
         for subscriber in list(self._subscribers):
             try:
                 subscriber.send_nowait(event)

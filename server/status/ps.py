@@ -1,4 +1,5 @@
-"""`claimcheck ps`: the running claimcheck instances (from their discovery files) and their live calls.
+"""`claimcheck ps`: the running claimcheck instances (from their discovery files) and their live calls; with
+replicas, the calls the other replicas run too (through the shared state), each marked with its replica.
 
 Instances side by side share one history, so each is asked for its own running calls only (`instance`).
 """
@@ -21,6 +22,7 @@ async def print_ps(state: Path) -> int:
     if not running:
         print(f"no claimcheck instance is running (looked in {state / 'instances'})")
         return 0
+    shown_handles: set[str] = set()  # replicas each list the others' calls: each is printed once
     async with httpx2.AsyncClient(timeout=5) as http:
         for info in running:
             url = info["url"]
@@ -35,11 +37,33 @@ async def print_ps(state: Path) -> int:
                 print(f"pid {info['pid']}  {shown}  (not answering: {exc})")
                 continue
             shared = await _relays(http, url, headers)
-            print(f"pid {info['pid']}  {shown}  since {info.get('startedAt', '?')}  {len(tasks)} running{shared}")
-            for task in tasks:
+            replica, others = await _other_replicas(http, url, headers)
+            mark = f"  replica {replica}" if replica else ""
+            print(f"pid {info['pid']}  {shown}{mark}  since {info.get('startedAt', '?')}  {len(tasks)} running{shared}")
+            for task in [*tasks, *others]:
+                if task["handle"] in shown_handles:
+                    continue
+                shown_handles.add(task["handle"])
                 owner = f"  owner {task['owner']}" if task.get("owner") else ""
-                print(f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}{owner}")
+                where = f"  on replica {task['replica']}" if task.get("replica") else ""
+                line = f"  {task['name']}  {task['handle']}  {_age(task['startedAt'])}{_progress(task)}{owner}{where}"
+                print(line)
     return 0
+
+
+async def _other_replicas(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str]
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """With replicas: this one's id, and the calls the other replicas run (through the shared state)."""
+    try:
+        reply = await http.get(f"{url}v1/tasks", params={"status": "running", "limit": 200}, headers=headers)
+        body = reply.json()
+        replica = body.get("replica")
+        if not isinstance(replica, str):
+            return None, []
+        return replica, [task for task in body["tasks"] if task.get("replica") not in (None, replica)]
+    except (httpx2.HTTPError, ValueError, KeyError, AttributeError, TypeError):
+        return None, []
 
 
 async def _relays(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> str:

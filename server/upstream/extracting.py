@@ -36,6 +36,7 @@ from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
+from server.handles.meters import meters
 from server.handles.own_tools import ExtractFn
 from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
@@ -215,6 +216,7 @@ class _CallUsage(Usage):
     def add(self, model: str, completion: Completion) -> None:
         super().add(model, completion)
         self._session_usage.add(model, completion)
+        meters.extracted(completion.input_tokens, completion.output_tokens)
         self._call.note("extraction", f"{model}: {completion.input_tokens} tokens in, {completion.output_tokens} out")
 
 

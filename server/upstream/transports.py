@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
+from server import tracing
 from server.http_compat import send_of
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
@@ -125,7 +126,8 @@ async def serve_http(
         server.middleware.append(fast.middleware)
 
     def endpoint(app: ASGIApp) -> ASGIApp:
-        return app if fast is None else fast.app(app)
+        app = app if fast is None else fast.app(app)
+        return tracing.from_headers(app) if tracing.ENABLED else app
 
     routes = [
         Route(route.path, endpoint=standing.app(SessionScopedEvents(endpoint(route.endpoint))), name=route.name)
