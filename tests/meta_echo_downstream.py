@@ -1,6 +1,7 @@
 """A stdio server whose one tool is marked as a claimcheck's forwarded tool (`io.claimcheck/proxied`), and which
-answers each call with the `_meta` of its request as text: what a claimcheck in front sends the one behind.
-Run: `python tests/meta_echo_downstream.py`."""
+answers each call with the `_meta` of its request as text: what a claimcheck in front sends the one behind (over
+HTTP, with the request's `traceparent` header as `header:traceparent`).
+Run: `python tests/meta_echo_downstream.py` (stdio), or with `--http PORT`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
     if handshake(out, request, TOOLS, "meta-echo") or "id" not in request:
         return
     if request.get("method") == "tools/call":
-        text = json.dumps(request["params"].get("_meta"), sort_keys=True)
+        meta = request["params"].get("_meta")
+        if "http_traceparent" in request:  # over HTTP, the `traceparent` header as well
+            meta = {**(meta or {}), "header:traceparent": request["http_traceparent"]}
+        text = json.dumps(meta, sort_keys=True)
         message = {"jsonrpc": "2.0", "id": request["id"], "result": {"content": [{"type": "text", "text": text}]}}
     else:
         message = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "no such method"}}

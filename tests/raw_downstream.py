@@ -183,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.headers.get("traceparent"):  # for meta_echo_downstream: what came in the header
+            request["http_traceparent"] = self.headers["traceparent"]
         if "id" not in request:
             self.send_response(202)
             self.send_header("content-length", "0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 
-from server import sdk_compat
+from server import sdk_compat, tracing
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
 from server.downstream.spool import SpoolPolicy
@@ -98,9 +99,30 @@ async def streamable_http_transport(
             headers=dict(config.headers),
             timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)),
             transport=transport,
+            event_hooks={"request": [_trace_header]} if tracing.ENABLED else None,
         )
     )
     return Opened(streamable_http_client(config.url, http_client=http, max_sse_event_size=None))
+
+
+_TRACED_BODY_BYTES = 1 << 20
+"""The largest request body whose `_meta.traceparent` is copied into a header (a bigger one keeps it in `_meta`)."""
+
+
+async def _trace_header(request: httpx2.Request) -> None:
+    """Carry the trace on in the `traceparent` header too, as the SDK's client wrote it in the request's `_meta`
+    (the request is sent from a task of the SDK's, where claimcheck's span is no longer current)."""
+    try:
+        body = request.content
+        message = json.loads(body) if 0 < len(body) <= _TRACED_BODY_BYTES else None
+    except (httpx2.RequestNotRead, ValueError):
+        return  # a streamed body, or not JSON
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict):
+        for name in ("traceparent", "tracestate"):
+            if isinstance(meta.get(name), str) and len(meta[name]) <= 512:
+                request.headers[name] = meta[name]
 
 
 TRANSPORTS: dict[str, Transport] = {

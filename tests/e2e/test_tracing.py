@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from support import PYTHON, text_of, write_config
+from mcp.client.streamable_http import streamable_http_client
+from support import PYTHON, announced_url, text_of, write_config
 
 from server.tracing import enabled_by
 
@@ -99,6 +101,37 @@ async def test_a_call_is_a_span_under_the_clients_trace_and_the_trace_reaches_th
     assert received["traceparent"].split("-")[2] == downstream.span_id.hex()  # under the downstream's span
     outcome = {kv.key: kv.value.string_value for kv in call.attributes}["claimcheck.outcome"]
     assert outcome == "inline"
+
+
+@pytest.mark.anyio
+async def test_over_http_the_traceparent_header_parents_the_calls_and_is_passed_on_to_an_http_downstream(
+    tmp_path: Path, receiver: tuple[str, list[Any], threading.Event]
+) -> None:
+    endpoint, spans, _ = receiver
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    echo = [PYTHON, str(TESTS / "meta_echo_downstream.py"), "--http", "0"]
+    with anyio.fail_after(120):
+        async with announced_url(echo, r"meta echo at (http://\S+/mcp)") as echo_url:
+            config = write_config(tmp_path, {"mcpServers": {"echo": {"url": echo_url}}})
+            serve = ["env", *(f"{k}={v}" for k, v in env.items() if k.startswith("OTEL_"))]
+            serve += [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api"]
+            serve += ["--transport", "http", "--port", "0"]
+            async with announced_url(serve, r"serving MCP over streamable HTTP at (http://\S+/mcp)") as url:
+                http = httpx2.AsyncClient(headers={"traceparent": TRACEPARENT}, timeout=60)
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    plain = await client.call_tool("echo__meta", {})
+                    progressed = await client.call_tool("echo__meta", {}, progress_callback=_ignore_progress)
+            # claimcheck exported what was left when it stopped
+    calls = [span for span in spans if span.name == "claimcheck.call echo/meta"]
+    assert [span.trace_id.hex() for span in calls] == [TRACE_ID, TRACE_ID]
+    for answer in (plain, progressed):
+        received = json.loads(text_of(answer))
+        assert received["header:traceparent"].split("-")[1] == TRACE_ID  # the header, passed on over HTTP
+        assert received["header:traceparent"] == received["traceparent"]  # the same as in the request's _meta
+
+
+async def _ignore_progress(progress: float, total: float | None, message: str | None) -> None:
+    pass
 
 
 def test_without_otel_variables_tracing_is_off_and_the_sdk_never_imported() -> None:
