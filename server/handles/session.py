@@ -49,6 +49,8 @@ class Session:
         """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
         self.last_request = 0.0
         self.takes_links = True
+        self.found_tools: dict[str, None] = {}
+        """The tools `find_tools` found for this session, oldest first: a searched `tools/list` holds them."""
         """Whether replies may carry `resource_link` content: the client's protocol, as of its latest request."""
 
     def call(self, handle: str) -> Call | None:
