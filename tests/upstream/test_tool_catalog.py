@@ -289,3 +289,38 @@ def test_a_query_with_search_syntax_is_taken_as_words() -> None:
     index = ToolIndex()
     assert index.search('NEAR(" OR * -col: ^', 5) == []
     assert index.search("", 5) == []
+
+
+async def test_cancelling_a_call_tool_request_cancels_the_downstream_call() -> None:
+    started, cancelled = anyio.Event(), anyio.Event()
+    down = MCPServer("gate")
+
+    @down.tool(structured_output=False)
+    async def gated() -> str:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        return "never"
+
+    async with proxied({"g": down}, settings={**SEARCH, "asyncTimeoutSecs": 60}) as client:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "call_tool", {"name": "g__gated", "arguments": {}})
+                await started.wait()
+                tg.cancel_scope.cancel()
+            await cancelled.wait()
+
+
+async def test_each_session_lists_only_the_tools_it_found() -> None:
+    async with running_proxy({"r": repo_tools()}, settings=SEARCH) as proxy:
+        async with Client(build_server(proxy), mode="legacy") as one, Client(build_server(proxy), mode="legacy") as two:
+            with anyio.fail_after(10):
+                await one.call_tool("find_tools", {"query": "commit log", "limit": 1})
+                await two.call_tool("find_tools", {"query": "read a text file", "limit": 1})
+                first = names((await one.list_tools(cache_mode="refresh")).tools)
+                second = names((await two.list_tools(cache_mode="refresh")).tools)
+    assert first == CATALOG | {"r__git_log"}
+    assert second == CATALOG | {"r__readTextFile"}
