@@ -29,7 +29,7 @@ MAX_QUERY_CHARS = 1000
 """The longest need `find_tools` reads; past it, the rest is ignored."""
 MAX_QUERY_WORDS = 32
 """The most words of a need that are looked up."""
-_WEIGHTS = (6.0, 2.0, 1.0, 2.0, 0.5)
+_WEIGHTS = (2.0, 1.0, 2.0, 1.0, 0.5)
 """bm25 weights of the columns: name words, server, description, parameter names, parameter descriptions."""
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+")
@@ -37,6 +37,38 @@ _STOP = frozenset(
     "a an the of to in on for from by with and or is are be it its this that these those i me my we our you your "
     "what which how can could should would do does please want need some any all into at as about".split()
 )
+_ALSO = {
+    word: also.split()
+    for word, also in {
+        "folder": "directory",
+        "dir": "directory",
+        "picture": "image",
+        "photo": "image",
+        "remove": "delete",
+        "erase": "delete",
+        "forget": "delete",
+        "make": "create",
+        "new": "create",
+        "rename": "move",
+        "save": "write",
+        "modify": "edit change",
+        "modified": "change",
+        "url": "fetch",
+        "web": "url fetch",
+        "website": "url fetch",
+        "download": "fetch",
+        "lookup": "search",
+        "look": "search",
+        "find": "search",
+        "history": "log",
+        "fact": "observation",
+        "facts": "observation",
+        "remember": "create",
+        "environment": "env",
+    }.items()
+}
+"""Words a need is often written in, and the words tools tend to use for the same (a general table of software
+verbs and nouns, not one server's vocabulary): each is searched beside the need's own word."""
 _SCHEMA_DEPTH = 3
 """How deep nested objects' parameter names are read (an argument's own fields; deeper ones rarely name a need)."""
 
@@ -124,7 +156,7 @@ class ToolIndex:
         terms = [word for word in dict.fromkeys(words_of(need[:MAX_QUERY_CHARS])) if word not in _STOP]
         if not terms:
             terms = list(dict.fromkeys(words_of(need[:MAX_QUERY_CHARS])))
-        terms = terms[:MAX_QUERY_WORDS]
+        terms = list(dict.fromkeys([*terms[:MAX_QUERY_WORDS], *(also for t in terms for also in _ALSO.get(t, ()))]))
         if not terms:
             return []
         match = " OR ".join(f'"{term}"' for term in terms)  # words only: no quote or operator gets through
