@@ -10,7 +10,9 @@ It measures:
   recall   recall@1 and recall@5 of `find_tools` on bench/catalog_needs.json: plain-language needs, each with
            the tool (or tools) that answers it, written against these servers' tools
   overhead the added time of `call_tool{name, arguments}` over a direct call of the same quick tool
-           (server-everything's `echo`), alternated call by call, median of `--calls` each
+           (server-everything's `echo`, pinned), alternated call by call, median of `--calls` each. A direct
+           plain call may take the stdio fast path; `call_tool`, one of claimcheck's own tools, takes the SDK's
+           path into the same forwarding, so the figure includes that difference
 
 Tokens and recall do not depend on the machine's load; the overhead does (record it on a quiet machine).
 
@@ -120,7 +122,9 @@ async def recall(py_peers: Path, show_misses: bool) -> dict[str, Any]:
 
 
 async def overhead(py_peers: Path, calls: int) -> dict[str, float]:
-    config = {"mcpServers": servers(py_peers, False), "settings": settings("search")}
+    chosen = servers(py_peers, False)
+    chosen["everything"]["pinned"] = ["echo"]  # listed, so the client calls it as it would in full mode
+    config = {"mcpServers": chosen, "settings": settings("search")}
 
     async def measure(client: Client) -> dict[str, float]:
         direct: list[float] = []
