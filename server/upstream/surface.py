@@ -157,12 +157,15 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         session = proxy.sessions.for_request(ctx)
         await proxy.roots_changed(connection_key(proxy, ctx, session))
 
+    instructions = _INSTRUCTIONS
+    if proxy.config.settings.catalog != "full":
+        instructions += " " + tool_catalog.INSTRUCTIONS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is deprecated at 2026-07-28, not before
         server: Server[Proxy] = Server(
             "claimcheck",
             version=VERSION,
-            instructions=_INSTRUCTIONS,
+            instructions=instructions,
             lifespan=lifespan,
             on_list_tools=list_tools,
             on_call_tool=call_tool,

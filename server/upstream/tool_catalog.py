@@ -29,9 +29,14 @@ from server.handles.tool_catalog import find_answer, listed_routes
 from server.proxy import Proxy
 from server.upstream.forwarding import text_result
 
-__all__ = ["answers", "client_tools", "find_tools", "inner_call", "searching"]
+__all__ = ["INSTRUCTIONS", "answers", "client_tools", "find_tools", "inner_call", "searching"]
 
 logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "When your tool list has find_tools, the servers' other tools are behind it: call find_tools with what you need "
+    "to do, then call the tool it names (or call_tool with its name and arguments)."
+)
 
 
 def searching(proxy: Proxy) -> bool:
