@@ -1,9 +1,10 @@
 """The catalog behind a ticket: what `tools/list` holds when the servers' tools are searched, and `find_tools`.
 
-In search mode a session's list is claimcheck's own tools, `find_tools` and `call_tool`, the pinned tools of each
-server (`mcpServers.<name>.pinned`), and the tools that session found, in the pool's order. The index is the pool's,
+In search mode a client's list is claimcheck's own tools, `find_tools` and `call_tool`, the pinned tools of each
+server (`mcpServers.<name>.pinned`), and the tools that client found (`found`: its connection's, or for a
+2026-07-28 client its session's; `server.upstream.tool_catalog`), in the pool's order. The index is the pool's,
 one per process, so every session of the shared claimcheck and every HTTP owner searches the same one. A found tool
-stays in its session's list for as long as the session lives (at most `FOUND_MAX`, the oldest leaving first).
+stays listed for as long as its connection or session lives (at most `FOUND_MAX`, the oldest leaving first).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import mcp_types as types
 from server.downstream.pool import Pool, Route
 from server.downstream.server import Downstream
 from server.handles.catalog_tools import CALL_TOOL, FindArgs, catalog_tool_definitions
-from server.handles.session import Session
 
-__all__ = ["FOUND_MAX", "find_answer", "found", "listed_routes", "pinned"]
+__all__ = ["FOUND_MAX", "Found", "find_answer", "listed_routes", "pinned"]
+
+Found = dict[str, None]
+"""The tools a client found, oldest first (an ordered set)."""
 
 FOUND_MAX = 64
 """The most found tools a session's list keeps."""
@@ -29,20 +32,14 @@ def pinned(route: Route) -> bool:
     return any(fnmatchcase(route.tool, pattern) for pattern in route.downstream.config.pinned)
 
 
-def found(session: Session) -> dict[str, None]:
-    """The names the session found, oldest first (an ordered set kept on the session)."""
-    return session.found_tools
-
-
-def listed_routes(pool: Pool, session: Session | None) -> list[types.Tool]:
-    """The servers' tools a searched list holds for `session`: `find_tools`, `call_tool`, pinned, then found."""
-    names = found(session) if session is not None else {}
-    kept = [route.definition for public, route in pool.routes.items() if public in names or pinned(route)]
+def listed_routes(pool: Pool, found: Found) -> list[types.Tool]:
+    """The servers' tools a searched list holds for a client: `find_tools`, `call_tool`, pinned, then `found`."""
+    kept = [route.definition for public, route in pool.routes.items() if public in found or pinned(route)]
     return [*catalog_tool_definitions(), *kept]
 
 
-def find_answer(pool: Pool, session: Session, args: FindArgs) -> tuple[str, list[str]]:
-    """The text `find_tools` answers, and the names it added to the session's list."""
+def find_answer(pool: Pool, found: Found, args: FindArgs) -> tuple[str, list[str]]:
+    """The text `find_tools` answers, and the names it added to `found`."""
     names = pool.tool_search.find(pool.routes, args.query, args.limit)
     routes = [pool.routes[name] for name in names]
     lines = [_entry(route) for route in routes]
@@ -52,15 +49,14 @@ def find_answer(pool: Pool, session: Session, args: FindArgs) -> tuple[str, list
         servers = ", ".join(f"{d.name} ({len(d.tools)} tools)" for d in pool.downstreams) or "none"
         lines.insert(0, f'No tool matches "{args.query[:100]}". Try other words; the servers are: {servers}.')
         return "\n".join(lines), []
-    added = _remember(session, names)
+    added = _remember(found, names)
     lines.append(
         f"Call a tool by its name, or with {CALL_TOOL}(name, arguments) if your tool list does not show it yet."
     )
     return "\n\n".join(lines), added
 
 
-def _remember(session: Session, names: list[str]) -> list[str]:
-    kept = found(session)
+def _remember(kept: Found, names: list[str]) -> list[str]:
     added = [name for name in names if name not in kept]
     for name in names:
         kept.pop(name, None)

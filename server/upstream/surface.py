@@ -71,8 +71,10 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.listable()
-        session = proxy.sessions.for_request(ctx) if tool_catalog.searching(proxy) else None
-        return types.ListToolsResult(tools=client_tools(proxy, session))
+        if not tool_catalog.searching(proxy):
+            return types.ListToolsResult(tools=client_tools(proxy))
+        found = tool_catalog.found_by(ctx, proxy.sessions.for_request(ctx))
+        return types.ListToolsResult(tools=client_tools(proxy, found))
 
     async def call_tool(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from support import OWN_TOOLS, PYTHON, proxied, running_proxy, text_of
 
 from server.config import parse_config
+from server.downstream.pool import specs_from_config
 from server.downstream.tool_index import ToolIndex, words_of
 from server.proxy import Proxy
 from server.upstream.surface import build_server
@@ -324,3 +326,20 @@ async def test_each_session_lists_only_the_tools_it_found() -> None:
                 second = names((await two.list_tools(cache_mode="refresh")).tools)
     assert first == CATALOG | {"r__git_log"}
     assert second == CATALOG | {"r__readTextFile"}
+
+
+async def test_two_connections_of_one_owners_session_keep_their_own_found_tools() -> None:
+    config = parse_config({"mcpServers": {"r": {"command": "in-process"}}, "settings": SEARCH})
+    (spec,) = specs_from_config(config)
+    down = repo_tools()
+    proxy = Proxy(config, specs=[replace(spec, target=lambda: down)], shared=True)
+    async with proxy.running():
+        async with Client(build_server(proxy), mode="legacy") as one, Client(build_server(proxy), mode="legacy") as two:
+            with anyio.fail_after(10):
+                await one.call_tool("find_tools", {"query": "commit log", "limit": 1})
+                first = names((await one.list_tools(cache_mode="refresh")).tools)
+                second = names((await two.list_tools(cache_mode="refresh")).tools)
+                (session,) = proxy.sessions.live
+    assert first == CATALOG | {"r__git_log"}
+    assert second == CATALOG
+    assert session.owner is not None  # one session of the user, shared by both connections
