@@ -85,6 +85,8 @@ class ServerConfig(_Strict):
     (`server.downstream.scopes`). With one client (stdio) there is one process, that client's."""
     idle_secs: float = Field(default=600, alias="idleSecs", gt=0)
     max_instances: int = Field(default=16, alias="maxInstances", ge=1)
+    pinned: list[str] = Field(default_factory=list, max_length=1000)
+    """Glob patterns on the server's own tool names listed even when `settings.catalog` hides the catalog."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
@@ -180,6 +182,10 @@ class Settings(_Strict):
     state: StateSettings = Field(default_factory=StateSettings)
     fast_path: bool = Field(default=True, alias="fastPath")
     """Plain tool calls over stdio skip the SDK's dispatch; env CLAIMCHECK_FAST_PATH=on|off wins."""
+    catalog: Literal["full", "search", "auto"] = "full"
+    """What `tools/list` holds of the servers' tools: all ("full"), the pinned ones with find_tools and call_tool
+    ("search"), or search once the definitions pass `catalogTokens` ("auto"); `server.upstream.tool_catalog`."""
+    catalog_tokens: int = Field(default=8000, alias="catalogTokens", gt=0)
     auth: AuthSettings | None = None
     """OAuth access tokens over HTTP/SSE (`server.auth_config`); None: only `--auth-token-env`/`--auth-tokens-file`."""
 

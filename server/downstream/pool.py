@@ -18,6 +18,7 @@ from server.downstream.relay import Relay
 from server.downstream.scopes import Instances, Requester, fixed_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 from server.downstream.spooled import SpooledOutputs
+from server.downstream.tool_index import ToolSearch
 
 __all__ = ["Pool", "Route", "specs_from_config"]
 
@@ -75,6 +76,7 @@ class Pool:
             self.instances[spec.name] = Instances(primary, spec, make)
         self.routes: dict[str, Route] = {}
         self.spooled = SpooledOutputs()
+        self.tool_search = ToolSearch(config.settings)  # the catalog behind find_tools: one per process
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         self._listable = anyio.Event()
         self._settled = anyio.Event()

@@ -49,6 +49,9 @@ class Session:
         """Whether the client declared roots, as of its latest request (`server.downstream.relay.declares_roots`)."""
         self.last_request = 0.0
         self.takes_links = True
+        self.found_tools: dict[str, None] = {}
+        """The tools `find_tools` found for a 2026-07-28 client of this session (a handshake-era client's are its
+        connection's), oldest first: a searched `tools/list` holds them (`server.upstream.tool_catalog`)."""
         """Whether replies may carry `resource_link` content: the client's protocol, as of its latest request."""
 
     def call(self, handle: str) -> Call | None:

@@ -34,6 +34,7 @@ from server.downstream.relay import ClientChannel, RequestRelay, RootsParams
 from server.errors import ClaimcheckError, clip, problems
 from server.handles import messages, questions
 from server.handles.calls import Call
+from server.handles.catalog_tools import CALL_TOOL
 from server.handles.guide import guide_for
 from server.handles.mirrors import lookup, read_back, until_finished
 from server.handles.sessions import Session
@@ -42,6 +43,7 @@ from server.status.tasks import iso
 from server.upstream.extracting import llm_available
 from server.upstream.forwarding import begin, split_arguments, text_result
 from server.upstream.requesters import for_client
+from server.upstream.tool_catalog import answers, inner_call
 
 __all__ = ["DEFAULT_TTL_MS", "MAX_TTL_MS", "install", "request_asker", "task_of"]
 
@@ -122,6 +124,11 @@ class _Tasks:
         except ValidationError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Invalid tools/call params: {problems(exc)}") from None
         await self.proxy.pool.listable()
+        if params.name == CALL_TOOL and answers(self.proxy, CALL_TOOL):  # the tool it stands for runs as the task
+            try:
+                params = inner_call(params)
+            except ClaimcheckError as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         route = self.proxy.pool.route(params.name)
         if route is None:
             raise MCPError(

@@ -26,18 +26,18 @@ from server.errors import ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, run_file_tool
-from server.handles.own_registry import own_tool_definitions
 from server.handles.own_tools import OWN_TOOLS, run_own_tool
 from server.handles.questions import find as find_inbox
 from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.upstream import catalog_surface, mcp_tasks
+from server.upstream import catalog_surface, mcp_tasks, tool_catalog
 from server.upstream.extracting import InputRequired, extract_function, llm_available
 from server.upstream.forwarding import forward, text_result
 from server.upstream.mcp_tasks import request_asker
 from server.upstream.requesters import connection_key
 from server.upstream.standing import StandingStreams
+from server.upstream.tool_catalog import client_tools
 from server.version import VERSION
 
 __all__ = ["VERSION", "build_server", "client_tools", "error_result", "footer_lines", "initialization_options"]
@@ -71,7 +71,10 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         ctx: ServerRequestContext[Proxy], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         await proxy.pool.listable()
-        return types.ListToolsResult(tools=client_tools(proxy))
+        if not tool_catalog.searching(proxy):
+            return types.ListToolsResult(tools=client_tools(proxy))
+        found = tool_catalog.found_by(ctx, proxy.sessions.for_request(ctx))
+        return types.ListToolsResult(tools=client_tools(proxy, found))
 
     async def call_tool(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
@@ -94,6 +97,10 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
     async def _answer(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session
     ) -> tuple[types.CallToolResult, Call | None]:
+        if tool_catalog.answers(proxy, params.name):
+            if params.name == "find_tools":
+                return await tool_catalog.find_tools(proxy, ctx, session, params.arguments), None
+            return await _answer(ctx, tool_catalog.inner_call(params), session)  # a direct call's very path
         if params.name in OWN_TOOLS:
             settings = proxy.config.settings
             threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
@@ -152,12 +159,15 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         session = proxy.sessions.for_request(ctx)
         await proxy.roots_changed(connection_key(proxy, ctx, session))
 
+    instructions = _INSTRUCTIONS
+    if proxy.config.settings.catalog != "full":
+        instructions += " " + tool_catalog.INSTRUCTIONS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is deprecated at 2026-07-28, not before
         server: Server[Proxy] = Server(
             "claimcheck",
             version=VERSION,
-            instructions=_INSTRUCTIONS,
+            instructions=instructions,
             lifespan=lifespan,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
@@ -174,12 +184,6 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
     mcp_tasks.install(server, proxy)
     catalog_surface.install(server, proxy)
     return server
-
-
-def client_tools(proxy: Proxy) -> list[types.Tool]:
-    """What `tools/list` answers now: claimcheck's own tools (marked as its own), then the servers' tools."""
-    reserved = OWN_TOOLS | FILE_TOOLS
-    return [*own_tool_definitions(proxy.config.settings), *(t for t in proxy.pool.tools() if t.name not in reserved)]
 
 
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:

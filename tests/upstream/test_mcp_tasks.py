@@ -231,3 +231,14 @@ async def test_a_background_call_to_a_downstream_that_serves_tasks_runs_there_as
     assert inner_call.ttl_ms is not None  # created by a task-augmented tools/call
     assert not cancelled.is_error
     assert inner_call.status == "cancelled"
+
+
+async def test_call_tool_as_a_task_runs_the_tool_it_names_as_the_task() -> None:
+    down = Downstream()
+    async with handles_proxy(down, {"catalog": "search"}) as proxy, task_client(proxy) as (_, tasks):
+        with anyio.fail_after(20):
+            created = await tasks.create("call_tool", {"name": "down__gated", "arguments": {"text": "via call_tool"}})
+            down.release.set()
+            result = await tasks.result(created.task_id)
+    assert created.task_id.startswith("session-")
+    assert text_of(result) == "via call_tool"
