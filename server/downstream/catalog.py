@@ -21,6 +21,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
 from server.downstream.naming import public_name
+from server.downstream.requests import forward_request
 from server.downstream.server import Downstream
 from server.errors import clip
 
@@ -356,6 +357,6 @@ async def _subscribe(downstream: Downstream, uri: str, *, subscribe: bool) -> No
     if capabilities is None or capabilities.resources is None or not capabilities.resources.subscribe:
         return
     if subscribe:
-        await downstream.request("resources/subscribe", lambda client: client.subscribe_resource(uri))
+        await forward_request(downstream, "resources/subscribe", lambda client: client.subscribe_resource(uri))
     else:
-        await downstream.request("resources/unsubscribe", lambda client: client.unsubscribe_resource(uri))
+        await forward_request(downstream, "resources/unsubscribe", lambda client: client.unsubscribe_resource(uri))

@@ -12,11 +12,11 @@ between that keep a tool's `_meta`, so mixed chains work as well. The server als
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 
-__all__ = ["CAPABILITY", "OWN", "PASSTHROUGH", "PROXIED", "asks_passthrough", "mark", "mark_of"]
+__all__ = ["CAPABILITY", "OWN", "PASSTHROUGH", "PROXIED", "asks_passthrough", "mark", "mark_of", "passthrough_meta"]
 
 CAPABILITY = "io.claimcheck"
 OWN = "io.claimcheck/own"
@@ -40,3 +40,11 @@ def asks_passthrough(params: types.CallToolRequestParams) -> bool:
     """Whether a claimcheck in front asks for this call to be served as a plain pass-through."""
     meta: Any = params.meta or {}
     return bool(meta.get(PASSTHROUGH))
+
+
+def passthrough_meta(definition: types.Tool | None) -> types.RequestParamsMeta | None:
+    """The `_meta` of a call to a tool a claimcheck behind this one forwards: asked to pass it through (handles
+    are made here); None for any other tool."""
+    if definition is None or mark_of(definition, PROXIED) is None:
+        return None
+    return cast(types.RequestParamsMeta, {PASSTHROUGH: True})

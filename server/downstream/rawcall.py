@@ -7,7 +7,7 @@ id). Everything else about the call is as `Downstream.call` does it: the same li
 if it is down), the same in-flight tracking (log messages, sampling and elicitation of the server go to
 the waiting requests), the call's progress, its timeout and a courtesy cancel when it is abandoned, and
 the same errors. A tool of a claimcheck behind this one is called with the pass-through mark in the request's
-`_meta` (`Downstream.passthrough_meta`) beside the progress token, as the SDK client would send it. A call this
+`_meta` (`chain.passthrough_meta`) beside the progress token, as the SDK client would send it. A call this
 path cannot make exactly as the SDK would (a task, an HTTP server) is made by `Downstream.call`.
 """
 
@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 
 from server import tracing
+from server.downstream.chain import passthrough_meta
 from server.downstream.rawchannel import RawAnswer, RawChannel
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
@@ -91,7 +92,7 @@ def _request(
     if arguments is not None:
         params["arguments"] = arguments
     meta: dict[str, Any] = {"progressToken": ident} if progress else {}
-    meta.update(downstream.passthrough_meta(tool) or {})
+    meta.update(passthrough_meta(downstream.tools.get(tool)) or {})
     if tracing.ENABLED:  # the downstream's span joins this call's trace
         tracing.inject(meta)
     if meta:

@@ -13,7 +13,7 @@ import math
 import warnings
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol
 
 import anyio
 import httpx2
@@ -21,9 +21,8 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from pydantic import ValidationError
 
-from server.downstream.chain import PASSTHROUGH, PROXIED, mark_of
+from server.downstream.chain import passthrough_meta
 from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
@@ -32,7 +31,7 @@ from server.downstream.relay import Relay
 from server.downstream.restarts import Restarts
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
-from server.downstream.task_client import call_as_task
+from server.downstream.task_client import call_as_task, wants_task
 from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable, clip
 from server.version import VERSION
 
@@ -49,7 +48,6 @@ DOWNSTREAM_MESSAGE_LIMIT = 2000
 
 State = Literal["starting", "ready", "down", "failed"]
 _IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
-_T = TypeVar("_T")
 
 
 class CatalogObserver(Protocol):
@@ -338,10 +336,10 @@ class Downstream:
             client = await self.client(tool)
             try:
                 with anyio.move_on_after(self.config.timeout):
-                    if self._wants_task(client, tool, as_task):
+                    if wants_task(self.tools.get(tool), client.server_capabilities, as_task):
                         ttl_ms = int(self.config.timeout * 1000)
                         return await call_as_task(client, tool, arguments, relay, ttl_ms=ttl_ms)
-                    meta = self.passthrough_meta(tool)
+                    meta = passthrough_meta(self.tools.get(tool))
                     return await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
                 raise self.timed_out(tool, waiting.unanswered)
             except MCPError as exc:
@@ -360,14 +358,17 @@ class Downstream:
         """The connection failed; the next call reconnects first (`client`)."""
         return self._broken.is_set()
 
+    def mark_broken(self, why: str) -> None:
+        self.last_error = why
+        self._broken.set()
+
     def connection_failed(self, tool: str, exc: BaseException) -> DownstreamError:
         self.last_error = self._where(describe(exc))
         self._broken.set()
         return DownstreamError(self.name, tool, f"the connection failed: {self.last_error}")
 
     async def closed_during_call(self, tool: str) -> DownstreamError:
-        self.last_error = "the connection closed during a call"
-        self._broken.set()
+        self.mark_broken("the connection closed during a call")
         why = await self._why_gone()
         return DownstreamError(self.name, tool, f"the server closed the connection ({why})")
 
@@ -391,54 +392,6 @@ class Downstream:
         if self.state == "ready" or not self.last_error:
             return "it may have crashed"
         return self.last_error
-
-    def passthrough_meta(self, tool: str) -> types.RequestParamsMeta | None:
-        """A claimcheck behind this one is asked to pass its tools' calls through: handles are made here."""
-        definition = self.tools.get(tool)
-        if definition is None or mark_of(definition, PROXIED) is None:
-            return None
-        return cast(types.RequestParamsMeta, {PASSTHROUGH: True})
-
-    def _wants_task(self, client: Client, tool: str, as_task: bool) -> bool:
-        definition = self.tools.get(tool)
-        support = definition.execution.task_support if definition and definition.execution else None
-        if support == "required":
-            return True
-        if support != "optional" or not as_task:
-            return False
-        tasks = client.server_capabilities.tasks
-        return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None
-
-    async def request(self, method: str, send: Callable[[Client], Awaitable[_T]], relay: Relay | None = None) -> _T:
-        """Forward one request that is not a tool call; failures become JSON-RPC errors naming the server.
-
-        With a `relay`, the server's sampling and elicitation requests meanwhile go through it.
-        """
-
-        def failed(reason: str, code: int = types.INTERNAL_ERROR, data: Any = None) -> MCPError:
-            return MCPError(code=code, message=f'Server "{self.name}" failed on {method}: {reason}', data=data)
-
-        try:
-            client = await self.client(method)
-        except DownstreamError as exc:
-            raise failed(exc.reason) from None
-        try:
-            with self.in_flight.track(relay), anyio.move_on_after(self.config.timeout):
-                return await send(client)
-        except MCPError as exc:
-            if exc.error.code != types.CONNECTION_CLOSED:
-                message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
-                raise failed(message, exc.error.code, exc.error.data) from None
-            self.last_error = "the connection closed during a request"
-            self._broken.set()
-            raise failed("the server closed the connection (it may have crashed)") from None
-        except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            self.last_error = self._where(describe(exc))
-            self._broken.set()
-            raise failed(f"the connection failed: {self.last_error}") from None
-        except ValidationError as exc:
-            raise failed(f"the server's answer is not a valid result ({exc.error_count()} problems)") from None
-        raise failed(f"no answer within the server's timeout of {self.config.timeout:g} s")
 
     async def close(self) -> None:
         self._broken.set()

@@ -16,7 +16,7 @@ from mcp import Client
 from server import sdk_compat
 from server.downstream.relay import Relay
 
-__all__ = ["TERMINAL", "call_as_task"]
+__all__ = ["TERMINAL", "call_as_task", "wants_task"]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _POLL_BOUNDS_S = (0.1, 5.0)
@@ -67,3 +67,15 @@ async def _cancel(client: Client, task_id: str) -> None:
         )
     except Exception:  # boundary: the task may be finished or the server gone; nothing is left to do
         pass
+
+
+def wants_task(definition: types.Tool | None, server: types.ServerCapabilities | None, as_task: bool) -> bool:
+    """Whether a call to this tool goes as an MCP task: always when it requires one; when it allows one, if the call
+    goes to the background anyway (`as_task`) and the server takes task-augmented calls."""
+    support = definition.execution.task_support if definition and definition.execution else None
+    if support == "required":
+        return True
+    if support != "optional" or not as_task or server is None:
+        return False
+    tasks = server.tasks
+    return tasks is not None and tasks.requests is not None and tasks.requests.tools is not None

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from server import sdk_compat
 from server.downstream.catalog import offers
 from server.downstream.relay import RequestRelay
+from server.downstream.requests import forward_request
 from server.errors import clip
 from server.handles.mirrors import lookup
 from server.handles.questions import RequestQuestions
@@ -78,7 +79,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
                 raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         server = await routed(lambda: catalog.resource_server(uri))
         relay = _relay(ctx, proxy, f'resources/read "{clip(uri)}"')
-        return await server.request("resources/read", lambda client: client.read_resource(uri), relay)
+        return await forward_request(server, "resources/read", lambda client: client.read_resource(uri), relay)
 
     async def get_prompt(
         ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
@@ -86,8 +87,8 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         route = await routed(lambda: catalog.prompt(params.name))
         arguments = params.arguments
         relay = _relay(ctx, proxy, f'prompts/get "{route.public}"')
-        return await route.downstream.request(
-            "prompts/get", lambda client: client.get_prompt(route.name, arguments), relay
+        return await forward_request(
+            route.downstream, "prompts/get", lambda client: client.get_prompt(route.name, arguments), relay
         )
 
     async def complete(ctx: ServerRequestContext[Proxy], params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -103,7 +104,9 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
             return types.CompleteResult(completion=types.Completion(values=[]))
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
-        return await downstream.request("completion/complete", lambda client: client.complete(ref, argument, context))
+        return await forward_request(
+            downstream, "completion/complete", lambda client: client.complete(ref, argument, context)
+        )
 
     async def subscribe(ctx: ServerRequestContext[Proxy], params: types.SubscribeRequestParams) -> types.EmptyResult:
         if handle_of(params.uri) is not None:
