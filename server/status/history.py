@@ -29,6 +29,7 @@ from server.config import HistorySettings
 from server.handles.calls import Call
 from server.handles.run_root import pid_alive
 from server.status import instances
+from server.status.history_schema import COLUMNS, SCHEMA, UPSERT, TaskQuery, add_columns
 from server.status.private import private_dir, private_file
 from server.status.retention import apply_retention, trim_oversized
 from server.status.shared_db import connect_shared, retrying
@@ -40,51 +41,6 @@ __all__ = ["RETENTION_EVERY_SECS", "History", "TaskQuery"]
 logger = logging.getLogger(__name__)
 
 RETENTION_EVERY_SECS = 3600.0
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    handle TEXT PRIMARY KEY, session TEXT, server TEXT, tool TEXT, name TEXT, arguments TEXT,
-    status TEXT, started REAL, finished REAL, bytes INTEGER, lines INTEGER, tokens INTEGER,
-    progress TEXT, error TEXT, batch TEXT, handed_out INTEGER, retrievals INTEGER, instance INTEGER
-);
-CREATE INDEX IF NOT EXISTS tasks_started ON tasks (started DESC);
-CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status, started DESC);
-CREATE INDEX IF NOT EXISTS tasks_server ON tasks (server, started DESC);
-CREATE INDEX IF NOT EXISTS tasks_status_server ON tasks (status, server, started DESC);
-CREATE INDEX IF NOT EXISTS tasks_batch ON tasks (batch);
-CREATE TABLE IF NOT EXISTS logs (handle TEXT, ts REAL, kind TEXT, detail TEXT);
-CREATE INDEX IF NOT EXISTS logs_handle ON logs (handle, ts);
-"""
-_COLUMNS = (
-    "handle, session, server, tool, name, arguments, status, started, finished, bytes, lines, tokens, "
-    "progress, error, batch, handed_out, retrievals, instance, produced, owner, handoff"
-)
-_UPSERT = f"INSERT OR REPLACE INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * 21)})"
-_ADDED = {"produced": "INTEGER", "owner": "TEXT", "handoff": "TEXT"}
-"""Columns added since the first schema: a history made before gains them when opened (NULL in older rows)."""
-Row = tuple[Any, ...]
-
-
-class TaskQuery:
-    """Filters of `GET /v1/tasks`."""
-
-    def __init__(self, **filters: str | None) -> None:
-        self.filters = {key: value for key, value in filters.items() if value}
-
-    def where(self) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        values: list[Any] = []
-        for column in ("status", "server", "tool", "session"):
-            if column in self.filters:
-                clauses.append(f"{column} = ?")
-                values.append(self.filters[column])
-        if "instance" in self.filters:  # the process that made the call (many may share the history)
-            instance = self.filters["instance"]
-            clauses.append("instance = ?")
-            values.append(int(instance) if instance.isdigit() and len(instance) <= 10 else -1)
-        if "search" in self.filters:
-            clauses.append("(name LIKE ? OR arguments LIKE ? OR error LIKE ?)")
-            values += [f"%{self.filters['search']}%"] * 3
-        return (" WHERE " + " AND ".join(clauses) if clauses else ""), values
 
 
 class History:
@@ -126,8 +82,8 @@ class History:
                 private_file(existing)  # SQLite gives its -wal and -shm files the database file's mode
         db = connect_shared(path)
         try:
-            retrying(lambda: db.executescript(_SCHEMA + instances.SCHEMA), "create the history's tables")
-            retrying(lambda: _add_columns(db), "add the columns of newer versions")
+            retrying(lambda: db.executescript(SCHEMA + instances.SCHEMA), "create the history's tables")
+            retrying(lambda: add_columns(db), "add the columns of newer versions")
             retrying(lambda: self._close_orphans(db), "end the calls of instances that are gone")
             retrying(lambda: _in_transaction(db, instances.begin, self.started), "record this instance")
         except BaseException:
@@ -323,7 +279,7 @@ class History:
 
         def write() -> None:
             with self._connect() as db:
-                db.executemany(_UPSERT, rows.values())
+                db.executemany(UPSERT, rows.values())
                 db.executemany("INSERT INTO logs (handle, ts, kind, detail) VALUES (?, ?, ?, ?)", logs)
 
         try:
@@ -338,13 +294,13 @@ class History:
         with self._connect() as db:
             total = db.execute(f"SELECT COUNT(*) FROM tasks{where}", values).fetchone()[0]
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM tasks{where} ORDER BY started DESC LIMIT ? OFFSET ?", [*values, limit, offset]
+                f"SELECT {COLUMNS} FROM tasks{where} ORDER BY started DESC LIMIT ? OFFSET ?", [*values, limit, offset]
             ).fetchall()
         return [row_json(row) for row in rows], int(total)
 
     def get(self, handle: str) -> dict[str, Any] | None:
         with self._connect() as db:
-            row = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE handle = ?", (handle,)).fetchone()
+            row = db.execute(f"SELECT {COLUMNS} FROM tasks WHERE handle = ?", (handle,)).fetchone()
         return None if row is None else row_json(row)
 
     def instance_of(self, task: dict[str, Any]) -> instances.Instance | None:
@@ -366,7 +322,7 @@ class History:
 
     def group(self, batch: str) -> list[dict[str, Any]]:
         with self._connect() as db:
-            rows = db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE batch = ? ORDER BY started", (batch,)).fetchall()
+            rows = db.execute(f"SELECT {COLUMNS} FROM tasks WHERE batch = ? ORDER BY started", (batch,)).fetchall()
         return [row_json(row) for row in rows]
 
     def stats(self) -> dict[str, Any]:
@@ -401,16 +357,3 @@ def _release(batch: list[Any]) -> None:
     for item in batch:
         if item[0] == "flush":
             item[1].set()
-
-
-def _add_columns(db: sqlite3.Connection) -> None:
-    """Older histories gain the newer columns (`produced` NULL: the output was kept whole; `owner` NULL: unknown)."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
-    for name, kind in _ADDED.items():
-        if name in columns:
-            continue
-        try:
-            db.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):  # another process added it first
-                raise

@@ -56,7 +56,7 @@ def task_json(call: Call, *, store_arguments: bool = True) -> dict[str, Any]:
 
 
 def row_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A history row (`history._COLUMNS`) as the API shows a task."""
+    """A history row (`history_schema.COLUMNS`) as the API shows a task."""
     (handle, session, server, tool, name, arguments, status, started, finished, size, lines, tokens,
      progress, error, batch, handed_out, retrievals, instance, produced, owner, handoff) = row  # fmt: skip
     progress_values = json.loads(progress) if progress else None
