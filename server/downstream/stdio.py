@@ -11,11 +11,9 @@ exits can be said to have exited with what status and what last words (`StdioPro
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shlex
-import signal
 import subprocess
 import sys
 from collections import deque
@@ -35,6 +33,7 @@ from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
 from server.framing import Framer, LineSplitter, LongLine, encode, parse_line, unreadable_answer
+from server.platform import group_options, signal_group, widen_pipe
 
 __all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 
@@ -150,10 +149,10 @@ async def stdio_transport(
         env=get_default_environment() | spec.env,
         cwd=spec.cwd,
         stderr=subprocess.PIPE,  # passed on to ours, its last lines kept
-        start_new_session=True,
+        **group_options(),
     )
     spec.pid = process.pid
-    _widen(pipe_fd_of(process.stdout))
+    widen_pipe(pipe_fd_of(process.stdout), _PIPE_BYTES)
     raw = RawChannel(spec.on_log)
     stderr_done = anyio.Event()
     to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -255,17 +254,6 @@ async def stdio_transport(
             tg.cancel_scope.cancel()
 
 
-def _widen(fd: int | None) -> None:
-    """Make the pipe at `fd` hold `_PIPE_BYTES` where the system allows it (Linux, up to pipe-max-size)."""
-    setting = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if fd is None or setting is None:
-        return
-    try:
-        fcntl.fcntl(fd, setting, _PIPE_BYTES)
-    except OSError:
-        pass  # over /proc/sys/fs/pipe-max-size for an unprivileged user: the default stays
-
-
 def _pass_on(chunk: bytes) -> None:
     """A child's stderr goes where claimcheck's goes (in a thread: nobody may be reading ours)."""
     try:
@@ -309,21 +297,15 @@ async def _stop(process: anyio.abc.Process, stderr_done: anyio.Event) -> None:
             await process.stdin.aclose()
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
-    for sig, grace in ((None, _EXIT_GRACE_S[0]), (signal.SIGTERM, _EXIT_GRACE_S[1]), (signal.SIGKILL, 2.0)):
-        if sig is not None:
-            try:
-                os.killpg(process.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+    for kill, grace in ((None, _EXIT_GRACE_S[0]), (False, _EXIT_GRACE_S[1]), (True, 2.0)):
+        if kill is not None:
+            signal_group(process.pid, kill=kill)
         with anyio.move_on_after(grace):
             await process.wait()
             break
     with anyio.move_on_after(_STDERR_DRAIN_S):
         await stderr_done.wait()
-    try:  # grandchildren a wrapper such as npx left behind
-        os.killpg(process.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    signal_group(process.pid)  # grandchildren a wrapper such as npx left behind
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()

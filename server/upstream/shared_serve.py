@@ -30,6 +30,7 @@ import anyio.abc
 from mcp.server import Server
 
 from server.handles.owners import LINK
+from server.platform import unix_socket
 from server.proxy import Proxy
 from server.upstream.shared_relay import pid_line
 from server.upstream.stdio import fd_streams
@@ -84,9 +85,9 @@ class _Links:
 @contextlib.contextmanager
 def _listening(path: Path) -> Iterator[socket.socket]:
     """A listening 0600 socket at `path` (bound privately, then renamed into place), and `<key>.pid` beside it."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary = path.with_name(f".bind-{os.getpid()}")  # shorter than `<key>.sock`, so it fits where that does
     temporary.unlink(missing_ok=True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = unix_socket()
     try:
         sock.bind(str(temporary))
         os.chmod(temporary, 0o600)

@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from support import PYTHON, demo_server_entry, text_of, write_config
 
-from server.handles.run_root import boot_id
+from server.platform import boot_identity
 from server.upstream.shared_relay import shared_paths
 
 ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
@@ -230,7 +230,7 @@ def test_relays_whose_root_variable_differs_reach_different_shared_claimchecks(t
 
 
 STALE_PID_FILES = {
-    "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_id()}\n",
+    "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_identity()}\n",
     "the test's own pid, bare": lambda sleeper: f"{os.getpid()}\n",
     "pid -1, which signals every process": lambda sleeper: "-1 1 x\n",
     "pid 0, the relay's own process group": lambda sleeper: "0\n",
