@@ -101,6 +101,8 @@ def test_a_run_root_of_another_user_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_a_marker_whose_pid_was_reused_by_a_later_process_is_stale(tmp_path: Path) -> None:
+    if not process_start(os.getpid()):
+        pytest.skip("no process start times on this system (the macOS simulation hides them)")
     reused = Marker(pid=os.getpid(), start="1", boot="", run=HEX24)  # this pid, but not this start time
     stale = make_dir(tmp_path, f"claimcheck-run-{HEX24}", reused.render())
     assert remove_stale_roots(tmp_path) == [stale]
