@@ -47,6 +47,7 @@ INNER = [
     "tests/e2e/test_lifecycle.py",
     "tests/e2e/test_many_instances.py",
     "tests/e2e/test_cli.py",
+    "tests/downstream/test_subprocess.py::test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart",
 ]
 """The core the simulation runs: the stale-root sweep, the shared relay, `ps` and discovery, stdio sessions and
 the demo. Not the browser, replica or model tests; about a minute on two cores."""
