@@ -20,13 +20,17 @@ import socket
 import sys
 from collections.abc import Iterator
 from functools import cache
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = [
     "NOFOLLOW",
     "NONBLOCK",
     "SOCKET_PATH_MAX",
     "boot_identity",
+    "cancel_on_stop_signal",
     "exclusive_lock",
     "group_options",
     "is_zombie",
@@ -226,6 +230,19 @@ def signal_group(pid: int, *, kill: bool = False) -> None:
             os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
         else:
             os.kill(pid, signal.SIGTERM)  # TerminateProcess on Windows
+
+
+async def cancel_on_stop_signal(scope: anyio.CancelScope) -> None:
+    """Cancel `scope` at SIGINT or SIGTERM. Where the loop takes no signal handlers (Windows), Ctrl+C still
+    arrives as KeyboardInterrupt, and this waits for nothing."""
+    import anyio
+
+    if not POSIX:
+        await anyio.sleep_forever()
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 # --- descriptors, pipes and locks ------------------------------------------------------------------------------
