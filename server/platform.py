@@ -8,7 +8,7 @@ it. The rest: process groups and their signals, the shared claimcheck's rendezvo
 fits the smallest `sun_path` among the POSIX systems), the pipes of stdio (read on the event loop where the
 loop polls pipes, else by the SDK's thread-backed transport), an exclusive lock, vectored writes, `O_NOFOLLOW`.
 This module imports only the standard library at module level: the relay (`server.upstream.shared_relay`)
-starts in tens of milliseconds on it.
+starts in tens of milliseconds on it. `CLAIMCHECK_PROCESS_INFO=procfs|psutil` forces one reading (for tests).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def pid_alive(pid: int) -> bool:
 def process_start(pid: int) -> str:
     """When `pid` started, as seconds since boot ("12345" clock ticks from procfs, "s12.34" from psutil), or "".
 
-    Only the same kind of reading is compared (`same_start`), so a marker written by one stays valid to the other."""
+    `same_start` compares the two kinds in seconds, so a marker written by one reading stays valid to the other."""
     if _procfs():
         return _stat_field(pid, 19)
     psutil = _psutil()
