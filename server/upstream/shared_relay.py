@@ -3,7 +3,8 @@
 The relay imports only the standard library (no SDK, no pydantic), so it starts in a few tens of milliseconds,
 and it only moves bytes: both protocol eras, progress, cancellation, sampling and elicitation pass through as
 they are. The shared claimcheck (`server.upstream.shared_serve`) listens on a Unix socket `<key>.sock` in a 0700
-directory of the user's under `$XDG_RUNTIME_DIR` (else the temp dir), the socket 0600; the key is a hash of
+directory of the user's under `$XDG_RUNTIME_DIR`, else the temp dir, else /tmp (the first where the socket's path
+fits macOS's 104-byte limit, `server.platform`), the socket 0600; the key is a hash of
 the resolved config (its path, its text with `${VAR}` expanded, the flags that change the proxy, the version
 and the interpreter). If none answers, the relay starts one, holding `<key>.lock` so that racing relays end
 with exactly one. `<key>.pid` lives as long as the shared claimcheck and names it by pid, start time and boot id:
