@@ -163,3 +163,40 @@ def test_without_unix_sockets_serve_shared_says_so(tmp_path: Path, monkeypatch: 
     monkeypatch.delattr("socket.AF_UNIX")
     with pytest.raises(SharedError, match="no Unix sockets"):
         _paths(tmp_path, {"TMPDIR": str(tmp_path)})
+
+
+THREAD_READER = (
+    "import os, sys\n"
+    "import server.upstream.stdio as stdio\n"
+    "stdio.loop_reads_pipes = lambda: False  # as on Windows, whose proactor loop polls no pipe\n"
+    "sdk = stdio.stdio_server\n"
+    "def marked():\n"
+    "    open(os.environ['CC_MARK'], 'w').close()\n"
+    "    return sdk()\n"
+    "stdio.stdio_server = marked\n"
+    "from server.launch import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.subprocess
+async def test_where_the_loop_cannot_poll_stdin_the_sdk_s_thread_backed_reader_serves_the_session(
+    tmp_path: Path,
+) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from support import PYTHON, demo_server_entry, text_of
+
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    args = ["-c", THREAD_READER, "serve", "--config", str(config)]
+    mark = tmp_path / "sdk-reader-used"
+    env = {**os.environ, "CC_MARK": str(mark)}
+    params = StdioServerParameters(command=PYTHON, args=args, env=env, cwd=str(ROOT))
+    with anyio.fail_after(120):
+        async with Client(stdio_client(params), mode="legacy") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            echoed = text_of(await client.call_tool("demo__echo", {"text": "through threads"}))
+    assert "demo__echo" in names and echoed == "through threads"
+    assert mark.exists()  # the SDK's reader served it, not the loop's
