@@ -5,7 +5,7 @@ it is exact and costs no import, and from psutil everywhere else (macOS's sysctl
 when first asked. What neither can tell is "": a start time or boot that cannot be read never makes a live
 process look dead, since a run root's sweep deletes on "gone" and a relay starts a second shared claimcheck on
 it. The rest: process groups and their signals, the shared claimcheck's rendezvous (a Unix socket whose path
-fits the smallest `sun_path` among the POSIX systems), the pipes of stdio (read on the event loop where the
+fits this system's `sun_path`: 104 bytes on macOS), the pipes of stdio (read on the event loop where the
 loop polls pipes, else by the SDK's thread-backed transport), an exclusive lock, vectored writes, `O_NOFOLLOW`.
 This module imports only the standard library at module level: the relay (`server.upstream.shared_relay`)
 starts in tens of milliseconds on it. `CLAIMCHECK_PROCESS_INFO=procfs|psutil` forces one reading (for tests).
@@ -55,8 +55,8 @@ NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 """Added to every `os.open` of claimcheck's own files: a symbolic link planted there is refused, not followed."""
 NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 """Added to an open that must not wait on a FIFO planted where a file is expected."""
-SOCKET_PATH_MAX = 103
-"""Bytes in a Unix socket's path: `sun_path` is 104 bytes on macOS and the BSDs (108 on Linux), with its NUL."""
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+"""Bytes in a Unix socket's path: `sun_path` is 108 bytes on Linux, 104 on macOS and the BSDs, with its NUL."""
 START_TOLERANCE_SECS = 1.0
 """Two start times this close name the same process (psutil's seconds may move by one when the clock is set)."""
 BOOT_TOLERANCE_SECS = 120.0
@@ -309,7 +309,7 @@ def unix_sockets() -> bool:
 
 
 def socket_path_fits(path: str | os.PathLike[str]) -> bool:
-    """Whether a Unix socket may be bound at `path` on every POSIX system claimcheck runs on."""
+    """Whether a Unix socket may be bound at `path` on this system (`SOCKET_PATH_MAX`)."""
     return len(os.fsencode(path)) <= SOCKET_PATH_MAX
 
 

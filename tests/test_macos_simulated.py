@@ -34,12 +34,13 @@ from mcp.client.stdio import stdio_client
 from os_packages import in_ci
 from support import PYTHON, demo_server_entry, text_of, write_config
 
-from server.platform import SOCKET_PATH_MAX, boot_identity, pid_alive, process_start
+from server.platform import boot_identity, pid_alive, process_start
 from server.upstream.shared_relay import shared_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATED = os.environ.get("CLAIMCHECK_SIMULATED_MACOS") == "1"
 MACOS_TMPDIR_CHARS = 49  # /var/folders/xx/<28 characters>/T/
+MACOS_SOCKET_PATH_MAX = 103  # sun_path is 104 bytes there, with its NUL
 INNER = [
     "tests/test_macos_simulated.py",
     "tests/handles/test_run_root.py",
@@ -174,7 +175,7 @@ async def test_the_relay_s_socket_fits_macos_sun_path_under_its_tmpdir_and_serve
     args = ["serve", "--shared", "--config", str(config)]
     paths = shared_paths(args)
     assert paths.directory.parent == Path(os.environ["TMPDIR"])
-    assert len(os.fsencode(paths.socket)) <= SOCKET_PATH_MAX  # 104 bytes with the NUL, as macOS's sun_path
+    assert len(os.fsencode(paths.socket)) <= MACOS_SOCKET_PATH_MAX
     params = StdioServerParameters(command=PYTHON, args=["-m", "server", *args], env=dict(os.environ))
     pids, echoed = [], []
     try:

@@ -21,6 +21,7 @@ from support import write_config
 from test_layering import ROOT
 
 from server import platform
+from server.upstream import shared_relay
 from server.upstream.shared_relay import SharedError, shared_paths
 
 SEAMS = {"server/platform.py", "fs_sandbox/platform.py"}
@@ -140,6 +141,14 @@ def long_tmpdir() -> Iterator[str]:
         yield path
 
 
+@pytest.fixture(autouse=True)
+def last_resort(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A short directory of the test's in place of /tmp, the relay's last resort (the machine's is left alone)."""
+    with tempfile.TemporaryDirectory(prefix="cc-lr-", dir="/tmp") as directory:
+        monkeypatch.setattr(shared_relay, "LAST_RESORT", directory)
+        yield directory
+
+
 def _paths(tmp_path: Path, environ: dict[str, str]) -> Path:
     config = write_config(tmp_path, {"mcpServers": {}})
     return shared_paths(["serve", "--shared", "--config", str(config)], environ).socket
@@ -151,12 +160,24 @@ def test_the_shared_socket_goes_under_a_macos_long_tmpdir_and_fits_104_bytes(tmp
 
 
 def test_a_directory_too_long_for_a_socket_gives_way_to_the_next_and_then_to_tmp(
-    tmp_path: Path, long_tmpdir: str
+    tmp_path: Path, long_tmpdir: str, last_resort: str
 ) -> None:
     too_long = f"{long_tmpdir}{'w' * 60}/"
     os.makedirs(too_long)
     assert str(_paths(tmp_path, {"XDG_RUNTIME_DIR": too_long, "TMPDIR": long_tmpdir})).startswith(long_tmpdir)
-    assert str(_paths(tmp_path, {"TMPDIR": too_long})).startswith("/tmp/claimcheck-shared-")
+    assert str(_paths(tmp_path, {"TMPDIR": too_long})).startswith(f"{last_resort}/claimcheck-shared-")
+
+
+def test_with_macos_s_limit_a_directory_that_fits_linux_s_gives_way_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_resort: str
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="cc-tmp-", dir="/tmp") as base:
+        inside = f"/claimcheck-shared-{os.getuid()}/0123456789abcdef0123.sock"
+        runtime = f"{base}/" + "r" * (107 - len(base) - 1 - len(inside))
+        os.makedirs(runtime)
+        assert str(_paths(tmp_path, {"XDG_RUNTIME_DIR": runtime})).startswith(runtime)  # Linux: 107 bytes fit
+        monkeypatch.setattr(platform, "SOCKET_PATH_MAX", 103)  # macOS's sun_path
+        assert str(_paths(tmp_path, {"XDG_RUNTIME_DIR": runtime})).startswith(f"{last_resort}/claimcheck-shared-")
 
 
 def test_without_unix_sockets_serve_shared_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

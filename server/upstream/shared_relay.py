@@ -53,6 +53,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)") 
 _KEYED_FLAGS = ("--no-async", "--no-api")  # flags that change what the shared claimcheck does
 _KEYED_OPTIONS = ("--async-timeout", "--token-threshold", "--auth-token-env", "--log-level")
 EXIT_CONFIG = 2
+LAST_RESORT = "/tmp"  # short everywhere: where the socket goes when the runtime and temp dirs are too long
 EXIT_FAILED = 1
 
 
@@ -134,7 +135,7 @@ def _directory(environ: dict[str, str] | os._Environ[str], key: str) -> Path:
     if not unix_sockets():
         raise SharedError("this platform has no Unix sockets, which serve --shared needs: run without --shared")
     tried = []
-    for base in (environ.get("XDG_RUNTIME_DIR"), *(environ.get(n) for n in ("TMPDIR", "TEMP", "TMP")), "/tmp"):
+    for base in (environ.get("XDG_RUNTIME_DIR"), *(environ.get(n) for n in ("TMPDIR", "TEMP", "TMP")), LAST_RESORT):
         if not base:
             continue
         directory = Path(base) / f"claimcheck-shared-{user_id()}"
