@@ -20,14 +20,12 @@ from types import TracebackType
 from fs_sandbox._index import SUFFIX, LineIndex
 from fs_sandbox._index import build as build_index
 from fs_sandbox.errors import NotAFile, NotFound, PathRefused, SandboxError
+from fs_sandbox.platform import DIRECTORY_FLAGS, FILE_FLAGS, NEW_FILE_FLAGS, require_confinement
 
 __all__ = ["OpenFile", "confine", "keep_index", "open_file", "split_name"]
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_INDEX_BYTES = 64 << 20  # an index entry per MiB: enough for 2 PiB
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(eq=False, slots=True)
@@ -91,15 +89,16 @@ def open_file(root: Path | str, name: str) -> OpenFile:
 
     Blocking: call it in a worker thread. The caller closes the result.
     """
+    require_confinement()
     parts = split_name(name)
     try:
-        directory = os.open(root, _DIRECTORY_FLAGS)
+        directory = os.open(root, DIRECTORY_FLAGS)
     except OSError as exc:
         raise _refused_root(root, name, exc) from None
     try:
         for part in parts[:-1]:
             try:
-                inner = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
+                inner = os.open(part, DIRECTORY_FLAGS, dir_fd=directory)
             except OSError as exc:
                 raise _refused_directory(directory, part, name, exc) from None
             os.close(directory)
@@ -136,17 +135,17 @@ def keep_index(opened: OpenFile) -> LineIndex | None:
 def _write_index(opened: OpenFile, data: bytes) -> None:
     parts = split_name(opened.name)
     assert opened.root is not None
-    directory = os.open(opened.root, _DIRECTORY_FLAGS)
+    directory = os.open(opened.root, DIRECTORY_FLAGS)
     try:
         for part in parts[:-1]:
-            inner = os.open(part, _DIRECTORY_FLAGS, dir_fd=directory)
+            inner = os.open(part, DIRECTORY_FLAGS, dir_fd=directory)
             os.close(directory)
             directory = inner
         now, held = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False), os.fstat(opened.fd)
         if (now.st_dev, now.st_ino, now.st_size) != (held.st_dev, held.st_ino, opened.size):
             return  # replaced or changed since it was opened: an index of what `opened` holds would be wrong
         temporary = f".{parts[-1]}{SUFFIX}.{secrets.token_hex(8)}.part"
-        fd = os.open(temporary, _NEW_FILE_FLAGS, 0o600, dir_fd=directory)
+        fd = os.open(temporary, NEW_FILE_FLAGS, 0o600, dir_fd=directory)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
@@ -177,7 +176,7 @@ def _open_regular(directory: int, part: str, name: str) -> OpenFile:
     if not stat.S_ISREG(seen.st_mode):
         raise NotAFile(f"{name!r} is {_kind(seen.st_mode)}, not a regular file")
     try:
-        fd = os.open(part, _FILE_FLAGS, dir_fd=directory)
+        fd = os.open(part, FILE_FLAGS, dir_fd=directory)
     except FileNotFoundError:
         raise NotFound(f"{name!r} no longer exists") from None
     except OSError as exc:

@@ -11,7 +11,6 @@ import importlib.util
 import os
 import pickle
 import re
-import socket
 import struct
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from fs_sandbox import _engine, _lines, _scan
 from fs_sandbox._fair import FairQueue
 from fs_sandbox.errors import NotAFile, PatternError, PatternTimeout, SandboxError
 from fs_sandbox.paths import OpenFile, keep_index, open_file
+from fs_sandbox.platform import worker_pair
 
 __all__ = ["GrepLine", "GrepResult", "ReadResult", "Sandbox", "Snippet"]
 
@@ -331,7 +331,7 @@ class Sandbox:
             raise
 
     async def _start_worker(self) -> _Worker:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours, theirs = worker_pair()
         try:
             process = await anyio.open_process(
                 [sys.executable, "-I", "-S", str(_WORKER), str(theirs.fileno()), *_RE2_HOME],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -24,6 +25,9 @@ from server.proxy import Proxy
 from server.upstream.surface import build_server
 
 PYTHON = sys.executable
+PROC = Path(os.environ.get("CLAIMCHECK_TEST_PROC") or "/proc")
+"""Where the tests see processes: /proc, or in the macOS simulation (tests/test_macos_simulated.py), where /proc is
+hidden from claimcheck, the real one mounted elsewhere for the harness only."""
 OWN_TOOLS = frozenset(
     {"tool_output", "wait_for_tool_output", "list_tool_outputs", "cancel_tool_output", "Read", "Grep"}
 )

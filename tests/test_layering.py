@@ -82,6 +82,7 @@ LEVELS = {
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,
+    "server.platform": 0,
     "server.framing": 0,
     "server.http_compat": 0,
     "server.sdk_compat": 0,

@@ -13,13 +13,14 @@ This module imports neither the SDK nor anything that does: that is what lets it
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+
+from server.platform import group_options, signal_group
 
 if TYPE_CHECKING:
     from server.config import ServerConfig
@@ -55,7 +56,7 @@ async def spawn(command: str, args: Iterable[str], env: Mapping[str, str], cwd: 
         env=default_environment() | dict(env),
         cwd=cwd,
         stderr=subprocess.PIPE,  # passed on to ours, its last lines kept
-        start_new_session=True,
+        **group_options(),
     )
 
 
@@ -67,26 +68,19 @@ async def stop(process: anyio.abc.Process, stderr_done: anyio.Event | None = Non
             await process.stdin.aclose()
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
-    for sig, grace in ((None, EXIT_GRACE_S[0]), (signal.SIGTERM, EXIT_GRACE_S[1]), (signal.SIGKILL, 2.0)):
-        if sig is not None:
-            _signal_group(process.pid, sig)
+    for kill, grace in ((None, EXIT_GRACE_S[0]), (False, EXIT_GRACE_S[1]), (True, 2.0)):
+        if kill is not None:
+            signal_group(process.pid, kill=kill)
         with anyio.move_on_after(grace):
             await process.wait()
             break
     if stderr_done is not None:
         with anyio.move_on_after(drain_s):
             await stderr_done.wait()
-    _signal_group(process.pid, signal.SIGTERM)  # grandchildren a wrapper such as npx left behind
+    signal_group(process.pid)  # grandchildren a wrapper such as npx left behind
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _key(command: str, args: Iterable[str], env: Mapping[str, str], cwd: str | None) -> _Key:

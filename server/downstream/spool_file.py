@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 
 from fs_sandbox import INDEX_SUFFIX, IndexBuilder
+from server.platform import NOFOLLOW, write_vector
 
 __all__ = ["FLUSH_BYTES", "IN_FLIGHT", "SpoolFile", "private_opener"]
 
@@ -99,7 +100,7 @@ class SpoolFile:
                 pieces, chars = item
                 try:
                     if fd is None:
-                        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, 0o600)
                     free = _free_bytes(self.path.parent)
                     size = sum(map(len, pieces))
                     if free is not None and free < size + _DISK_RESERVE:
@@ -177,7 +178,7 @@ class _Worker:
 
 def _write_all(fd: int, pieces: list[bytes], size: int) -> None:
     """Write every piece, in one call when the file takes them all (no join)."""
-    written = os.writev(fd, pieces)
+    written = write_vector(fd, pieces)
     if written == size:
         return
     view = memoryview(b"".join(pieces))[written:]
@@ -194,4 +195,4 @@ def _free_bytes(directory: Path) -> int | None:
 
 
 def private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
+    return os.open(path, flags | NOFOLLOW, 0o600)

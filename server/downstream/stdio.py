@@ -11,7 +11,6 @@ exits can be said to have exited with what status and what last words (`StdioPro
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shlex
@@ -33,6 +32,7 @@ from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
 from server.framing import Framer, LineSplitter, LongLine, encode, parse_line, unreadable_answer
+from server.platform import widen_pipe
 
 __all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 
@@ -144,7 +144,7 @@ async def stdio_transport(
         spec.command, spec.args, spec.env, spec.cwd
     )
     spec.pid = process.pid
-    _widen(pipe_fd_of(process.stdout))
+    widen_pipe(pipe_fd_of(process.stdout), _PIPE_BYTES)
     raw = RawChannel(spec.on_log)
     stderr_done = anyio.Event()
     to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -244,17 +244,6 @@ async def stdio_transport(
                 spec.returncode = process.returncode
                 spec.closed.set()
             tg.cancel_scope.cancel()
-
-
-def _widen(fd: int | None) -> None:
-    """Make the pipe at `fd` hold `_PIPE_BYTES` where the system allows it (Linux, up to pipe-max-size)."""
-    setting = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if fd is None or setting is None:
-        return
-    try:
-        fcntl.fcntl(fd, setting, _PIPE_BYTES)
-    except OSError:
-        pass  # over /proc/sys/fs/pipe-max-size for an unprivileged user: the default stays
 
 
 def _pass_on(chunk: bytes) -> None:

@@ -2,7 +2,7 @@
 
 A run root is `<root>/claimcheck-run-<24 hex>/`. Its first content is the marker file `.claimcheck-run`:
 a magic line, then `version`, `pid`, `start` (the process start time, so a reused pid is told apart),
-`boot` (the kernel's boot id) and `run` (the hex of the directory's own name). The root is built under a
+`boot` (the boot's identity) and `run` (the hex of the directory's own name). The root is built under a
 `.new` name with the marker in it and then renamed, so a run root without its marker never exists. The
 sweep removes a directory only when its name fits, it is a real directory of this user, and its marker is
 well-formed and names a process that is gone; anything else is left alone, whatever its name or age.
@@ -18,15 +18,23 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from server.platform import (
+    NOFOLLOW,
+    NONBLOCK,
+    boot_identity,
+    owned_by_user,
+    pid_alive,
+    process_start,
+    same_boot,
+    same_start,
+)
+
 __all__ = [
     "MARKER_FILE",
     "MARKER_MAGIC",
     "RUN_ROOT_PATTERN",
     "Marker",
-    "boot_id",
     "make_run_root",
-    "pid_alive",
-    "process_start_time",
     "read_marker",
     "remove_stale_roots",
 ]
@@ -59,12 +67,11 @@ class Marker:
 
     def owner_is_gone(self) -> bool:
         """True when the process named here no longer runs: pid dead, or reused by a later process."""
-        if self.boot and boot_id() not in ("", self.boot):
+        if not same_boot(self.boot, boot_identity()):
             return True
         if not pid_alive(self.pid):
             return True
-        current = process_start_time(self.pid)
-        return bool(self.start and current and current != self.start)
+        return not same_start(self.start, process_start(self.pid))
 
 
 def make_run_root(base: Path) -> Path:
@@ -73,8 +80,8 @@ def make_run_root(base: Path) -> Path:
     final = base / f"claimcheck-run-{run}"
     staging = base / f"claimcheck-run-{run}.new"
     staging.mkdir(mode=0o700)
-    marker = Marker(pid=os.getpid(), start=process_start_time(os.getpid()), boot=boot_id(), run=run)
-    fd = os.open(staging / MARKER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    marker = Marker(pid=os.getpid(), start=process_start(os.getpid()), boot=boot_identity(), run=run)
+    fd = os.open(staging / MARKER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(marker.render())
     os.rename(staging, final)
@@ -87,7 +94,7 @@ def read_marker(run_root: Path) -> Marker | None:
     if match is None:
         return None
     try:
-        fd = os.open(run_root / MARKER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(run_root / MARKER_FILE, os.O_RDONLY | NOFOLLOW | NONBLOCK)
     except OSError:
         return None
     try:
@@ -144,7 +151,7 @@ def remove_stale_roots(base: Path) -> list[Path]:
             info = entry.lstat()
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        if not stat.S_ISDIR(info.st_mode) or not owned_by_user(info):
             continue
         marker = read_marker(entry)
         if marker is None or not marker.owner_is_gone():
@@ -157,38 +164,6 @@ def remove_stale_roots(base: Path) -> list[Path]:
         logger.info("removed stale run root %s: its process %d is gone", entry, marker.pid)
         removed.append(entry)
     return removed
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (another user's counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def process_start_time(pid: int) -> str:
-    """The start time of `pid` in clock ticks since boot (Linux), or "" where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as proc_stat:
-            raw = proc_stat.read()
-    except OSError:
-        return ""
-    # The command name (field 2) may hold spaces and parentheses; the fields after its last ")" are plain.
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[19].decode("ascii") if len(fields) > 19 else ""
-
-
-def boot_id() -> str:
-    """The kernel's id of this boot (Linux), or "" where it cannot be read."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
-            return boot.read().strip()
-    except OSError:
-        return ""
 
 
 def _reason(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ import anyio
 from fs_sandbox import INDEX_SUFFIX, IndexBuilder, NotFound, OpenFile, SandboxError, open_file
 from server.errors import ClaimcheckError
 from server.handles.run_root import make_run_root, remove_stale_roots
+from server.platform import NOFOLLOW
 
 __all__ = [
     "OutputStore",
@@ -279,7 +280,7 @@ def _index_of(path: Path) -> Path:
 
 
 def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
+    return os.open(path, flags | NOFOLLOW, 0o600)
 
 
 def _remove_tree(path: Path) -> None:

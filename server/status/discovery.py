@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from server.handles.run_root import pid_alive, process_start_time
+from server.platform import pid_alive, process_start, same_start
 from server.status.private import private_dir, write_private
 
 __all__ = ["discovery_file", "instances"]
@@ -30,7 +30,7 @@ def discovery_file(state: Path, info: dict[str, Any]) -> Iterator[Path]:
     directory = private_dir(private_dir(state) / "instances")
     instances(state)  # a file of a dead instance is removed, ours (if a dead one had our pid) replaced
     path = directory / f"{os.getpid()}.json"
-    write_private(path, json.dumps({**info, "processStart": process_start_time(os.getpid())}))
+    write_private(path, json.dumps({**info, "processStart": process_start(os.getpid())}))
     try:
         yield path
     finally:
@@ -61,5 +61,4 @@ def _gone(pid: int, started: str) -> bool:
     """Whether the process that wrote a discovery file has ended: its pid is free, or a later process has it."""
     if not pid_alive(pid):
         return True
-    current = process_start_time(pid)
-    return bool(started and current and current != started)
+    return not same_start(started, process_start(pid))

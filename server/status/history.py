@@ -27,7 +27,7 @@ import anyio.abc
 
 from server.config import HistorySettings
 from server.handles.calls import Call
-from server.handles.run_root import pid_alive
+from server.platform import pid_alive
 from server.status import instances
 from server.status.history_schema import COLUMNS, SCHEMA, UPSERT, TaskQuery, add_columns
 from server.status.private import private_dir, private_file

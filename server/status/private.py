@@ -10,6 +10,8 @@ import os
 import stat
 from pathlib import Path
 
+from server.platform import NOFOLLOW, owned_by_user
+
 __all__ = ["private_dir", "private_file", "write_private"]
 
 DIR_MODE = 0o700
@@ -26,7 +28,7 @@ def private_dir(path: Path) -> Path:
 def private_file(path: Path) -> Path:
     """Create `path` empty with mode 0600 if it is missing; an existing one loses group and other access."""
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE)
     except FileExistsError:
         info = path.lstat()
         if stat.S_ISLNK(info.st_mode):
@@ -40,7 +42,7 @@ def private_file(path: Path) -> Path:
 def write_private(path: Path, text: str) -> None:
     """Write `text` to `path` as a 0600 file, atomically: readers see the old content or the new, whole."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             file.write(text)
@@ -51,5 +53,5 @@ def write_private(path: Path, text: str) -> None:
 
 
 def _tighten(path: Path, info: os.stat_result, mode: int) -> None:
-    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & ~mode:
+    if owned_by_user(info) and stat.S_IMODE(info.st_mode) & ~mode:
         path.chmod(stat.S_IMODE(info.st_mode) & mode)

@@ -3,7 +3,8 @@
 The relay imports only the standard library (no SDK, no pydantic), so it starts in a few tens of milliseconds,
 and it only moves bytes: both protocol eras, progress, cancellation, sampling and elicitation pass through as
 they are. The shared claimcheck (`server.upstream.shared_serve`) listens on a Unix socket `<key>.sock` in a 0700
-directory of the user's under `$XDG_RUNTIME_DIR` (else the temp dir), the socket 0600; the key is a hash of
+directory of the user's under `$XDG_RUNTIME_DIR`, else the temp dir, else /tmp (the first where the socket's path
+fits macOS's 104-byte limit, `server.platform`), the socket 0600; the key is a hash of
 the resolved config (its path, its text with `${VAR}` expanded, the flags that change the proxy, the version
 and the interpreter). If none answers, the relay starts one, holding `<key>.lock` so that racing relays end
 with exactly one. `<key>.pid` lives as long as the shared claimcheck and names it by pid, start time and boot id:
@@ -14,7 +15,6 @@ killed, and the relay starts a new one at once and says that earlier handles are
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -27,7 +27,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from server.handles.run_root import Marker, boot_id, pid_alive, process_start_time  # standard library only
+from server.handles.run_root import Marker  # standard library only
+from server.platform import (
+    boot_identity,
+    exclusive_lock,
+    group_options,
+    is_zombie,
+    owned_by_user,
+    pid_alive,
+    process_start,
+    socket_path_fits,
+    unix_socket,
+    unix_sockets,
+    user_id,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -40,6 +53,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)") 
 _KEYED_FLAGS = ("--no-async", "--no-api")  # flags that change what the shared claimcheck does
 _KEYED_OPTIONS = ("--async-timeout", "--token-threshold", "--auth-token-env", "--log-level")
 EXIT_CONFIG = 2
+LAST_RESORT = "/tmp"  # short everywhere: where the socket goes when the runtime and temp dirs are too long
 EXIT_FAILED = 1
 
 
@@ -102,25 +116,33 @@ def shared_paths(args: list[str], environ: dict[str, str] | os._Environ[str] = o
 
     material = "\0".join([VERSION, sys.executable, str(path.resolve()), resolved, *keyed])
     key = hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()[:20]
-    base = environ.get("XDG_RUNTIME_DIR") or _temp_dir(environ)
-    directory = Path(base) / f"claimcheck-shared-{os.getuid()}"
+    directory = _directory(environ, key)
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise SharedError(f"cannot make the shared claimcheck's directory {directory}: {exc.strerror}") from None
     info = directory.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if not stat.S_ISDIR(info.st_mode) or not owned_by_user(info) or info.st_mode & 0o077:
         raise SharedError(
             f"refusing {directory} for the shared claimcheck: it must be a directory of yours with mode 0700"
         )
     return SharedPaths(directory, key)
 
 
-def _temp_dir(environ: dict[str, str] | os._Environ[str]) -> str:
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        if environ.get(name):
-            return environ[name]
-    return "/tmp"
+def _directory(environ: dict[str, str] | os._Environ[str], key: str) -> Path:
+    """`claimcheck-shared-<uid>` under `$XDG_RUNTIME_DIR`, else the temp dir, else /tmp: the first where the
+    socket's path fits the platform's limit (macOS's `$TMPDIR` is 49 characters; `sun_path` holds 103)."""
+    if not unix_sockets():
+        raise SharedError("this platform has no Unix sockets, which serve --shared needs: run without --shared")
+    tried = []
+    for base in (environ.get("XDG_RUNTIME_DIR"), *(environ.get(n) for n in ("TMPDIR", "TEMP", "TMP")), LAST_RESORT):
+        if not base:
+            continue
+        directory = Path(base) / f"claimcheck-shared-{user_id()}"
+        if socket_path_fits(directory / f"{key}.sock"):  # the longest name in it (`shared_serve` binds shorter)
+            return directory
+        tried.append(str(directory))
+    raise SharedError(f"no directory for the shared claimcheck's socket is short enough: {', '.join(tried)}")
 
 
 class SharedError(Exception):
@@ -129,7 +151,7 @@ class SharedError(Exception):
 
 def connect(path: Path) -> socket.socket | None:
     """A connection to the shared claimcheck at `path`, or None if none listens there."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = unix_socket()
     try:
         sock.connect(str(path))
     except OSError as exc:
@@ -142,7 +164,7 @@ def connect(path: Path) -> socket.socket | None:
 
 def pid_line(pid: int) -> str:
     """What `<key>.pid` holds: the shared claimcheck's pid, its start time and the boot id ("-" where unknown)."""
-    return f"{pid} {process_start_time(pid) or '-'} {boot_id() or '-'}\n"
+    return f"{pid} {process_start(pid) or '-'} {boot_identity() or '-'}\n"
 
 
 def _recorded(path: Path) -> Marker | None:
@@ -164,12 +186,8 @@ def _runs(recorded: Marker) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    if not pid_alive(pid):
-        return False
-    try:  # a zombie (its parent, the relay that started it, is gone and nobody reaps it) has ended too
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    # a zombie (its parent, the relay that started it, is gone and nobody reaps it) has ended too
+    return pid_alive(pid) and not is_zombie(pid)
 
 
 def reach(args: list[str], paths: SharedPaths) -> tuple[socket.socket, str | None]:
@@ -177,9 +195,7 @@ def reach(args: list[str], paths: SharedPaths) -> tuple[socket.socket, str | Non
     sock = connect(paths.socket)
     if sock is not None:
         return sock, None
-    with open(paths.lock, "a+b") as lock:  # fcntl wants the file object
-        os.fchmod(lock.fileno(), 0o600)
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # racing relays queue here; the first starts it
+    with open(paths.lock, "a+b", opener=_private) as lock, exclusive_lock(lock):  # racing relays queue here
         sock = connect(paths.socket)
         if sock is not None:
             return sock, None
@@ -210,6 +226,10 @@ def reach(args: list[str], paths: SharedPaths) -> tuple[socket.socket, str | Non
             time.sleep(0.01)
 
 
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
 def _start(args: list[str], paths: SharedPaths, extra: list[str]) -> subprocess.Popen[bytes]:
     """The shared claimcheck, in a session of its own (it outlives this relay), its stderr to `<key>.log`."""
     import subprocess  # only on the cold path
@@ -220,7 +240,7 @@ def _start(args: list[str], paths: SharedPaths, extra: list[str]) -> subprocess.
     log = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, **group_options()
         )
     finally:
         os.close(log)

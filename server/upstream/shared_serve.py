@@ -17,7 +17,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import signal
 import socket
 import sys
 import time
@@ -30,6 +29,7 @@ import anyio.abc
 from mcp.server import Server
 
 from server.handles.owners import LINK
+from server.platform import cancel_on_stop_signal, unix_socket
 from server.proxy import Proxy
 from server.upstream.shared_relay import pid_line
 from server.upstream.stdio import fd_streams
@@ -55,7 +55,7 @@ async def serve_shared(proxy: Proxy, socket_path: Path, *, restarted: bool = Fal
         async with proxy.running(), anyio.create_task_group() as tg:
             if restarted:
                 proxy.sessions.restarted_at = dt.datetime.now().astimezone().strftime("%H:%M:%S")
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            tg.start_soon(cancel_on_stop_signal, tg.cancel_scope)
             print(f"claimcheck: shared, serving relays at {socket_path}", file=sys.stderr, flush=True)
             async with anyio.create_task_group() as serving:
                 serving.start_soon(_accept, listener, server, proxy, links, serving)
@@ -84,9 +84,9 @@ class _Links:
 @contextlib.contextmanager
 def _listening(path: Path) -> Iterator[socket.socket]:
     """A listening 0600 socket at `path` (bound privately, then renamed into place), and `<key>.pid` beside it."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary = path.with_name(f".bind-{os.getpid()}")  # shorter than `<key>.sock`, so it fits where that does
     temporary.unlink(missing_ok=True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = unix_socket()
     try:
         sock.bind(str(temporary))
         os.chmod(temporary, 0o600)
@@ -162,11 +162,4 @@ async def _until_idle(proxy: Proxy, links: _Links, idle_secs: float) -> None:
         if links.open or running:
             idle_since = time.monotonic()
         elif time.monotonic() - max(idle_since, links.last_closed) >= idle_secs:
-            return
-
-
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            scope.cancel()
             return

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import stat
@@ -36,6 +35,7 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPC
 from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, request_key, too_large, unreadable
 from server.downstream.spooled import SpooledOutputs
 from server.framing import Framer, LongLine, encode, parse_line
+from server.platform import loop_reads_pipes, private_duplicate
 from server.upstream.line_writer import LineWriter
 from server.upstream.streamed import STREAMING, stand_in_token, write_stand_in
 
@@ -66,7 +66,7 @@ async def stdio_streams(
     `fast` makes, from the writer of whole lines to stdout, the function each request line is
     offered to first (the SDK's transport fallback has none: the lines are not seen there, and it streams
     nothing)."""
-    if not (_pollable(0) and _pollable(1)):
+    if not (loop_reads_pipes() and _pollable(0) and _pollable(1)):  # else the SDK's reader, in threads
         async with stdio_server() as streams:
             yield streams
         return
@@ -285,7 +285,7 @@ def _pollable(fd: int) -> bool:
 @contextmanager
 def _claimed(fd: int, diversion: str | None, flags: int) -> Iterator[int]:
     """A private non-blocking duplicate of `fd`; meanwhile `fd` itself points at `diversion` (None: stderr)."""
-    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    private = private_duplicate(fd)
     substitute = os.open(diversion, flags) if diversion is not None else os.dup(2)
     os.dup2(substitute, fd)
     os.close(substitute)

@@ -10,7 +10,6 @@ serves only the principal that opened it (`server.upstream.principals`). Who may
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp
 
 from server import tracing
 from server.http_compat import send_of
+from server.platform import cancel_on_stop_signal
 from server.proxy import Proxy
 from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.bearer import BearerAuth, Tokens
@@ -82,7 +82,7 @@ async def serve_stdio(proxy: Proxy) -> None:
     era = StreamEra(server)  # a sessionless client's plain calls are the fast path's once the SDK serves its era
     server.middleware.append(era.middleware)
     async with proxy.running(), anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+        tg.start_soon(cancel_on_stop_signal, tg.cancel_scope)
         fast = partial(_fast_path, proxy, era) if fast_path_enabled(proxy.config.settings) else None
         limit = proxy.config.settings.max_request_bytes
         async with stdio_streams(limit, fast, outputs=proxy.pool.spooled) as (read, write):
@@ -227,10 +227,3 @@ async def _run_uvicorn(
         deadline = request_deadline
         server = edge_server(served, lifespan="on", request_deadline=deadline, graceful_secs=3, own_signals=True)
         await serve_until_cancelled(server, sock)
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return

@@ -23,9 +23,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support import PYTHON, demo_server_entry, text_of, write_config
+from support import PROC, PYTHON, demo_server_entry, text_of, write_config
 
-from server.handles.run_root import boot_id
+from server.platform import boot_identity
 from server.upstream.shared_relay import shared_paths
 
 ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
@@ -69,7 +69,7 @@ class Shared:
     def pids(self) -> list[int]:
         """The shared claimcheck processes serving a socket in this runtime directory."""
         found = []
-        for entry in Path("/proc").iterdir():
+        for entry in PROC.iterdir():
             if not entry.name.isdigit():
                 continue
             try:
@@ -103,7 +103,7 @@ async def gone(pid: int) -> None:
     """Wait (under the caller's fail_after) until process `pid` has ended (it is not our child to wait for)."""
 
     def poll() -> None:
-        while Path(f"/proc/{pid}").exists() and b"zombie" not in _status(pid):
+        while (PROC / str(pid)).exists() and b"zombie" not in _status(pid):
             time.sleep(0.1)
 
     await anyio.to_thread.run_sync(poll, abandon_on_cancel=True)
@@ -121,7 +121,7 @@ async def appeared(path: Path) -> None:
 
 def _status(pid: int) -> bytes:
     try:
-        return Path(f"/proc/{pid}/status").read_bytes().lower()
+        return (PROC / str(pid) / "status").read_bytes().lower()
     except OSError:
         return b""
 
@@ -230,7 +230,7 @@ def test_relays_whose_root_variable_differs_reach_different_shared_claimchecks(t
 
 
 STALE_PID_FILES = {
-    "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_id()}\n",
+    "a live process with another start time": lambda sleeper: f"{sleeper} 1 {boot_identity() or '-'}\n",
     "the test's own pid, bare": lambda sleeper: f"{os.getpid()}\n",
     "pid -1, which signals every process": lambda sleeper: "-1 1 x\n",
     "pid 0, the relay's own process group": lambda sleeper: "0\n",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,22 +32,30 @@ def test_serve_relays_with_the_flag_or_the_setting_and_only_over_stdio(tmp_path:
     assert not wants_shared(["serve", "--config", str(shared), "--shared-socket", "/x.sock"])  # the shared one itself
 
 
-def test_the_key_follows_the_resolved_config_and_the_flags(tmp_path: Path) -> None:
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A short runtime directory: under a long one (pytest's tmp_path) the socket's path would not fit, and the
+    relay would go to /tmp."""
+    with tempfile.TemporaryDirectory(prefix="cc-rt-", dir="/tmp") as directory:
+        yield Path(directory)
+
+
+def test_the_key_follows_the_resolved_config_and_the_flags(tmp_path: Path, runtime: Path) -> None:
     path = config(tmp_path, {})
-    env = {"XDG_RUNTIME_DIR": str(tmp_path), "DEMO_ARG": "one"}
+    env = {"XDG_RUNTIME_DIR": str(runtime), "DEMO_ARG": "one"}
     first = shared_paths(["serve", "--config", str(path)], env)
     again = shared_paths(["serve", "--shared", "--config", str(path)], env)
     other_var = shared_paths(["serve", "--config", str(path)], {**env, "DEMO_ARG": "two"})
     other_flag = shared_paths(["serve", "--config", str(path), "--no-async"], env)
     assert first.key == again.key
     assert len({first.key, other_var.key, other_flag.key}) == 3
-    assert first.socket.parent == tmp_path / first.directory.name
+    assert first.socket.parent == runtime / first.directory.name
     assert stat.S_IMODE(first.directory.stat().st_mode) == 0o700
 
 
-def test_a_shared_directory_open_to_others_is_refused(tmp_path: Path) -> None:
+def test_a_shared_directory_open_to_others_is_refused(tmp_path: Path, runtime: Path) -> None:
     path = config(tmp_path, {})
-    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
     made = shared_paths(["serve", "--config", str(path)], env)
     made.directory.chmod(0o770)
     with pytest.raises(SharedError, match="must be a directory of yours with mode 0700"):
