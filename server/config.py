@@ -32,6 +32,7 @@ from server.errors import ConfigError
 __all__ = [
     "FAST_PATH_ENV",
     "INSTANCE_VAR",
+    "PRIMARY_INSTANCE",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -308,6 +309,10 @@ INSTANCE_VAR = "CLAIMCHECK_INSTANCE"
 """`${CLAIMCHECK_INSTANCE}` in a server's command, args, env, cwd, url or headers is left for each of its processes:
 "shared" for the first, `owner-<digest>` or `session-<hex>` for one per owner or client connection (a file path
 with it gives each owner its own state)."""
+
+
+PRIMARY_INSTANCE = "shared"
+"""The instance name of a server's first process (the only one with one client)."""
 
 
 def for_instance(server: ServerConfig, instance: str) -> ServerConfig:

@@ -10,7 +10,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import CliOverrides, Config, Policy, for_instance, resolve_policy
+from server.config import PRIMARY_INSTANCE, CliOverrides, Config, Policy, for_instance, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
@@ -66,7 +66,7 @@ class Pool:
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
         for spec in specs if specs is not None else specs_from_config(config):
-            first = replace(spec, config=for_instance(spec.config, "shared"))
+            first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
             primary = Downstream(first, self._tools_changed, connect_timeout=connect_timeout)
             self.downstreams.append(primary)
 

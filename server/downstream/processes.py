@@ -15,15 +15,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
+from server.config import PRIMARY_INSTANCE, ServerConfig, for_instance
 from server.platform import group_options, signal_group
-
-if TYPE_CHECKING:
-    from server.config import ServerConfig
 
 __all__ = ["CONNECT_TIMEOUT_S", "HEAD_START", "INHERITED_ENV_VARS", "HeadStart", "default_environment", "spawn", "stop"]
 
@@ -97,7 +94,8 @@ class HeadStart:
         """Spawn each enabled stdio server; one that cannot be spawned is left to its transport, which says why.
         Returns how many were spawned."""
         spawned = 0
-        for server in servers:
+        for configured in servers:
+            server = for_instance(configured, PRIMARY_INSTANCE)  # as the pool's first process of it
             if server.disabled or server.command is None:
                 continue
             try:

@@ -26,6 +26,10 @@ def starts(log: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def logs_in(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.glob("starts-*"))
+
+
 def serve_params(config: Path, *flags: str) -> StdioServerParameters:
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "false"}
     return StdioServerParameters(
@@ -59,6 +63,20 @@ async def test_serve_spawns_each_stdio_server_once_before_importing_the_sdk_and_
     assert str(start["pid"]) == answered
     assert start["parent_had"] == []  # neither the SDK nor claimcheck's own modules were loaded yet
     assert starts(off) == []  # a disabled server is not spawned ahead either
+
+
+@pytest.mark.subprocess
+@pytest.mark.anyio
+async def test_a_server_named_per_instance_is_spawned_ahead_as_its_first_instance_and_taken(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, {"mcpServers": {"probe": probe_entry(tmp_path / "starts-${CLAIMCHECK_INSTANCE}.jsonl")}}
+    )
+    with anyio.fail_after(120):
+        async with Client(serve_params(config), mode="legacy") as client:
+            answered = text_of(await client.call_tool("probe__pid", {}))
+    [start] = starts(tmp_path / "starts-shared.jsonl")  # the placeholder filled as for the pool's first process
+    assert str(start["pid"]) == answered
+    assert logs_in(tmp_path) == ["starts-shared.jsonl"]
 
 
 @pytest.mark.subprocess
