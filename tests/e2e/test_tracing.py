@@ -130,6 +130,28 @@ async def test_over_http_the_traceparent_header_parents_the_calls_and_is_passed_
         assert received["header:traceparent"] == received["traceparent"]  # the same as in the request's _meta
 
 
+@pytest.mark.anyio
+async def test_the_trace_reaches_the_server_behind_a_claimcheck_behind_claimcheck(
+    tmp_path: Path, receiver: tuple[str, list[Any], threading.Event]
+) -> None:
+    endpoint, spans, _ = receiver
+    (tmp_path / "inner").mkdir()
+    off = {"api": {"enabled": False}}
+    inner = write_config(tmp_path / "inner", {"mcpServers": {"echo": META_ECHO}, "settings": off})
+    outer_servers = {"inner": {"command": PYTHON, "args": ["-m", "server", "serve", "--config", str(inner)]}}
+    outer = write_config(tmp_path, {"mcpServers": outer_servers, "settings": off})
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    args = ["-m", "server", "serve", "--config", str(outer)]
+    with anyio.fail_after(120):
+        async with Client(StdioServerParameters(command=PYTHON, args=args, env=env, cwd=REPO_ROOT)) as client:
+            answer = await client.call_tool("inner__echo__meta", {}, meta={"traceparent": TRACEPARENT})
+    received = json.loads(text_of(answer))  # what the server behind the inner claimcheck (untraced) was sent
+    [downstream] = [span for span in spans if span.name == "claimcheck.downstream"]  # the outer's
+    assert received["io.claimcheck/passthrough"] is True
+    assert received["traceparent"].split("-")[1] == TRACE_ID
+    assert received["traceparent"].split("-")[2] == downstream.span_id.hex()  # under the outer's downstream span
+
+
 async def _ignore_progress(progress: float, total: float | None, message: str | None) -> None:
     pass
 
