@@ -5,6 +5,11 @@ Keys and channels (under `state.keyPrefix`, beside `server.handles.redis_state`'
   `/v1/events` sends them; each replica forwards the others' to its own subscribers, the task marked `replica`.
 - `stats:<replica>`: that replica's `/v1/stats` (JSON), written every `STATS_SECS`, expiring after three missed
   writes, so a stopped replica leaves the view within seconds.
+- `viewers:<replica>`: present while that replica has a `/v1/events` subscriber (written at once when one
+  comes, then every `STATS_SECS`, expiring like the stats). A replica publishes its events only while another
+  replica has one (it reads these keys every `STATS_SECS`), so a cluster nobody watches sends no events at all;
+  a dashboard opened on one replica hears the others' calls within `STATS_SECS`, and sees their running ones
+  at once in its snapshot.
 
 Pub/sub is at-most-once: a subscriber that misses an event sees the call again in its next snapshot (the
 running ones through `ClusterView`, finished ones in their own replica's history). Events queue in a bounded
@@ -50,9 +55,21 @@ class ClusterFeed:
         self._receive: MemoryObjectReceiveStream[Event]
         self._send, self._receive = anyio.create_memory_object_stream[Event](_BUFFER)
         self.deliver: Callable[[str, dict[str, Any]], None] = lambda name, data: None
+        self.watched: Callable[[], bool] = lambda: False
+        """Whether this replica has a `/v1/events` subscriber now (set by its `EventHub`)."""
+        self.others_watch = False
+        """Whether another replica had one at the last look: only then are this replica's events published."""
+        self._viewer_came = anyio.Event()
+
+    def viewer_joined(self) -> None:
+        """A `/v1/events` subscriber came here: say so to the other replicas now, not at the next tick."""
+        self._viewer_came.set()
 
     def publish(self, name: str, data: dict[str, Any]) -> None:
-        """Queue one of this replica's events for the others (dropped when the buffer is full)."""
+        """Queue one of this replica's events for the others (dropped when the buffer is full, or when no other
+        replica has a subscriber: `others_watch`)."""
+        if not self.others_watch:
+            return
         try:
             self._send.send_nowait((name, data))
         except anyio.WouldBlock:
@@ -97,14 +114,26 @@ class ClusterFeed:
                 logger.debug("could not publish %d events to the other replicas: %s", len(batch), exc)
 
     async def _publish_stats(self) -> None:
-        key = self._prefix + "stats:" + self.replica
+        key, expiry = self._prefix + "stats:" + self.replica, int(STATS_SECS * 3000)
         while True:
             try:
+                await self._share_viewers(expiry)
                 stats = await self._stats()
-                await self._redis.set(key, json.dumps(stats), px=int(STATS_SECS * 3000))
+                await self._redis.set(key, json.dumps(stats), px=expiry)
             except self._errors as exc:
                 logger.debug("could not share this replica's stats: %s", exc)
-            await anyio.sleep(STATS_SECS)
+            with anyio.move_on_after(STATS_SECS):
+                await self._viewer_came.wait()
+            self._viewer_came = anyio.Event()
+
+    async def _share_viewers(self, expiry: int) -> None:
+        """Mark this replica as watched (or let the mark expire), and look whether another replica is."""
+        if self.watched():
+            await self._redis.set(self._prefix + "viewers:" + self.replica, "1", px=expiry)
+        own = self._prefix + "viewers:" + self.replica
+        self.others_watch = any(
+            [key async for key in self._redis.scan_iter(match=self._prefix + "viewers:*", count=100) if key != own]
+        )
 
     async def _listen(self) -> None:
         channel = self._prefix + "events"

@@ -36,12 +36,13 @@ class EventHub:
         self._subscribers: set[MemoryObjectSendStream[Event]] = set()
         if feed is not None:
             feed.deliver = self.deliver
+            feed.watched = lambda: bool(self._subscribers)
 
     def observe(self, call: Call, kind: str) -> None:
         self.history.record(call, kind)
-        feed = self.feed
+        feed = self.feed if self.feed is not None and self.feed.others_watch else None
         if not self._subscribers and feed is None:
-            return
+            return  # nobody watches, here or on another replica
         if kind == "created":
             name = "task.created"
         elif kind == "finished":
@@ -49,8 +50,9 @@ class EventHub:
         else:
             name = "task.updated"
         task = task_json(call, store_arguments=self.history.settings.store_arguments)
+        if self.feed is not None:
+            task["replica"] = self.feed.replica
         if feed is not None:
-            task["replica"] = feed.replica
             feed.publish(name, task)
         self.deliver(name, task)
 
@@ -69,6 +71,8 @@ class EventHub:
     def subscribe(self) -> Iterator[MemoryObjectReceiveStream[Event]]:
         send, receive = anyio.create_memory_object_stream[Event](_SUBSCRIBER_BUFFER)
         self._subscribers.add(send)
+        if self.feed is not None:
+            self.feed.viewer_joined()
         try:
             with receive:
                 yield receive

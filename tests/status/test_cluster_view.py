@@ -13,6 +13,7 @@ import anyio
 import httpx2
 import os_packages
 import pytest
+import redis.asyncio
 from test_replicas import RedisServer, Replica, background, call_text, client, replicas
 
 from server.status.ps import print_ps
@@ -31,13 +32,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-async def pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Path, list[Replica]]]:
+async def pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Path, list[Replica], str]]:
     directory = tmp_path_factory.mktemp("pair")
     redis = RedisServer(directory)
     await redis.start()
     try:
         async with replicas(directory, redis.url, count=2, api=True) as both:
-            yield directory, both
+            yield directory, both, redis.url
     finally:
         await redis.stop()
 
@@ -71,18 +72,33 @@ async def _events(
 
 
 async def test_a_call_on_one_replica_shows_in_the_others_events_and_stats_marked_with_its_replica(
-    pair: tuple[Path, list[Replica]],
+    pair: tuple[Path, list[Replica], str],
 ) -> None:
-    _, (a, b) = pair
+    _, (a, b), redis_url = pair
     seen: list[tuple[str, Any]] = []
-    async with httpx2.AsyncClient(timeout=60) as http, client(a.url) as on_a:
+    raw = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    async with httpx2.AsyncClient(timeout=60) as http, client(a.url) as on_a, raw.pubsub() as channel:
         with anyio.fail_after(60):
             id_a, id_b = await _replica_id(http, a), await _replica_id(http, b)
+            await channel.subscribe("cc:events")  # what the replicas publish, as it goes by
+            await call_text(on_a, "demo__echo", {"text": "while nobody watches"})
             async with anyio.create_task_group() as tg:
-                ready = anyio.Event()
-                tg.start_soon(_events, http, b, seen, ready, id_a)
+                ready, heard = anyio.Event(), anyio.Event()
+
+                async def watch_b() -> None:
+                    await _events(http, b, seen, ready, id_a)
+                    heard.set()
+
+                tg.start_soon(watch_b)
                 await ready.wait()
-                await call_text(on_a, "demo__echo", {"text": "seen from b"})
+                while not heard.is_set():  # a replica learns within 2 s that another is watched
+                    await call_text(on_a, "demo__echo", {"text": "seen from b"})
+                    with anyio.move_on_after(0.2):
+                        await heard.wait()
+            published = []
+            while (message := await channel.get_message(timeout=0.5)) is not None:
+                if message["type"] == "message":
+                    published.append(message["data"])
             while True:  # each replica shares its stats every 2 s
                 stats = (await http.get(f"{b.api}v1/stats", headers=_bearer(b))).json()
                 if id_a in stats.get("replicas", {}) and stats["replicas"][id_a]["byServer"].get("demo"):
@@ -90,6 +106,7 @@ async def test_a_call_on_one_replica_shows_in_the_others_events_and_stats_marked
                 await anyio.sleep(0.2)
     completed = [data for name, data in seen[1:] if name == "task.completed" and data["replica"] == id_a]
     assert completed[0]["name"] == "demo__echo" and completed[0]["status"] == "ready"
+    assert published and all("while nobody watches" not in data for data in published)  # unwatched: unpublished
     assert seen[0][1]["replica"] == id_b  # the snapshot says whose view it is
     assert stats["replica"] == id_b and set(stats["replicas"]) == {id_a, id_b}
     own = stats["replicas"][id_b]["totalTasks"]
@@ -98,9 +115,9 @@ async def test_a_call_on_one_replica_shows_in_the_others_events_and_stats_marked
 
 
 async def test_ps_beside_one_replica_lists_the_calls_the_other_runs_marked_with_its_replica(
-    pair: tuple[Path, list[Replica]], capsys: pytest.CaptureFixture[str]
+    pair: tuple[Path, list[Replica], str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    directory, (a, b) = pair
+    directory, (a, b), _ = pair
     pid_a = a.process.pid
     state_a = next(
         path.parent.parent
