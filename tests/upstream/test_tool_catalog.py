@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -280,6 +282,36 @@ async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_
     assert "exited with status 3" in text and "a call restarts it]: Says hello to the user." in text
 
 
+@dataclass(frozen=True)
+class _Named:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Route:
+    downstream: _Named
+    tool: str
+    definition: types.Tool
+    background_param: str | None = None
+
+
+def _fuzzed_index() -> tuple[ToolIndex, set[str]]:
+    words = ["read", "file", "git", "log", "fetch", "url", "near", "or", "and", "not", "*", '"', "^", ":"]
+    routes = {}
+    for number in range(40):
+        name = f"{words[number % len(words)]}_{words[(number * 7) % len(words)]}_{number}"
+        description = " ".join(words[(number + k) % len(words)] for k in range(8))
+        schema = {"type": "object", "properties": {words[number % 5]: {"type": "string", "description": description}}}
+        tool = types.Tool(name=name, description=description, input_schema=schema)
+        routes[f"s__{name}"] = _Route(_Named("s"), name, tool)
+    index = ToolIndex()
+    index.follow(routes)
+    return index, set(routes)
+
+
+FUZZED_INDEX, FUZZED_TOOLS = _fuzzed_index()
+
+
 def test_names_split_into_words_at_underscores_dashes_and_camel_case() -> None:
     assert words_of("git_log") == ["git", "log"]
     assert words_of("trigger-long-running-operation") == ["trigger", "long", "running", "operation"]
@@ -291,6 +323,13 @@ def test_a_query_with_search_syntax_is_taken_as_words() -> None:
     index = ToolIndex()
     assert index.search('NEAR(" OR * -col: ^', 5) == []
     assert index.search("", 5) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(need=st.text(max_size=2_000), limit=st.integers(min_value=1, max_value=20))
+def test_no_query_breaks_the_index_and_every_answer_is_a_listed_tool(need: str, limit: int) -> None:
+    found = FUZZED_INDEX.search(need, limit)
+    assert len(found) <= limit and set(found) <= FUZZED_TOOLS
 
 
 async def test_cancelling_a_call_tool_request_cancels_the_downstream_call() -> None:
