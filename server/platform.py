@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import anyio
 
 __all__ = [
+    "INHERITED_ENV_VARS",
     "NOFOLLOW",
     "NONBLOCK",
     "SOCKET_PATH_MAX",
@@ -57,6 +58,26 @@ NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 """Added to an open that must not wait on a FIFO planted where a file is expected."""
 SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 """Bytes in a Unix socket's path: `sun_path` is 108 bytes on Linux, 104 on macOS and the BSDs, with its NUL."""
+INHERITED_ENV_VARS: tuple[str, ...] = (
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
+"""What a stdio server inherits of claimcheck's environment: the SDK's `DEFAULT_INHERITED_ENV_VARS`, kept here so
+that spawning needs no SDK import (`server.downstream.processes`); tests/test_compat_canary.py checks they agree."""
 START_TOLERANCE_SECS = 1.0
 """Two start times this close name the same process (psutil's seconds may move by one when the clock is set)."""
 BOOT_TOLERANCE_SECS = 120.0

@@ -191,14 +191,15 @@ def _stdlib_re_parser() -> None:
 def _sdk_inherited_env() -> None:
     from mcp.client import stdio
 
-    from server.downstream.processes import INHERITED_ENV_VARS, default_environment
+    from server.downstream.processes import default_environment
+    from server.platform import INHERITED_ENV_VARS
 
     assert tuple(stdio.DEFAULT_INHERITED_ENV_VARS) == INHERITED_ENV_VARS
     assert default_environment() == stdio.get_default_environment()
 
 
 CANARIES: dict[str, Callable[[], None]] = {
-    "downstream/processes.INHERITED_ENV_VARS (mcp.client.stdio's, spawning without the SDK)": _sdk_inherited_env,
+    "platform.INHERITED_ENV_VARS (mcp.client.stdio's, spawning without the SDK)": _sdk_inherited_env,
     "handles/json_eval.py (jmespath's TreeInterpreter.visit and AST dicts)": _jmespath_visitor,
     "fs_sandbox/_prefilter.py (the stdlib's re._parser)": _stdlib_re_parser,
     "anyio_compat.stream_writer_of (the StreamWriter under a process's stdin)": _anyio_stream_writer,

@@ -20,13 +20,10 @@ import anyio
 import anyio.abc
 
 from server.config import PRIMARY_INSTANCE, ServerConfig, for_instance
-from server.platform import group_options, signal_group
+from server.platform import INHERITED_ENV_VARS, group_options, signal_group
 
-__all__ = ["CONNECT_TIMEOUT_S", "HEAD_START", "INHERITED_ENV_VARS", "HeadStart", "default_environment", "spawn", "stop"]
+__all__ = ["CONNECT_TIMEOUT_S", "HEAD_START", "HeadStart", "default_environment", "spawn", "stop"]
 
-INHERITED_ENV_VARS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
-"""What a stdio server inherits of claimcheck's environment: the SDK's `DEFAULT_INHERITED_ENV_VARS` (POSIX), kept
-here so that spawning needs no SDK import; tests/test_compat_canary.py checks they still agree."""
 CONNECT_TIMEOUT_S = 60.0
 """How long a server may take from spawn (or its first HTTP request) to a listed set of tools (npx may download on
 first use)."""
