@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -28,7 +28,7 @@ import anyio.abc
 from server.config import StateSettings
 from server.handles.state import HandleState, LiveSessions, StateUnavailable
 
-__all__ = ["RedisBackend"]
+__all__ = ["RedisBackend", "subscribe_forever"]
 
 logger = logging.getLogger(__name__)
 
@@ -273,32 +273,15 @@ class RedisBackend:
     async def _listen(self) -> None:
         """One subscription per replica: finished handles wake this replica's waiters; cancels reach their call."""
         cancels = self._p + "cancel:" + self.replica
-        delay = 0.1
-        while True:
-            pubsub = self._redis.pubsub()
-            try:
-                await pubsub.subscribe(self._p + "done", cancels)
-                self._pulse()  # what was published while not subscribed is read again by the waiters
-                delay = 0.1
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is None:
-                        continue
-                    if message["channel"] == cancels:
-                        self._cancel_local(message["data"])
-                    else:
-                        self._pulse()
-            except self._errors as exc:
-                logger.debug("Redis subscription lost (reconnecting): %s", exc)
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                    try:
-                        await pubsub.aclose()
-                    except self._errors:
-                        pass
-            self._pulse()
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+
+        def received(channel: str, data: Any) -> None:
+            if channel == cancels:
+                self._cancel_local(data)
+            else:
+                self._pulse()
+
+        # what was published while not subscribed is read again by the waiters, so they are woken at each change
+        await subscribe_forever(self._redis, [self._p + "done", cancels], received, self._errors, on_change=self._pulse)
 
     def _cancel_local(self, handle: str) -> None:
         for session in list(self._sessions.live):
@@ -360,3 +343,39 @@ def _state(row: dict[str, str]) -> HandleState | None:
         )
     except (KeyError, ValueError):
         return None  # a hash written by another version, or half-restored: treated as not known yet
+
+
+async def subscribe_forever(
+    redis: Any,
+    channels: Sequence[str],
+    received: Callable[[str, Any], None],
+    errors: tuple[type[BaseException], ...],
+    *,
+    on_change: Callable[[], None] = lambda: None,
+    delays: tuple[float, float] = (0.1, 2.0),
+) -> None:
+    """Stay subscribed to `channels`, handing each message to `received(channel, data)`; a lost subscription is made
+    again after `delays[0]` s, doubling up to `delays[1]`. `on_change` runs each time it is made and each time it is
+    lost (what was published meanwhile was missed)."""
+    delay = delays[0]
+    while True:
+        pubsub = redis.pubsub()
+        try:
+            await pubsub.subscribe(*channels)
+            on_change()
+            delay = delays[0]
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is not None:
+                    received(message["channel"], message["data"])
+        except errors as exc:
+            logger.debug("the Redis subscription to %s was lost (reconnecting): %s", ", ".join(channels), exc)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                try:
+                    await pubsub.aclose()
+                except errors:
+                    pass
+        on_change()
+        await anyio.sleep(delay)
+        delay = min(delay * 2, delays[1])

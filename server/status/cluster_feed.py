@@ -27,6 +27,8 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from server.handles.redis_state import subscribe_forever
+
 __all__ = ["STATS_SECS", "ClusterFeed"]
 
 logger = logging.getLogger(__name__)
@@ -137,23 +139,9 @@ class ClusterFeed:
 
     async def _listen(self) -> None:
         channel = self._prefix + "events"
-        while True:
-            pubsub = self._redis.pubsub()
-            try:
-                await pubsub.subscribe(channel)
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self._received(message["data"])
-            except self._errors as exc:
-                logger.debug("the cluster's event subscription was lost (reconnecting): %s", exc)
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                    try:
-                        await pubsub.aclose()
-                    except self._errors:
-                        pass
-            await anyio.sleep(1.0)
+        await subscribe_forever(
+            self._redis, [channel], lambda _, data: self._received(data), self._errors, delays=(1.0, 1.0)
+        )
 
     def _received(self, data: Any) -> None:
         if not isinstance(data, str) or len(data) > _MESSAGE_BYTES:
