@@ -16,6 +16,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from support import OWN_TOOLS, PYTHON, proxied, running_proxy, text_of
+from test_down_server import CRASHES_THEN_FAILS
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
@@ -243,30 +244,6 @@ async def test_a_server_that_cannot_start_is_named_with_its_reason() -> None:
     assert '(Server "broken" is down: it could not start (ConnectionRefusedError: broken is down on purpose)' in text
 
 
-CRASHES_THEN_FAILS = """
-import os, sys
-from pathlib import Path
-from mcp.server.mcpserver import MCPServer
-
-flag = Path(sys.argv[1])
-if flag.exists():
-    print("fatal: the database moved away", file=sys.stderr)
-    sys.exit(1)
-server = MCPServer("flaky")
-
-def hello() -> str:
-    return "hello"
-
-def crash() -> str:
-    flag.write_text("crashed")
-    os._exit(3)
-
-server.add_tool(hello, name="hello", description="Says hello to the user.")
-server.add_tool(crash, name="crash", description="Exits with status 3.")
-server.run("stdio")
-"""
-
-
 async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_path: Path) -> None:
     script = tmp_path / "flaky.py"
     script.write_text(CRASHES_THEN_FAILS, encoding="utf-8")
@@ -279,7 +256,7 @@ async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_
             found = await client.call_tool("find_tools", {"query": "say hello"})
     text = text_of(found)
     assert text.startswith("flaky__hello (server flaky) [server down (")
-    assert "exited with status 3" in text and "a call restarts it]: Says hello to the user." in text
+    assert "exited with status 3" in text and "a call restarts it]: says hello" in text
 
 
 @dataclass(frozen=True)
