@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.cli_args import parse
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
+from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
 from server.errors import ConfigError
 from server.proxy import Proxy
@@ -52,6 +53,9 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     warnings.simplefilter("ignore", MCPDeprecationWarning)
     if args.command == "demo":
         from server.demo.client import run_demo
+
+        if (clash := clash_warning()) is not None:
+            print(clash, file=sys.stderr)
 
         return run_demo
     try:

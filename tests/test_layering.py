@@ -88,6 +88,7 @@ LEVELS = {
     "server.sdk_compat": 0,
     "server.budget": 0,
     "server.version": 0,
+    "server.distribution": 0,
     "server.tracing": 0,
 }
 
