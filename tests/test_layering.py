@@ -79,6 +79,7 @@ LEVELS = {
     "server.config": 0,
     "server.config_errors": 0,
     "server.config_sections": 0,
+    "server.client_configs": 0,
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,
