@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 from collections.abc import Callable
 
-__all__ = ["CLIENT_NAMES", "add_setup_commands"]
+__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging"]
+
+LOG_FORMAT = "claimcheck %(levelname)s %(name)s: %(message)s"
 
 CLIENT_NAMES = "claude-desktop, claude-code, cursor, vscode, windsurf, codex"
 
@@ -25,3 +30,10 @@ def add_setup_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
     doctor.add_argument("--host", default="127.0.0.1")
     doctor.add_argument("--port", type=int, help="the HTTP/SSE port `serve` will take (default 8765 over HTTP)")
     doctor.add_argument("--timeout", type=float, default=30, metavar="SECS", help="how long each server may take")
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """stderr logging at `--log-level` (or `$CLAIMCHECK_LOG`), as `server.cli` sets it up: called earlier where a
+    config is read before `server.cli` runs, so that what loading says (another client's file) is said alike."""
+    level = os.environ.get("CLAIMCHECK_LOG", args.log_level).upper()
+    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
