@@ -77,6 +77,8 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"claimcheck: restored {file.path} from {restored.name} (what it replaced: {kept.name})")
         return EXIT_OK
     config_path = Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+    if file.path.exists() and config_path.exists() and file.path.samefile(config_path):
+        raise ConfigError(f"{file.path} is claimcheck's own config; name the client's file (or --config another)")
     try:
         text = file.path.read_text(encoding="utf-8")
         data = read_config_data(file.path)
@@ -123,7 +125,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     inputs = _inputs_used(translated.data["mcpServers"], moved, file)
     if inputs:
         entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
-    print(f"\nThe entry that routes {args.client} through claimcheck ({file.path}):\n")
+    print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
     print(entry_text(args.name, entry, file))
     if not args.apply:
         print(f"\nclaimcheck init {args.client} --apply writes it there (after a backup; --undo restores it).")
@@ -132,6 +134,9 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         new = rewritten(file, text, moved, args.name, entry)
     except ConfigError as exc:
         raise ConfigError(f"{file.path}: {exc}") from None
+    if new == text:
+        print(f"\nclaimcheck: {file.path} already routes through claimcheck; nothing to write")
+        return EXIT_OK
     saved = backup(file.path)
     write_replacing(file.path, new)
     print(

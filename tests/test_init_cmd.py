@@ -195,3 +195,28 @@ def test_usual_places_on_linux_and_macos() -> None:
     assert usual_paths("windsurf", env) == [Path("/h/.codeium/windsurf/mcp_config.json")]
     assert usual_paths("codex", {**env, "CODEX_HOME": "/c"}) == [Path("/c/config.toml")]
     assert usual_paths("cursor", env, Path("/p")) == [Path("/p/.cursor/mcp.json"), Path("/h/.cursor/mcp.json")]
+
+
+def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = copy("windsurf/mcp_config.json", tmp_path)
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+    applied = client.read_bytes()
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+    assert client.read_bytes() == applied
+    assert "already routes through claimcheck" in capsys.readouterr().out
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+    assert init(str(client), "--undo") == 2
+
+
+def test_claimcheck_s_own_config_is_not_taken_for_a_client_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    assert init(str(config), "--apply", "--config", str(config)) == 2
+    assert "is claimcheck's own config" in capsys.readouterr().err
