@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -263,16 +264,17 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
         except ConfigError as exc:
             report.skip(f"{label}: cannot read it ({exc})")
             continue
-        servers = data.get(file.table) if isinstance(data, dict) else None
-        for name, entry in (servers or {}).items() if isinstance(servers, dict) else ():
+        for name, entry in _entries(data, file):
             if not points_at_claimcheck(entry):
                 continue
             given = config_of_entry(entry)
             uses = Path(given).expanduser() if given else default_config_path(environ)
             command = str(entry.get("command"))
-            fix = f"claimcheck init {file.client or file.path} --apply"
+            fix = f"claimcheck init {file.client or file.path} --apply (it writes the absolute path)"
             if os.sep in command and not os.access(command, os.X_OK):
                 report.fail(f"{label}: {name} starts {command}, which is not there (moved or uninstalled)", fix)
+            elif os.sep not in command and not shutil.which(command, path=environ.get("PATH")):
+                report.fail(f"{label}: {name} starts {command}, which is not on PATH", fix)
             elif uses.absolute() != config_path:
                 report.skip(f"{label}: {name} starts claimcheck with another config ({uses})")
             else:
@@ -283,3 +285,17 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
             f"no client config starts claimcheck with {config_path}",
             "claimcheck init CLIENT --apply (CLIENT: " + ", ".join(CLIENTS) + "), or paste what init shows",
         )
+
+
+def _entries(data: object, file: ClientFile) -> list[tuple[str, Any]]:
+    """A client file's server entries; in Claude Code's `~/.claude.json` also each project's (`claude mcp add`'s
+    default, local scope), named `project:name`."""
+    if not isinstance(data, dict):
+        return []
+    found = list(data[file.table].items()) if isinstance(data.get(file.table), dict) else []
+    projects = data.get("projects") if file.path.name == ".claude.json" else None
+    for project, settings in projects.items() if isinstance(projects, dict) else ():
+        servers = settings.get("mcpServers") if isinstance(settings, dict) else None
+        if isinstance(servers, dict):
+            found += [(f"{project}:{name}", entry) for name, entry in servers.items()]
+    return found

@@ -106,4 +106,21 @@ def test_a_client_entry_whose_claimcheck_is_gone_fails_with_init_as_the_fix(tmp_
     report = Report()
     check_clients(report, str(client), config, {"HOME": str(tmp_path)})
     assert report.failed
-    assert report.lines[0].endswith(f"which is not there (moved or uninstalled); fix: claimcheck init {client} --apply")
+    assert report.lines[0].endswith(
+        f"which is not there (moved or uninstalled); fix: claimcheck init {client} --apply "
+        "(it writes the absolute path)"
+    )
+
+
+def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    entry = {"type": "stdio", "command": PYTHON, "args": ["-m", "server", "serve", "--config", str(config)]}
+    data = {"numStartups": 3, "projects": {"/src/app": {"mcpServers": {"claimcheck": entry}}}}
+    (tmp_path / ".claude.json").write_text(json.dumps(data), encoding="utf-8")
+    report = Report()
+    check_clients(report, "claude-code", config, {"HOME": str(tmp_path)})
+    assert not report.failed, report.lines
+    assert report.lines == [
+        f"ok    client claude-code ({tmp_path / '.claude.json'}): "
+        "/src/app:claimcheck starts claimcheck with this config"
+    ]
