@@ -163,6 +163,8 @@ def translate(
             close = difflib.get_close_matches(key, [*SERVER_TABLES, "settings"], n=1, cutoff=0.75)
             if close:
                 raise ConfigError(f"{key}: unknown key (did you mean `{close[0]}`?)")
+        if others and not tables:
+            raise ConfigError(f"{others[0]}: unknown key (and no mcpServers, servers or mcp_servers in the file)")
     inputs = _inputs(data.get("inputs")) if table == "servers" else {}
     servers = data.get(table, {})
     ignored = list(others)
@@ -209,7 +211,7 @@ class _Context:
                 entry["url"] = entry.pop(alias)
                 if alias == "httpUrl":
                     entry.setdefault("type", "http")
-        if "disabledTools" in entry:  # Windsurf, Cline: tools the model is not offered
+        if isinstance(entry.get("disabledTools"), list):  # Windsurf, Cline: tools the model is not offered
             tools = dict(entry.get("tools") or {})
             tools["exclude"] = [*tools.get("exclude", []), *entry.pop("disabledTools")]
             entry["tools"] = tools

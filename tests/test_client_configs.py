@@ -260,3 +260,8 @@ def test_comments_and_trailing_commas_are_read_but_strings_are_left_alone() -> N
 def test_json_that_is_broken_anyway_names_line_and_column() -> None:
     with pytest.raises(ConfigError, match=r"not valid JSON: .* at line 2 column"):
         loads_jsonc('{\n  "a": }')
+
+
+def test_a_file_without_any_server_table_is_not_taken_for_a_client_s() -> None:
+    with pytest.raises(ConfigError, match=r"globalShortcut: unknown key .and no mcpServers, servers or mcp_servers"):
+        parse_config({"globalShortcut": "x"}, {})
