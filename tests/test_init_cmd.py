@@ -14,6 +14,7 @@ import pytest
 
 from server.cli_args import parse
 from server.client_files import latest_backup, usual_paths
+from server.config import load_config
 from server.init_cmd import run_init
 from server.platform import app_config_dir
 
@@ -220,3 +221,32 @@ def test_claimcheck_s_own_config_is_not_taken_for_a_client_s(
     config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
     assert init(str(config), "--apply", "--config", str(config)) == 2
     assert "is claimcheck's own config" in capsys.readouterr().err
+
+
+def test_vscode_apply_keeps_the_inputs_so_vscode_still_asks_and_passes_the_answer_to_claimcheck(
+    tmp_path: Path,
+) -> None:
+    client = tmp_path / ".vscode" / "mcp.json"
+    client.parent.mkdir()
+    inputs = [{"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": True}]
+    server = {
+        "type": "http",
+        "url": "https://api.example.com/mcp",
+        "headers": {"Authorization": "Bearer ${input:gh-token}"},
+    }
+    client.write_text(json.dumps({"inputs": inputs, "servers": {"gh": server}}), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    written = json.loads(client.read_text(encoding="utf-8"))
+    assert written["inputs"] == inputs
+    entry = written["servers"]["claimcheck"]
+    assert entry["type"] == "stdio" and entry["env"] == {"GH_TOKEN": "${input:gh-token}"}
+    ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]["gh"]
+    assert ours == {
+        "transport": "streamable-http",
+        "url": "https://api.example.com/mcp",
+        "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
+    }
+    assert load_config(config, {"GH_TOKEN": "t"}).mcp_servers["gh"].headers == {"Authorization": "Bearer t"}
