@@ -45,6 +45,34 @@ class ClientFile:
     path: Path
     client: str | None
     """The client's name when it was asked for by name."""
+    project: str | None = None
+    """Claude Code's local scope (`claude mcp add`'s default): the project whose servers in `~/.claude.json`
+    (`projects.<path>.mcpServers`) are meant, rather than the file's own `mcpServers`."""
+
+    def servers_in(self, data: Any) -> Any:
+        """The servers object of this file's parsed `data` (None where there is none)."""
+        if not isinstance(data, dict):
+            return None
+        if self.project is None:
+            return data.get(self.table)
+        projects = data.get("projects")
+        project = projects.get(self.project) if isinstance(projects, dict) else None
+        return project.get("mcpServers") if isinstance(project, dict) else None
+
+    def with_servers(self, data: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
+        """`data` with this file's servers object replaced, every other key as it was."""
+        if self.project is None:
+            return {**data, self.table: servers}
+        projects = data["projects"]
+        return {**data, "projects": {**projects, self.project: {**projects[self.project], "mcpServers": servers}}}
+
+    def in_project(self, data: Any, cwd: Path) -> ClientFile:
+        """This file, at Claude Code's local scope of `cwd` when `~/.claude.json` has servers there."""
+        if self.path.name != ".claude.json":
+            return self
+        local = ClientFile(self.path, self.client, str(cwd))
+        servers = local.servers_in(data)
+        return local if isinstance(servers, dict) and servers else self
 
     @property
     def table(self) -> str:
@@ -140,11 +168,12 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
         raise ConfigError(
             "has comments, which rewriting it would drop; left untouched: add the entry above by hand"
         ) from None
-    if not isinstance(data, dict) or not isinstance(data.get(file.table, {}), dict):
+    old = file.servers_in(data)
+    if not isinstance(data, dict) or not isinstance(old if old is not None else {}, dict):
         raise ConfigError(f'has no "{file.table}" object; left untouched')
-    servers = {key: value for key, value in data.get(file.table, {}).items() if key not in remove}
+    servers = {key: value for key, value in (old or {}).items() if key not in remove}
     servers[name] = entry
-    return json.dumps({**data, file.table: servers}, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(file.with_servers(data, servers), indent=2, ensure_ascii=False) + "\n"
 
 
 _TOML_HEADER = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*[.\]]")

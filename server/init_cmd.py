@@ -88,13 +88,22 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ConfigError(f"{file.path}: cannot read it ({exc}); left untouched") from None
     except ConfigError as exc:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
-    try:
-        translated = translate(data, environ=environ, workspace=workspace_of(file.path), check_inputs=False)
-    except ConfigError as exc:
-        raise ConfigError(f"{file.path}: {exc}; left untouched") from None
-    raw = data.get(file.table) if isinstance(data, dict) else None
+    file = file.in_project(data, Path.cwd())
+    raw = file.servers_in(data)
     if not isinstance(raw, dict):
         raise ConfigError(f'{file.path}: has no "{file.table}" servers to import; left untouched')
+    if file.project is not None:
+        print(f"claimcheck: reading the servers of project {file.project} in {file.path} (Claude Code's local scope)")
+    inputs = data.get("inputs") if file.table == "servers" else None
+    try:
+        translated = translate(
+            {file.table: raw, **({"inputs": inputs} if inputs else {})},
+            environ=environ,
+            workspace=workspace_of(file.path),
+            check_inputs=False,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     existing = _claimcheck_config(config_path)
     ours = dict(existing.get("mcpServers") or {})
     moved, kept_in_client, notes = [], [], []

@@ -250,3 +250,34 @@ def test_vscode_apply_keeps_the_inputs_so_vscode_still_asks_and_passes_the_answe
         "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
     }
     assert load_config(config, {"GH_TOKEN": "t"}).mcp_servers["gh"].headers == {"Authorization": "Bearer t"}
+
+
+def test_claude_code_s_local_scope_in_claude_json_is_read_and_rewritten_for_this_project_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    home = tmp_path / "home"
+    home.mkdir()
+    other = {"mcpServers": {"o": {"command": "other"}}}
+    data = {
+        "numStartups": 7,
+        "mcpServers": {"user": {"type": "stdio", "command": "u"}},
+        "projects": {str(project): {"allowedTools": [], "mcpServers": {"git": {"command": "uvx"}}}, "/else": other},
+    }
+    state = home / ".claude.json"
+    state.write_text(json.dumps(data), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init("claude-code", "--apply", "--config", str(config), environ={"HOME": str(home)}) == 0
+
+    written = json.loads(state.read_text(encoding="utf-8"))
+    assert {k: v for k, v in written.items() if k != "projects"} == {k: v for k, v in data.items() if k != "projects"}
+    assert written["projects"]["/else"] == other
+    here = written["projects"][str(project)]
+    assert here["allowedTools"] == [] and list(here["mcpServers"]) == ["claimcheck"]
+    entry_starts_claimcheck(here["mcpServers"]["claimcheck"], config)
+    assert json.loads(config.read_text(encoding="utf-8"))["mcpServers"] == {"git": {"command": "uvx"}}
+    assert init("claude-code", "--undo", environ={"HOME": str(home)}) == 0
+    assert json.loads(state.read_text(encoding="utf-8")) == data
