@@ -84,7 +84,11 @@ async def doctor(args: argparse.Namespace, config_path: Path, environ: Mapping[s
         config = None
     if config is not None:
         servers = {name: s for name, s in config.mcp_servers.items() if not s.disabled}
-        report.ok(f"config {config_path}: {len(servers)} server{'s' if len(servers) != 1 else ''} to start")
+        if servers:
+            report.ok(f"config {config_path}: {len(servers)} server{'s' if len(servers) != 1 else ''} to start")
+        else:
+            fix = "add one to mcpServers, or import a client's: claimcheck init CLIENT"
+            report.fail(f"config {config_path}: no server to start (none, or all disabled)", fix)
         missing = check_commands(report, servers, environ)
         await check_servers(report, config, missing, args.timeout)
         check_port(report, args)

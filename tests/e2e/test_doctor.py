@@ -124,3 +124,13 @@ def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path:
         f"ok    client claude-code ({tmp_path / '.claude.json'}): "
         "/src/app:claimcheck starts claimcheck with this config"
     ]
+
+
+@pytest.mark.subprocess
+def test_a_config_without_servers_fails_and_points_at_init(tmp_path: Path) -> None:
+    done = doctor(tmp_path, {"mcpServers": {"a": {"command": "x", "disabled": True}}})
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].endswith(
+        "no server to start (none, or all disabled); fix: add one to "
+        "mcpServers, or import a client's: claimcheck init CLIENT"
+    )
