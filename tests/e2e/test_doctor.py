@@ -10,10 +10,13 @@ from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
 import pytest
 from support import PYTHON
 
-from server.doctor import Report, check_clients, check_port
+from server.config import Config
+from server.doctor import Report, check_clients, check_port, check_status_api
+from server.status.discovery import discovery_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RAW_DOWNSTREAM = str(REPO_ROOT / "tests" / "raw_downstream.py")
@@ -134,3 +137,18 @@ def test_a_config_without_servers_fails_and_points_at_init(tmp_path: Path) -> No
         "no server to start (none, or all disabled); fix: add one to "
         "mcpServers, or import a client's: claimcheck init CLIENT"
     )
+
+
+@pytest.mark.anyio
+async def test_a_running_instance_whose_status_api_does_not_answer_fails(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once it is closed
+    config = Config.model_validate({"settings": {"stateDir": str(tmp_path)}})
+    info = {"url": f"http://127.0.0.1:{port}/", "pid": os.getpid(), "port": port, "token": "t"}
+    report = Report()
+    with discovery_file(tmp_path, info), anyio.fail_after(20):
+        await check_status_api(report, config)
+    assert report.failed
+    assert report.lines[0].startswith(f"FAIL  status API of pid {os.getpid()} at http://127.0.0.1:{port}/: ")
+    assert "fix: stop pid" in report.lines[0]
