@@ -15,7 +15,7 @@ import pytest
 from support import PYTHON
 
 from server.config import Config
-from server.doctor import Report, check_clients, check_port, check_status_api
+from server.doctor import Report, check_clients, check_port, check_redis, check_status_api
 from server.status.discovery import discovery_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +152,19 @@ async def test_a_running_instance_whose_status_api_does_not_answer_fails(tmp_pat
     assert report.failed
     assert report.lines[0].startswith(f"FAIL  status API of pid {os.getpid()} at http://127.0.0.1:{port}/: ")
     assert "fix: stop pid" in report.lines[0]
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_redis_fails_with_its_url_and_the_fix() -> None:
+    pytest.importorskip("redis")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    config = Config.model_validate({"settings": {"state": {"url": url}}})
+    report = Report()
+    with anyio.fail_after(30):
+        await check_redis(report, config)
+    assert report.failed
+    assert report.lines[0].startswith(f"FAIL  redis {url}: ")
+    assert report.lines[0].endswith("fix: start Redis there, or correct settings.state.url")
