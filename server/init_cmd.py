@@ -106,16 +106,14 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     existing = _claimcheck_config(config_path)
     ours = dict(existing.get("mcpServers") or {})
-    moved, kept_in_client, notes = [], [], []
+    moved, notes = [], []
     for name, entry in translated.data["mcpServers"].items():
         if points_at_claimcheck(raw.get(name)):
             continue
         problem = _problem(name, entry)
         if problem:
-            kept_in_client.append(name)
             notes.append(f"  {name}: left in {file.path.name} ({problem})")
         elif name in ours and ours[name] != entry:
-            kept_in_client.append(name)
             notes.append(f"  {name}: left in {file.path.name} ({config_path.name} has another {name}; rename one)")
         else:
             ours[name] = entry
