@@ -58,6 +58,11 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
             print(clash, file=sys.stderr)
 
         return run_demo
+    if args.command in ("init", "doctor"):
+        from server.doctor import run_doctor
+        from server.init_cmd import run_init
+
+        return run_init(args) if args.command == "init" else run_doctor(args)
     try:
         if config is None:
             config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()

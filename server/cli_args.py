@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from server.downstream.processes import CONNECT_TIMEOUT_S
+from server.setup_args import add_setup_commands
 from server.version import VERSION
 
 __all__ = ["parse", "parser", "starts_servers_ahead"]
@@ -86,6 +87,7 @@ def parser() -> argparse.ArgumentParser:
 
     command("demo", "run claimcheck on a bundled demo server and show what a client sees")
     command("ps", "list the running claimcheck instances and their live calls (settings.stateDir of --config)")
+    add_setup_commands(command)
     return parser
 
 

@@ -50,6 +50,9 @@ def _config_to_start_ahead(argv: list[str]) -> Config | None:
         return None  # --help, --version, a mistake: server.cli parses again and says it
     if not starts_servers_ahead(args):
         return None
+    from server.setup_args import configure_logging
+
+    configure_logging(args)
     try:
         config = load_config(args.config)
     except ConfigError:

@@ -18,8 +18,9 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "NOFOLLOW",
     "NONBLOCK",
     "SOCKET_PATH_MAX",
+    "app_config_dir",
     "boot_identity",
     "cancel_on_stop_signal",
     "exclusive_lock",
@@ -340,3 +342,14 @@ def unix_socket() -> socket.socket:
     if family is None:
         raise OSError("this platform has no Unix sockets (serve --shared needs them): run without --shared")
     return socket.socket(family, socket.SOCK_STREAM)
+
+
+def app_config_dir(environ: Mapping[str, str] = os.environ, system: str = sys.platform) -> Path:
+    """Where desktop applications keep their settings (Claude Desktop's, VS Code's `User/`): macOS
+    `~/Library/Application Support`, Windows `%APPDATA%`, else `$XDG_CONFIG_HOME` or `~/.config`."""
+    home = Path(environ.get("HOME") or Path.home())
+    if system == "darwin":
+        return home / "Library" / "Application Support"
+    if system == "win32" and environ.get("APPDATA"):
+        return Path(environ["APPDATA"])
+    return Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
