@@ -30,9 +30,11 @@ from server import tracing
 from server.client_configs import read_config_data
 from server.client_files import CLIENTS, ClientFile, config_of_entry, locate, points_at_claimcheck, usual_paths
 from server.config import CliOverrides, Config, ServerConfig, default_config_path, load_config, state_dir
+from server.distribution import foreign_files, install_command
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
 from server.status.discovery import instances
+from server.version import VERSION
 
 __all__ = ["Report", "run_doctor"]
 
@@ -96,6 +98,7 @@ async def doctor(args: argparse.Namespace, config_path: Path, environ: Mapping[s
         await check_redis(report, config)
         await check_status_api(report, config)
     check_clients(report, args.client, config_path, environ)
+    check_install(report)
     return 1 if report.failed else 0
 
 
@@ -188,6 +191,16 @@ def check_port(report: Report, args: argparse.Namespace) -> None:
     report.ok(f"port {port} on {args.host}: free")
 
 
+def check_install(report: Report) -> None:
+    """claimcheck's top-level packages hold only its own files (no other project installed into them)."""
+    if found := foreign_files():
+        shown = ", ".join(found[:3]) + (" …" if len(found) > 3 else "")
+        fix = "install claimcheck in an environment of its own: python3 -m venv ~/.claimcheck (README, Quick start)"
+        report.fail(f"install {sys.prefix}: another project's files in claimcheck's packages ({shown})", fix)
+    else:
+        report.ok(f"install {sys.prefix}: claimcheck {VERSION}, its packages its own")
+
+
 def check_extras(report: Report, config: Config, environ: Mapping[str, str]) -> None:
     """The optional packages this config (and the OTEL_* variables) need."""
     needed = []
@@ -200,7 +213,7 @@ def check_extras(report: Report, config: Config, environ: Mapping[str, str]) -> 
     for extra, why in needed:
         absent = [module for module in _EXTRAS[extra] if not _importable(module)]
         if absent:
-            fix = f"{sys.executable} -m pip install 'mcp-claimcheck[{extra}]' (in claimcheck's environment)"
+            fix = f"{install_command(extra)} (in claimcheck's environment)"
             report.fail(f"extra [{extra}] for {why}: {', '.join(absent)} not installed", fix)
         else:
             report.ok(f"extra [{extra}] for {why}: installed")

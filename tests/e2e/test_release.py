@@ -165,6 +165,10 @@ def test_beside_another_top_level_server_package_both_install_silently_and_claim
     first = demo.stderr.splitlines()[0]
     assert first.startswith("claimcheck: warning: another project installed files into claimcheck's packages")
     assert "server/app.py" in first and "environment of its own" in first
+    # `claimcheck doctor` names it as a failed check, with the same fix.
+    doctor = _run(env / "bin" / "claimcheck", "doctor", "--config", tmp_path / "none.json", cwd=tmp_path, check=False)
+    install = next(line for line in doctor.stdout.splitlines() if " install " in line)
+    assert doctor.returncode == 1 and "FAIL" in install and "server/app.py" in install, doctor.stdout
 
 
 def test_claimcheck_in_an_environment_of_its_own_never_meets_the_other_package(wheel: Path, tmp_path: Path) -> None:
@@ -175,3 +179,5 @@ def test_claimcheck_in_an_environment_of_its_own_never_meets_the_other_package(w
     probe = "import server; print(getattr(server, 'WHO', None))"
     assert _run(other / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.split() == ["decoy"]
     assert "warning" not in _run(own / "bin" / "claimcheck", "demo", cwd=tmp_path).stderr
+    doctor = _run(own / "bin" / "claimcheck", "doctor", "--config", tmp_path / "none.json", cwd=tmp_path, check=False)
+    assert "its packages its own" in doctor.stdout
