@@ -4,6 +4,10 @@ A `serve --shared` relay (`server.upstream.shared_relay`) imports only the stand
 claimcheck for every session gets its shared claimcheck's answers without paying for the SDK's import. `serve` over
 stdio spawns its stdio servers first (`server.downstream.processes`, the head start) and imports the SDK while they
 start. Everything else goes straight to `server.cli`.
+
+This is also the top of the command: a mistake its user can make (a `ConfigError` or `StartupError`, however deep
+in exception groups of task groups) ends it with one line on stderr and status 2; anything else is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +26,37 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except Exception as exc:  # the top of the command: a user's mistake is one line, a bug keeps its traceback
+        from server.errors import EXIT_USAGE
+
+        line = user_error(exc)
+        if line is None:
+            raise
+        print(f"claimcheck: {line}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one line that says what the user must fix, when every error in `exc` (an exception group's leaves, or
+    `exc` itself) is one they can fix; None when any is not (a bug: its traceback is what helps)."""
+    from server.errors import ConfigError, StartupError
+
+    leaves = _leaves(exc)
+    if not leaves or not all(isinstance(leaf, (ConfigError, StartupError)) for leaf in leaves):
+        return None
+    said = dict.fromkeys(" ".join(str(leaf).split()) for leaf in leaves)  # one line, each message once
+    return "; ".join(said)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _run(args: list[str]) -> int:
     from server.upstream.shared_relay import relay_main, wants_shared  # standard library only
 
     if wants_shared(args):
