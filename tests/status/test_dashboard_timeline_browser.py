@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import demo_server_entry, text_of, write_config
+from support import demo_server_entry, discovered, text_of, write_config
 from test_dashboard_browser import API_URL, CHROMIUM, CHROMIUM_ARGS, MCP_URL, _require_browser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
@@ -66,7 +66,7 @@ async def claimcheck_with_api(tmp_path: Path, pids: list[int] | None = None) -> 
                 if mcp and api:
                     break
         assert mcp and api, seen.decode(errors="replace")
-        yield mcp.group(1).decode(), api.group(2).decode()
+        yield mcp.group(1).decode(), discovered(api.group(2))["dashboard"]
     finally:
         process.terminate()
         with anyio.fail_after(30, shield=True):
