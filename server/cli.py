@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from extraction.wording import plural
 from server.cli_args import parse
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
 from server.downstream.chain import OWN, mark_of
@@ -146,13 +147,18 @@ def _config_if_any() -> Config:
 
 async def _print_tools(config: Config, wait_secs: float) -> int:
     """Wait for every server (up to `wait_secs`), print each one's state and the tools; 1 if any is not ready."""
-    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs)
+    # a server's own connect timeout ends after this wait: one still starting then is reported once, here
+    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs + 1, serving=False)
     failures: list[str] = []
     async with proxy.running():
         with anyio.move_on_after(wait_secs):
             await proxy.pool.settled()
+        await proxy.pool.listable()  # the routes are built (at most startupWaitSecs)
         for downstream in proxy.pool.downstreams:
-            line = f"{downstream.name}: {downstream.state}, {len(downstream.tools)} tools"
+            served = sum(route.downstream is downstream for route in proxy.pool.routes.values())
+            line = f"{downstream.name}: {downstream.state}, {plural(served, 'tool')}"
+            if served != len(downstream.tools):
+                line += f" (of {len(downstream.tools)} offered)"
             if downstream.state != "ready":
                 why = downstream.last_error or f"no answer within {wait_secs:g} s"
                 line += f" ({why})"
@@ -167,6 +173,6 @@ async def _print_tools(config: Config, wait_secs: float) -> int:
             own = "[claimcheck's own] " if mark_of(tool, OWN) else ""
             print(f"{tool.name}\t{own}{summary[0] if summary else ''}")
     if failures:
-        print(f"claimcheck: {len(failures)} server(s) not ready: {'; '.join(failures)}", file=sys.stderr)
+        print(f"claimcheck: {plural(len(failures), 'server')} not ready: {'; '.join(failures)}", file=sys.stderr)
         return EXIT_SERVER_FAILED
     return 0

@@ -61,13 +61,15 @@ class Proxy:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         api_token: str | None = None,
         shared: bool = False,
+        serving: bool = True,
     ) -> None:
+        """`serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count: Callable[[], int] | None = None  # the shared claimcheck's relays attached now
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
         self.cli = cli if cli is not None else CliOverrides()
-        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
+        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout, serving=serving)
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.log_level: types.LoggingLevel | None = None
