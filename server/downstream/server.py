@@ -210,6 +210,8 @@ class Downstream:
             return self._spec.target()
         opened = await TRANSPORTS[self.config.kind](self.config, self.spool, self.in_flight.log, stack)
         self.process = opened.process
+        if opened.refusals is not None:  # a 401/403 fails the attempt naming the header to check
+            stack.push_async_exit(opened.refusals.explaining(self.name, self.config))
         return opened.target
 
     def _client_for(self, target: Target) -> Client:

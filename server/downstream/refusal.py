@@ -1,0 +1,86 @@
+"""A server reached over HTTP that refuses claimcheck (401, 403): the failure says so, with the header to check.
+
+The SDK's streamable HTTP client answers a 401 with JSON-RPC error -32603 "Server returned an error response", and
+the legacy SSE client with a multi-line `HTTPStatusError`; neither tells a user which setting is wrong. A response
+hook on the connection's HTTP client notes the refusal, and an exit callback on the connection attempt's stack
+replaces the failure it causes with a `RemoteRefused` that names the status and the header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+import httpx2
+
+from server.config import ServerConfig
+from server.errors import RemoteRefused
+
+__all__ = ["REFUSED", "Refusals", "refused_message", "with_refusals"]
+
+REFUSED = frozenset({401, 403})
+
+HttpClientFactory = Callable[..., httpx2.AsyncClient]
+ExitCallback = Callable[
+    [type[BaseException] | None, BaseException | None, TracebackType | None], Awaitable[bool | None]
+]
+
+_CREDENTIAL_WORDS = ("auth", "token", "key", "cookie", "secret")
+
+
+class Refusals:
+    """The last 401 or 403 one server's URL answered during one connection attempt."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, str] | None = None
+
+    async def hook(self, response: httpx2.Response) -> None:
+        """An httpx response hook: note a refusal."""
+        if response.status_code in REFUSED:
+            self.last = (response.status_code, response.reason_phrase)
+
+    def explaining(self, name: str, config: ServerConfig) -> ExitCallback:
+        """An exit callback for the attempt's `AsyncExitStack`: a failure after a refusal becomes `RemoteRefused`
+        (cancellation and the like pass unchanged)."""
+
+        async def explain(
+            kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+        ) -> bool:
+            if self.last is not None and isinstance(exc, Exception) and not isinstance(exc, RemoteRefused):
+                status, reason = self.last
+                raise RemoteRefused(refused_message(name, config, status, reason)) from exc
+            return False
+
+        return explain
+
+
+def refused_message(name: str, config: ServerConfig, status: int, reason: str) -> str:
+    """`<url> refused the connection: HTTP 401 Unauthorized; check mcpServers.<name>.headers.Authorization`."""
+    where = f"mcpServers.{name}.headers"
+    sent = [header for header in config.headers if any(word in header.lower() for word in _CREDENTIAL_WORDS)]
+    if sent:
+        check = "; check " + " and ".join(f"{where}.{header}" for header in sent)
+    else:
+        check = f'; {where} sends no credentials: add one, e.g. "Authorization": "Bearer ${{TOKEN}}"'
+    if status == 403:
+        check += " (the server read them and does not allow them)"
+    return f"{config.url} refused the connection: HTTP {status} {reason}{check}"
+
+
+def with_refusals(factory: HttpClientFactory | None, refusals: Refusals) -> HttpClientFactory:
+    """An `httpx_client_factory` (the legacy SSE client's) whose clients report to `refusals`; `factory` None makes
+    plain clients with MCP's default timeouts, as the SDK's own factory does."""
+
+    def make(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        if factory is None:
+            client = httpx2.AsyncClient(
+                headers=headers, timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0), auth=auth
+            )
+        else:
+            client = factory(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], refusals.hook]}
+        return client
+
+    return make
