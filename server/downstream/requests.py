@@ -51,4 +51,4 @@ async def forward_request(
         raise failed(downstream.connection_failed(method, exc).reason) from None
     except ValidationError as exc:
         raise failed(f"the server's answer is not a valid result ({exc.error_count()} problems)") from None
-    raise failed(f"no answer within the server's timeout of {timeout:g} s")
+    raise failed(f"no answer within the server's timeout of {timeout:g} s (mcpServers.{downstream.name}.timeout)")

@@ -381,9 +381,8 @@ class Downstream:
             self.last_error = "a message that did not end within the call's timeout"
             self._broken.set()
         asked = f" (nobody answered its {unanswered} request)" if unanswered else ""
-        return DownstreamTimeout(
-            self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s{asked}"
-        )
+        limit = f"the server's timeout of {self.config.timeout:g} s (mcpServers.{self.name}.timeout)"
+        return DownstreamTimeout(self.name, tool, f"no answer within {limit}{asked}")
 
     async def _why_gone(self) -> str:
         """Why the server went away, once its supervisor knows (its process' exit status and last stderr
