@@ -57,7 +57,7 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         return run_demo
     try:
         if config is None:
-            config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()
+            config = load_config(args.config) if args.command not in ("ps", "stop") or args.config else _config_if_any()
     except ConfigError as exc:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -76,6 +76,10 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         from server.status.ps import print_ps
 
         return partial(print_ps, state_dir(config.settings))
+    if args.command == "stop":
+        from server.stop import stop
+
+        return stop(args.pids, every=args.all, state=state_dir(config.settings), timeout=args.timeout)
     cli = CliOverrides(
         no_async=args.no_async,
         async_timeout_secs=args.async_timeout,

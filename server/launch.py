@@ -19,9 +19,21 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import argparse
+
     from server.config import Config
 
-__all__ = ["main"]
+__all__ = ["TERMINAL_HINT", "main", "serves_a_terminal", "user_error"]
+
+TERMINAL_HINT = (
+    "claimcheck serve speaks MCP on stdin/stdout; it is meant to be started by an MCP client. Try `claimcheck demo`, "
+    "or see `claimcheck serve --help`."
+)
+
+
+def serves_a_terminal(args: argparse.Namespace, stdin_is_tty: bool) -> bool:
+    """Whether this is `serve` over stdio typed in a terminal: it would wait silently for MCP, so a hint is due."""
+    return stdin_is_tty and args.command == "serve" and args.transport == "stdio" and not args.shared_socket
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,8 +72,13 @@ def _run(args: list[str]) -> int:
     from server.upstream.shared_relay import relay_main, wants_shared  # standard library only
 
     if wants_shared(args):
+        if sys.stdin.isatty():
+            print(f"claimcheck: {TERMINAL_HINT}", file=sys.stderr, flush=True)
         return relay_main(args)
-    config = _config_to_start_ahead(args)
+    parsed = _parsed(args)
+    if parsed is not None and serves_a_terminal(parsed, sys.stdin.isatty()):
+        print(f"claimcheck: {TERMINAL_HINT}", file=sys.stderr, flush=True)
+    config = None if parsed is None else _config_to_start_ahead(parsed)
     if config is None:
         from server.cli import main as cli_main
 
@@ -71,18 +88,24 @@ def _run(args: list[str]) -> int:
     return anyio.run(_serve_ahead, args, config)
 
 
-def _config_to_start_ahead(argv: list[str]) -> Config | None:
-    """The config whose stdio servers this command may spawn ahead, or None (another command, a config that does not
-    load: `server.cli` says why)."""
-    from server.cli_args import parse, starts_servers_ahead
-    from server.config import load_config
-    from server.errors import ConfigError
+def _parsed(argv: list[str]) -> argparse.Namespace | None:
+    """The command line, or None for --help, --version or a mistake: `server.cli` parses again and says it."""
+    from server.cli_args import parse
 
     try:
         with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-            args = parse(argv)
+            return parse(argv)
     except SystemExit:
-        return None  # --help, --version, a mistake: server.cli parses again and says it
+        return None
+
+
+def _config_to_start_ahead(args: argparse.Namespace) -> Config | None:
+    """The config whose stdio servers this command may spawn ahead, or None (another command, a config that does not
+    load: `server.cli` says why)."""
+    from server.cli_args import starts_servers_ahead
+    from server.config import load_config
+    from server.errors import ConfigError
+
     if not starts_servers_ahead(args):
         return None
     try:

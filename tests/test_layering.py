@@ -70,6 +70,7 @@ LEVELS = {
     "server.__main__": 6,
     "server.launch": 6,
     "server.cli_args": 6,
+    "server.stop": 6,
     "server.demo": 6,
     "server.upstream": 5,
     "server.proxy": 4,
