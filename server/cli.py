@@ -18,7 +18,7 @@ from extraction.wording import plural
 from server.cli_args import parse
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
 from server.downstream.chain import OWN, mark_of
-from server.errors import ConfigError
+from server.errors import EXIT_USAGE, ConfigError
 from server.proxy import Proxy
 from server.upstream.bearer import Tokens, read_tokens_file
 from server.upstream.resource_server import OAuth
@@ -27,7 +27,7 @@ from server.upstream.transports import serve
 
 __all__ = ["main", "prepare"]
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = EXIT_USAGE  # a config the user must fix: one line, as at the top of the command (server.launch)
 EXIT_SERVER_FAILED = 1
 
 
