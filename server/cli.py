@@ -151,6 +151,9 @@ def _config_if_any() -> Config:
 
 async def _print_tools(config: Config, wait_secs: float) -> int:
     """Wait for every server (up to `wait_secs`), print each one's state and the tools; 1 if any is not ready."""
+    supervisors = logging.getLogger("server.downstream.server")
+    if supervisors.getEffectiveLevel() > logging.INFO:  # each server's state and error are printed below, once;
+        supervisors.setLevel(logging.CRITICAL)  # its supervisor's "trying again in 1 s" is for serving
     # a server's own connect timeout ends after this wait: one still starting then is reported once, here
     proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs + 1, serving=False)
     failures: list[str] = []

@@ -36,3 +36,19 @@ def test_tools_counts_after_the_filters_and_prints_no_serving_warning_for_a_late
     assert "is not ready after" not in done.stderr
     assert done.stderr.splitlines() == ["claimcheck: 1 server not ready: late (starting: no answer within 4 s)"]
     assert done.returncode == 1
+
+
+def test_tools_reports_a_server_that_cannot_start_once_without_the_supervisor_s_retry_log(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": {"ghost": {"command": str(tmp_path / "no-such-server")}}})
+    done = subprocess.run(
+        [PYTHON, "-m", "server", "tools", "--config", str(config), "--timeout", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "CLAIMCHECK_API_ENABLED": "false"},
+    )
+    assert done.returncode == 1
+    why = f"command not found: {tmp_path / 'no-such-server'}"
+    assert done.stdout.splitlines()[0] == f"ghost: failed, 0 tools ({why})"
+    assert done.stderr.splitlines() == [f"claimcheck: 1 server not ready: ghost (failed: {why})"]
