@@ -35,9 +35,14 @@ class Refusals:
         self.last: tuple[int, str] | None = None
 
     async def hook(self, response: httpx2.Response) -> None:
-        """An httpx response hook: note a refusal."""
-        if response.status_code in REFUSED:
-            self.last = (response.status_code, response.reason_phrase)
+        """An httpx response hook: note a refusal, forget it at the next answer that is none."""
+        refused = response.status_code in REFUSED
+        self.last = (response.status_code, response.reason_phrase) if refused else None
+
+    def failure(self, name: str, config: ServerConfig, refused: str = "the request") -> str | None:
+        """Why a request failed just now, when the server refused it (a credential that expired during the
+        session); None otherwise."""
+        return None if self.last is None else refused_message(name, config, *self.last, refused)
 
     def explaining(self, name: str, config: ServerConfig) -> ExitCallback:
         """An exit callback for the attempt's `AsyncExitStack`: a failure after a refusal becomes `RemoteRefused`
@@ -46,15 +51,15 @@ class Refusals:
         async def explain(
             kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
         ) -> bool:
-            if self.last is not None and isinstance(exc, Exception) and not isinstance(exc, RemoteRefused):
-                status, reason = self.last
-                raise RemoteRefused(refused_message(name, config, status, reason)) from exc
+            refused = self.failure(name, config, "the connection")
+            if refused is not None and isinstance(exc, Exception) and not isinstance(exc, RemoteRefused):
+                raise RemoteRefused(refused) from exc
             return False
 
         return explain
 
 
-def refused_message(name: str, config: ServerConfig, status: int, reason: str) -> str:
+def refused_message(name: str, config: ServerConfig, status: int, reason: str, refused: str = "the connection") -> str:
     """`<url> refused the connection: HTTP 401 Unauthorized; check mcpServers.<name>.headers.Authorization`."""
     where = f"mcpServers.{name}.headers"
     sent = [header for header in config.headers if any(word in header.lower() for word in _CREDENTIAL_WORDS)]
@@ -64,7 +69,7 @@ def refused_message(name: str, config: ServerConfig, status: int, reason: str) -
         check = f'; {where} sends no credentials: add one, e.g. "Authorization": "Bearer ${{TOKEN}}"'
     if status == 403:
         check += " (the server read them and does not allow them)"
-    return f"{config.url} refused the connection: HTTP {status} {reason}{check}"
+    return f"{config.url} refused {refused}: HTTP {status} {reason}{check}"
 
 
 def with_refusals(factory: HttpClientFactory | None, refusals: Refusals) -> HttpClientFactory:

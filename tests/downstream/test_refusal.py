@@ -3,6 +3,7 @@ with the SDK's `JSON-RPC error -32603`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,7 +12,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from server.config import CliOverrides, parse_config
+from server.config import CliOverrides, Config, parse_config
+from server.errors import DownstreamError
 from server.proxy import Proxy
 
 pytestmark = pytest.mark.anyio
@@ -20,8 +22,9 @@ REASONS = {401: "Unauthorized", 403: "Forbidden"}
 
 
 @asynccontextmanager
-async def refusing(status: int) -> AsyncIterator[int]:
-    """An HTTP server on 127.0.0.1 that answers every request with `status`; yields its port."""
+async def refusing(status: int, *, after: frozenset[str] = frozenset()) -> AsyncIterator[int]:
+    """An HTTP server on 127.0.0.1 that answers with `status`; with `after`, it first answers the MCP methods named
+    there as a tiny server of one tool would, and refuses the rest. Yields its port."""
 
     async def answer(stream: anyio.abc.SocketStream) -> None:
         async with stream:
@@ -29,16 +32,19 @@ async def refusing(status: int) -> AsyncIterator[int]:
             while b"\r\n\r\n" not in seen:
                 seen += await stream.receive()
             head, _, body = seen.partition(b"\r\n\r\n")
-            length = next(
-                (int(line[15:]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")), 0
-            )
+            lines = head.lower().split(b"\r\n")
+            length = next((int(line[15:]) for line in lines if line.startswith(b"content-length:")), 0)
             while len(body) < length:
                 body += await stream.receive()
-            refusal = b'{"error": "no"}'
+            message = json.loads(body) if body else {}
+            code, reply = status, b'{"error": "no"}'
+            if message.get("method") in after:
+                code, reply = _served(message)
+            reason = "Accepted" if code == 202 else "OK" if code == 200 else REASONS[code]
             await stream.send(
-                f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(refusal)}\r\nconnection: close\r\n\r\n".encode()
-                + refusal
+                f"HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(reply)}\r\nconnection: close\r\n\r\n".encode()
+                + reply
             )
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -48,13 +54,34 @@ async def refusing(status: int) -> AsyncIterator[int]:
         tg.cancel_scope.cancel()
 
 
-async def first_failure(entry: dict[str, Any]) -> str | None:
-    config = parse_config({"mcpServers": {"web": entry}})
+def _served(message: dict[str, Any]) -> tuple[int, bytes]:
+    """A one-tool MCP server's answer over streamable HTTP (JSON responses, no session)."""
+    if "id" not in message:
+        return 202, b""
+    results = {
+        "initialize": {
+            "protocolVersion": message.get("params", {}).get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "remote", "version": "1"},
+        },
+        "tools/list": {"tools": [{"name": "fetch", "inputSchema": {"type": "object"}}]},
+    }
+    return 200, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": results[message["method"]]}).encode()
+
+
+@asynccontextmanager
+async def proxied_by(config: Config) -> AsyncIterator[Proxy]:
+    """A running proxy (no status API) once every server has connected or failed once."""
     proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=10)
     with anyio.fail_after(20):
         async with proxy.running():
             await proxy.pool.settled()
-            return proxy.pool.downstreams[0].last_error
+            yield proxy
+
+
+async def first_failure(entry: dict[str, Any]) -> str | None:
+    async with proxied_by(parse_config({"mcpServers": {"web": entry}})) as proxy:
+        return proxy.pool.downstreams[0].last_error
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
@@ -83,3 +110,18 @@ async def test_a_refusal_names_each_credential_header_the_server_sends() -> None
         why = await first_failure({"url": url, "headers": {"X-Api-Key": "k", "Cookie": "c=1"}})
     assert why is not None
     assert why.endswith("check mcpServers.web.headers.X-Api-Key and mcpServers.web.headers.Cookie")
+
+
+async def test_a_call_the_server_refuses_after_it_connected_names_the_status_and_header_too() -> None:
+    up = frozenset({"initialize", "notifications/initialized", "tools/list"})
+    async with refusing(401, after=up) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        config = parse_config({"mcpServers": {"web": {"url": url, "headers": {"Authorization": "Bearer gone"}}}})
+        async with proxied_by(config) as proxy:
+            route = proxy.pool.route("web__fetch")
+            assert route is not None
+            with pytest.raises(DownstreamError) as failed:
+                await route.downstream.call("fetch", {}, None)
+    assert failed.value.reason == (
+        f"{url} refused the request: HTTP 401 Unauthorized; check mcpServers.web.headers.Authorization"
+    )
