@@ -29,7 +29,7 @@ _CREDENTIAL_WORDS = ("auth", "token", "key", "cookie", "secret")
 
 
 class Refusals:
-    """The last 401 or 403 one server's URL answered during one connection attempt."""
+    """Whether the last answer of one server's URL, over one connection, was a refusal (401, 403), and which."""
 
     def __init__(self) -> None:
         self.last: tuple[int, str] | None = None
@@ -63,12 +63,11 @@ def refused_message(name: str, config: ServerConfig, status: int, reason: str, r
     """`<url> refused the connection: HTTP 401 Unauthorized; check mcpServers.<name>.headers.Authorization`."""
     where = f"mcpServers.{name}.headers"
     sent = [header for header in config.headers if any(word in header.lower() for word in _CREDENTIAL_WORDS)]
-    if sent:
-        check = "; check " + " and ".join(f"{where}.{header}" for header in sent)
-    else:
+    if not sent:
         check = f'; {where} sends no credentials: add one, e.g. "Authorization": "Bearer ${{TOKEN}}"'
-    if status == 403:
-        check += " (the server read them and does not allow them)"
+    else:
+        check = "; check " + " and ".join(f"{where}.{header}" for header in sent)
+        check += " (the server read them and does not allow this)" if status == 403 else ""
     return f"{config.url} refused {refused}: HTTP {status} {reason}{check}"
 
 
