@@ -255,6 +255,16 @@ def signal_group(pid: int, *, kill: bool = False) -> None:
             os.kill(pid, signal.SIGTERM)  # TerminateProcess on Windows
 
 
+def terminate(pid: int) -> bool:
+    """SIGTERM one process (TerminateProcess on Windows): claimcheck exits cleanly on it. False when it is gone, or
+    not this user's."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return False
+    return True
+
+
 async def cancel_on_stop_signal(scope: anyio.CancelScope) -> None:
     """Cancel `scope` at SIGINT or SIGTERM. Where the loop takes no signal handlers (Windows), Ctrl+C still
     arrives as KeyboardInterrupt, and this waits for nothing."""

@@ -148,3 +148,15 @@ async def _terminate(process: anyio.abc.Process) -> None:
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()
+
+
+API_LINE = r"status API at (http://127\.0\.0\.1:\d+/) \S+ dashboard: [^\n]* in (\S+\.json)\)"
+"""claimcheck's start-up line for its status API: (its URL, the discovery file that holds its token)."""
+
+
+def discovered(path: str | bytes) -> dict[str, Any]:
+    """The discovery file named on a start-up line (`API_LINE`'s second group): `url`, `token`, `dashboard` (the
+    address with the token) and the rest."""
+    text = Path(os.fsdecode(path)).read_text(encoding="utf-8")
+    info: dict[str, Any] = json.loads(text)
+    return info

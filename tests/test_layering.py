@@ -73,6 +73,7 @@ LEVELS = {
     "server.setup_args": 6,
     "server.init_cmd": 6,
     "server.doctor": 6,
+    "server.stop": 6,
     "server.demo": 6,
     "server.upstream": 5,
     "server.proxy": 4,

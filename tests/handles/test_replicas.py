@@ -29,12 +29,12 @@ import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, demo_server_entry, text_of, write_config
+from support import API_LINE, PYTHON, demo_server_entry, discovered, text_of, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 ROOT = Path(__file__).resolve().parents[2]
-_API = r"dashboard: (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]+)"
+_API = API_LINE
 HANDLE = re.compile(r'handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 STATE = {"leaseSecs": 3, "pollSecs": 0.3}  # a lease well above the event-loop stalls of a loaded machine
 # A big output answers with its size however loaded the machine is; slow calls ask for the background.
@@ -190,7 +190,7 @@ async def replicas(
             found = await _announced(stderr, r"(http://127\.0\.0\.1:\d+/mcp)", *([_API] if api else []))
             urls[index] = found[0].group(1).decode()
             if api:  # its status API and the token that opens it
-                apis[index] = (found[1].group(1).decode(), found[1].group(2).decode())
+                apis[index] = (found[1].group(1).decode(), discovered(found[1].group(2))["token"])
 
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
@@ -369,7 +369,7 @@ async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_co
                 await anyio.sleep(3)  # Redis stays down across the completion of `finishing` (the fault, not a sync)
                 await cluster.redis.start()
         assert "1 finished" in results[finishing] and "slept 2 s" in results[finishing], results[finishing]
-        assert "None of the 1 output(s) finished within 8 s" in results[endless], results[endless]
+        assert "The output did not finish within 8 s" in results[endless], results[endless]
         await call_text(on_b, "cancel_tool_output", {"handle": endless})
 
 

@@ -19,7 +19,7 @@ import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import demo_server_entry, text_of, write_config
+from support import API_LINE, demo_server_entry, discovered, text_of, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
 
@@ -33,9 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 MCP_URL = re.compile(rb"serving MCP over streamable HTTP at (http://\S+/mcp)")
-API_URL = re.compile(
-    rb"status API at (http://127\.0\.0\.1:\d+/) \xe2\x80\x94 dashboard: (http://127\.0\.0\.1:\d+/\?token=\S+)"
-)
+API_URL = re.compile(API_LINE.encode())
 
 
 def _require_browser() -> None:
@@ -85,7 +83,7 @@ async def claimcheck_with_api(tmp_path: Path, *serve_args: str) -> AsyncIterator
                 if mcp and api:
                     break
         assert mcp and api, seen.decode(errors="replace")
-        yield mcp.group(1).decode(), api.group(1).decode(), api.group(2).decode()
+        yield mcp.group(1).decode(), api.group(1).decode(), discovered(api.group(2))["dashboard"]
     finally:
         process.terminate()
         with anyio.fail_after(30, shield=True):

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import demo_server_entry, text_of, write_config
+from support import demo_server_entry, discovered, text_of, write_config
 from test_dashboard_browser import API_URL, CHROMIUM, CHROMIUM_ARGS, MCP_URL, _require_browser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
@@ -66,7 +66,7 @@ async def claimcheck_with_api(tmp_path: Path, pids: list[int] | None = None) -> 
                 if mcp and api:
                     break
         assert mcp and api, seen.decode(errors="replace")
-        yield mcp.group(1).decode(), api.group(2).decode()
+        yield mcp.group(1).decode(), discovered(api.group(2))["dashboard"]
     finally:
         process.terminate()
         with anyio.fail_after(30, shield=True):
@@ -139,7 +139,7 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
                     await page.locator("#output-regex").fill("00000777 INFO")
                     await page.locator("#output-regex").press("Enter")
                     matches = page.locator("#output-matches")
-                    await expect(matches).to_contain_text("1 matching line(s)", timeout=30_000)
+                    await expect(matches).to_contain_text("1 matching line", timeout=30_000)
                     await expect(matches.locator(".hit")).to_have_text(re.compile(r"^\s+778 → 00000777 INFO demo"))
                     await expect(matches.locator('[data-line="777"]')).to_have_count(1)  # a line of context
                     await page.locator("aside").screenshot(path=str(tmp_path / "output-view.png"))
