@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -362,11 +362,11 @@ class Call:
     def stored_afterwards(self, tokens: int, exact: bool, *, stored: bool) -> None:
         """A small output counted (and, `stored`, written under its handle) once its handle was handed out."""
         output = self._output.counted(tokens, exact)
-        self._output = replace(output, stored=True) if stored else output
+        self._output = output._replace(stored=True) if stored else output
 
     def digested(self, sha256: str) -> None:
         """A spooled output's digest, taken when extraction first asks for it."""
-        self._output = replace(self._output, sha256=sha256)
+        self._output = self._output._replace(sha256=sha256)
 
     def follow(
         self, status: Status, output: Output, *, inline: bool, error: str | None, finished: float | None

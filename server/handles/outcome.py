@@ -12,8 +12,8 @@ cut, stored, or over the size rule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -47,9 +47,9 @@ class Failed:
 Outcome = Inline | Stored | Lost | Failed
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
-    """What was measured of a call's output; all zero while it runs, and when it never produced one."""
+class Output(NamedTuple):
+    """What was measured of a call's output; all zero while it runs, and when it never produced one. Immutable like
+    the outcomes, but a named tuple: one is made for every call, and a tuple is made in a third of the time."""
 
     bytes: int = 0  # kept (in memory or in its file)
     produced: int = 0  # what the tool produced; more than `bytes` when the output was cut or not stored
@@ -63,7 +63,7 @@ class Output:
     over_threshold: bool = False
 
     def counted(self, tokens: int, exact: bool) -> Output:
-        return replace(self, tokens=tokens, tokens_exact=exact, tokens_counted=True)
+        return self._replace(tokens=tokens, tokens_exact=exact, tokens_counted=True)
 
 
 NO_OUTPUT = Output()

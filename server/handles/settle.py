@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import replace
 
 import anyio
 import mcp_types as types
@@ -65,7 +64,7 @@ async def settle(
         failure = await store_text(session, call, text)
         if failure is not None and over:  # a small output stays in memory; a big one is lost but its start
             return _not_stored(call, output, failure, text, policy)
-        output = replace(output, stored=failure is None)
+        output = output._replace(stored=failure is None)
     outcome = Stored(result.is_error) if over else Inline(result)
     return _finish(call, outcome, output, failed=result.is_error, text=text)
 
@@ -113,7 +112,7 @@ async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, 
     finally:
         if spooled.raw is not None:
             spooled.raw.unlink(missing_ok=True)
-    output = replace(output, stored=True, over_threshold=over)
+    output = output._replace(stored=True, over_threshold=over)
     outcome: Outcome = Stored(spooled.is_error) if over else Inline(result)
     return _finish(call, outcome, output, failed=spooled.is_error, text=None)
 
@@ -121,7 +120,7 @@ async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, 
 def _not_stored(call: Call, output: Output, reason: str, head: str, policy: Policy) -> Outcome:
     """The output is lost but for its first part: answer with that, truthfully, and fail the handle."""
     shown = head_tokens(head[: policy.async_token_threshold * 8], policy.async_token_threshold // 2)
-    output = replace(output, over_threshold=True)
+    output = output._replace(over_threshold=True)
     outcome = Lost(messages_not_stored(call, reason, shown, produced=output.produced))
     call.settle(outcome, "failed", output)
     return outcome
