@@ -135,7 +135,6 @@ class Call:
         """The events of its life (`note`): time, kind, detail."""
         return self._log
 
-    # -- the description
     @property
     def handle(self) -> str:
         return self._description.handle
@@ -188,7 +187,6 @@ class Call:
     def arguments_json(self) -> str:
         return json.dumps(self._description.arguments, ensure_ascii=False, sort_keys=True)
 
-    # -- how it ended: the outcome, and views of it
     @property
     def status(self) -> Status:
         return self._status
@@ -219,6 +217,7 @@ class Call:
 
     @property
     def error(self) -> str | None:
+        """Why it failed: a `Failed`'s reason, a `Lost`'s message, or the tool's own error (set by `settle`)."""
         return self._error
 
     @property
@@ -263,7 +262,6 @@ class Call:
     def tokens_label(self) -> str:
         return f"{self._output.tokens}" if self._output.tokens_exact else f"~{self._output.tokens}"
 
-    # -- its life
     @property
     def finished_mono(self) -> float | None:
         return self._finished_mono
