@@ -23,7 +23,8 @@ from support import PYTHON, announced_url, write_config
 from wire import Wire as LineClient
 
 from server.handles import messages
-from server.handles.calls import Call
+from server.handles.calls import Call, Description
+from server.handles.outcome import Failed, Output
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -194,7 +195,8 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
     assert "tool_output" not in answer and "Read" not in answer and "Grep" not in answer
     reason = answer.split("could not store them (", 1)[1].split(").\n", 1)[0]
     shown = answer.split("\n\n", 1)[1].rsplit("\n[claimcheck] cut here: ", 1)[0]
-    call = Call(handle="", public_name="raw__big", server="raw", tool="big", arguments={}, produced=20 * MIB)
+    call = Call(Description(handle="", public_name="raw__big", server="raw", tool="big", arguments={}))
+    call.settle(Failed("not stored"), "failed", Output(produced=20 * MIB))
     assert answer == messages.not_stored_message(call, reason, shown)  # word for word, around its two parts
     assert reason.startswith("File too large") and 0 < len(shown) < 4 * MIB
     assert listed == "This session has no tool outputs yet."
