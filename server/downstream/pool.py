@@ -144,6 +144,8 @@ class Pool:
         are told), start those of `start` (`prepare`d first; one that replaces a stopped server of its name takes
         its place in the order), leave every other server and its calls alone, and tell the listeners if the
         tools changed. Returns the servers started."""
+        # A stopped server's `instances` entry stays (until one of its name replaces it): a call that found its
+        # route just before is then told why, not a KeyError.
         for name, why in stop.items():
             stopped = next(d for d in self.downstreams if d.name == name)
             stopped.retired(why)
