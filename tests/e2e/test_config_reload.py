@@ -110,11 +110,11 @@ async def who(client: Client, tool: str) -> tuple[str, int, int]:
     return label, int(pid), int(parent)
 
 
-async def settled(client: Client, handle: str) -> str:
-    """What `wait_for_tool_output` says of `handle` once its call has finished."""
+async def settled(client: Client, handle: str, tool: str = "b__hold") -> str:
+    """What `wait_for_tool_output` says of `handle` once its call of `tool` has finished."""
     while True:
         waited = text_of(await client.call_tool("wait_for_tool_output", {"handles": [handle]}))
-        if f'"{handle}" b__hold: running' not in waited:
+        if f'"{handle}" {tool}: running' not in waited:
             return waited
 
 
@@ -130,6 +130,9 @@ async def test_a_rewritten_config_starts_the_added_server_and_restarts_the_chang
             held = await client.call_tool("b__hold", {"path": str(release), "background": True})
             handle = HANDLE.search(text_of(held))
             assert handle is not None, text_of(held)
+            held_by_a = await client.call_tool("a__hold", {"path": str(tmp_path / "never"), "background": True})
+            handle_a = HANDLE.search(text_of(held_by_a))
+            assert handle_a is not None, text_of(held_by_a)
             notified = heard.count
 
             rewrite(config, {"a": whoami("two"), "b": whoami("b"), "c": whoami("c")})
@@ -139,6 +142,7 @@ async def test_a_rewritten_config_starts_the_added_server_and_restarts_the_chang
             release.write_text("go", encoding="utf-8")
             waited = await settled(client, handle.group(0))
             raw = await client.call_tool("tool_output", {"handle": handle.group(0), "mode": "raw"})
+            waited_a = await settled(client, handle_a.group(0), "a__hold")
     assert heard.count > notified
     assert {"a__whoami", "b__whoami", "c__whoami"} <= names
     label, pid, parent = a_after.split()
@@ -147,6 +151,8 @@ async def test_a_rewritten_config_starts_the_added_server_and_restarts_the_chang
     assert c[0] == "c" and c[2] == a_before[2]
     assert f'"{handle.group(0)}" b__hold: ready' in waited  # b's call made before the reload finished there
     assert "released by release" in text_of(raw)
+    assert f'"{handle_a.group(0)}" a__hold: failed' in waited_a  # a's call in flight ended with its process
+    assert 'its entry in the config changed, so claimcheck restarted "a"' in waited_a
 
 
 async def test_a_server_removed_from_the_config_stops_its_tools_go_and_its_call_fails_naming_the_removal(
