@@ -136,7 +136,11 @@ class ConfigWatch:
             except ConfigError as exc:
                 logger.error("config reload refused: %s; still serving the previous config", exc)
                 return None
-            done = await self._apply(config)
+            try:
+                done = await self._apply(config)
+            except Exception:  # boundary: a reload that fails must not end serve
+                logger.exception("config reload failed part-way; the servers not yet changed keep running")
+                return None
         if done.settings:
             keys = ", ".join(f"settings.{key}" for key in done.settings)
             logger.warning("config reload: %s changed, which applies when claimcheck restarts; kept as running", keys)
