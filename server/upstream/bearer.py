@@ -9,19 +9,29 @@ each in constant time; the name of the one it carries is put in the request's sc
 from __future__ import annotations
 
 import hmac
+import logging
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from extraction.wording import plural
+from server import platform
 from server.errors import ConfigError
 from server.handles.owners import PRINCIPAL_NAME
 
-__all__ = ["MIN_TOKEN_BYTES", "BearerAuth", "Tokens", "read_tokens_file"]
+__all__ = ["MIN_TOKEN_BYTES", "RESERVED_NAMES", "BearerAuth", "Tokens", "read_tokens_file"]
 
 MIN_TOKEN_BYTES = 32
+_BOM = b"\xef\xbb\xbf"
+RESERVED_NAMES = frozenset({"token", "user", "client"})
+"""Owner labels claimcheck shows for principals without a name (`--auth-token-env`, the shared user, a sessionless
+client): a file's name must not pass for one of them."""
+
+logger = logging.getLogger(__name__)
+
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
 """At most 63 characters and no colon: a name never reads as the 64-hex digest of the environment's token."""
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -55,9 +65,21 @@ def read_tokens_file(path: Path, *, env_token: str | None = None) -> dict[str, s
     """Token to name from a UTF-8 file of `NAME TOKEN` lines (blank lines and `#` comments allowed); a
     malformed line, a repeated token or name, or a token under 32 bytes is a ConfigError naming its line."""
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO would block the read, and serve with it, for good
+            raise ConfigError(f"the tokens file {path} is not a regular file; give the path of a file")
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read the tokens file {path}: {exc.strerror or exc}") from exc
+    if data.startswith(_BOM):
+        raise ConfigError(f"the tokens file {path} starts with a byte order mark (BOM); save it as UTF-8 without one")
+    if platform.POSIX and mode & 0o077:
+        logger.warning(
+            "the tokens file %s can be read by other users (mode %o); it holds secrets: chmod 600 %s",
+            path,
+            stat.S_IMODE(mode),
+            path,
+        )
     tokens: dict[str, str] = {}
     names: dict[str, int] = {}
     lines: dict[str, int] = {}
@@ -75,6 +97,9 @@ def read_tokens_file(path: Path, *, env_token: str | None = None) -> dict[str, s
         name, token = fields
         if not _NAME.fullmatch(name):
             raise ConfigError(f"{where}: a name is 1-63 of A-Z a-z 0-9 . _ @ - (the first a letter or digit)")
+        if name in RESERVED_NAMES:
+            reserved = ", ".join(sorted(RESERVED_NAMES))
+            raise ConfigError(f"{where}: {name} is a name claimcheck gives other owners ({reserved}); pick another")
         if not _TOKEN.fullmatch(token):
             raise ConfigError(f"{where}: the token must be visible ASCII characters")
         if len(token.encode()) < MIN_TOKEN_BYTES:
