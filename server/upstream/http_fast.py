@@ -226,12 +226,8 @@ class HttpFastPath:
         dispatcher = connection.outbound
         if not isinstance(dispatcher, JSONRPCDispatcher):
             return False
-        channel = _Channel(
-            transport=TransportContext(kind="jsonrpc", can_send_request=True),
-            _dispatcher=dispatcher,
-            _request_id=envelope.id,
-            message_metadata=ServerMessageMetadata(request_context=Request(scope), can_send_request=True),
-        )
+        metadata = ServerMessageMetadata(request_context=Request(scope), can_send_request=True)
+        channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata)
         client = ServerSession(channel, connection)
         owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
         session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))

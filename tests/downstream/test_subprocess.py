@@ -17,11 +17,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
-from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
 from server.proxy import Proxy
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import proxied_names, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

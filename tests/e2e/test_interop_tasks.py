@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import anyio
-import peers
 import pytest
 from mcp import Client
-from support import text_of
-from test_handles import handle_in
 
 from server.config import parse_config
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support import peers
+from tests.support.handles import handle_in
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 

@@ -18,11 +18,12 @@ from joserfc.jwk import OctKey, RSAKey
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from oidc_peer import Provider, oidc_provider
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
-from test_handles import handle_in
 
 from server.status.discovery import instances
+from tests.support.handles import handle_in
+from tests.support.oidc_peer import Provider, oidc_provider
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.oidc]
 

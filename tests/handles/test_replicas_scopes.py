@@ -14,21 +14,16 @@ from pathlib import Path
 
 import anyio
 import httpx2
-import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from peers import MEMORY_PACKAGE, npm_server_command
-from support import text_of
-from test_handles import handle_in
-from test_replicas import RedisServer, haproxy, replicas
+
+from tests.support.handles import handle_in
+from tests.support.peers import MEMORY_PACKAGE, npm_server_command
+from tests.support.proxies import text_of
+from tests.support.replicas import RedisServer, haproxy, replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def installed() -> None:
-    os_packages.require("install-replicas", os_packages.commands("redis-server", "haproxy"))
 
 
 @asynccontextmanager

@@ -20,7 +20,6 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from support import text_of
 
 from server.config import parse_config
 from server.downstream.connect import DownstreamSpec
@@ -31,6 +30,7 @@ from server.status.events import EventHub
 from server.status.history import History
 from server.upstream.bearer import Tokens
 from server.upstream.transports import serve_http, serve_sse
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 

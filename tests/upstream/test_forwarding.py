@@ -11,9 +11,9 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from support import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
 from server.downstream.naming import public_name
+from tests.support.proxies import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 

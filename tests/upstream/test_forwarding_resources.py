@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import peers
 import pytest
 from mcp import Client
 from mcp.server import Server
@@ -16,12 +15,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
-from support import proxied, text_of
 
 from server.config import parse_config
 from server.downstream.catalog import parse_template, template_matches
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support import peers
+from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from support import PYTHON, announced_url, demo_server_entry, write_config
-from wire import serving
 
 from server.budget import MAX_DEPTH
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.wire import serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

@@ -27,9 +27,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from support import announced_url, demo_server_entry, write_config
 
 from server.upstream.http_fast import PRIME_ENV
+from tests.support.processes import announced_url, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

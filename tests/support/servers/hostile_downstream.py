@@ -8,15 +8,11 @@ announced on stderr.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import raw_downstream
-from hostile import OUTPUT_CASES, hostile_output
-from raw_downstream import handshake
+from tests.support.hostile import OUTPUT_CASES, hostile_output
+from tests.support.servers import raw_downstream
+from tests.support.servers.raw_downstream import handshake
 
 TOOLS = [
     {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from raw_downstream import handshake, main
+from tests.support.servers.raw_downstream import handshake, main
 
 TOOLS = [{"name": "meta", "inputSchema": {"type": "object"}, "_meta": {"io.claimcheck/proxied": {}}}]
 

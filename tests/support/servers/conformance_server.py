@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
-from conformance_tools import PNG_1X1_RED, RETRY_MS, Context, ToolFixtures
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from server.upstream.event_store import BoundedEventStore
+from tests.support.servers.conformance_tools import PNG_1X1_RED, RETRY_MS, Context, ToolFixtures
 
 __all__ = ["build_server"]
 
