@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,13 @@ from tests.support.source import ROOT
 TESTS = ROOT / "tests"
 
 
+@cache
+def _parsed() -> tuple[tuple[Path, ast.Module], ...]:
+    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(TESTS.rglob("*.py")))
+
+
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted(TESTS.rglob("*.py")):
-        yield path, ast.parse(path.read_text(encoding="utf-8"))
+    yield from _parsed()
 
 
 def _shown(path: Path, node: ast.AST) -> str:

@@ -32,7 +32,7 @@ HANDLE = re.compile(r'tool_output\(handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})
 
 
 class Wire(LineClient):
-    """`tests/wire.py`'s client, with a call's text and error flag at hand."""
+    """`tests/support/wire.py`'s client, with a call's text and error flag at hand."""
 
     async def call_text(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[str, bool]:
         result = (await self.call(tool, arguments))["result"]

@@ -1,7 +1,7 @@
 """The official MCP conformance suite's server scenarios, against a fixture server alone and behind claimcheck.
 
 claimcheck is transparent: any conformance check a downstream passes on its own it also passes through claimcheck
-(with `prefix: ""`). The suite (`@modelcontextprotocol/conformance`, tests/conformance_peer.py) runs
+(with `prefix: ""`). The suite (`@modelcontextprotocol/conformance`, tests/support/conformance_peer.py) runs
 twice: against `tests/support/servers/conformance_server.py` serving streamable HTTP itself (the baseline), and
 against `claimcheck serve --transport http` with the same file as its one stdio downstream. A
 scenario counts as passed when none of its checks is a FAILURE or a WARNING (the suite's own

@@ -1,6 +1,6 @@
 """Hostile frames and hostile outputs against a real `claimcheck serve`, for a bounded time.
 
-Over stdio and streamable HTTP, with the fast path on and off, a seeded mix of frames from tests/hostile.py
+Over stdio and streamable HTTP, with the fast path on and off, a seeded mix of frames from tests/support/hostile.py
 (nesting, size, types, ids, unicode, truncation, floods, own-tool abuse), the known regressions first; then
 every hostile output case of a downstream; and bearer tokens no issuer made, at claimcheck as an OAuth resource
 server. After each run: the process lives and still serves a plain call,

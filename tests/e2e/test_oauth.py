@@ -1,5 +1,5 @@
 """`settings.auth`: a real claimcheck over streamable HTTP in front of the demo server, as an OAuth resource server of
-a real OpenID provider (`oidc-provider`, tests/oidc_peer.py), driven by the mcp SDK's client with its tokens."""
+a real OpenID provider (`oidc-provider`, tests/support/oidc_peer.py), driven by the mcp SDK's client with its tokens."""
 
 from __future__ import annotations
 

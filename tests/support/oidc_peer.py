@@ -1,6 +1,6 @@
 """A real OpenID provider for the OAuth tests: `oidc-provider` from npm on node, on 127.0.0.1 and a free port.
 
-The package is installed on first use into the git-ignored `.cache/oidc-provider`; `tests/oidc_provider.mjs`
+The package is installed on first use into the git-ignored `.cache/oidc-provider`; `tests/support/oidc_provider.mjs`
 configures it. Missing `node`/`npm` skips the tests that need it on a developer's machine and fails them in CI
 (env `CI` set), where a silent skip would hide that OAuth was never tested against a real provider.
 

@@ -1,8 +1,8 @@
-"""A stdio MCP server written by hand that answers with hostile outputs (tests/hostile.py's `OUTPUT_CASES`).
+"""A stdio MCP server written by hand that answers with hostile outputs (tests/support/hostile.py's `OUTPUT_CASES`).
 
 Tools: `hostile {case}` answers as the case says; `echo {text}` answers with the text. Run as
-`python tests/hostile_downstream.py` (stdio), or with `--http PORT` for streamable HTTP at `/mcp`, the URL
-announced on stderr.
+`python -m tests.support.servers.hostile_downstream` (stdio), or with `--http PORT` for streamable HTTP at `/mcp`,
+the URL announced on stderr.
 """
 
 from __future__ import annotations
