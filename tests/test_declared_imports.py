@@ -8,7 +8,7 @@ import importlib.metadata
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from tests.support.source import ROOT
 
@@ -48,7 +48,7 @@ def _dotted_imports() -> Iterator[tuple[str, str]]:
                     yield name, path.relative_to(ROOT).as_posix()
 
 
-def _owners(name: str, distributions: dict[str, list[str]], files: dict[str, set[str]]) -> set[str]:
+def _owners(name: str, distributions: Mapping[str, list[str]], files: dict[str, set[str]]) -> set[str]:
     """The distributions that provide module `name`: its top level's, or for a namespace that several fill
     (opentelemetry), the one whose files hold the deepest part of `name`."""
     top = name.split(".")[0]

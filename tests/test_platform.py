@@ -212,7 +212,9 @@ async def test_where_the_loop_cannot_poll_stdin_the_sdk_s_thread_backed_reader_s
     import anyio
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-    from support import PYTHON, demo_server_entry, text_of
+
+    from tests.support.processes import PYTHON, demo_server_entry
+    from tests.support.proxies import text_of
 
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
     args = ["-c", THREAD_READER, "serve", "--config", str(config)]

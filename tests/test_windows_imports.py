@@ -65,7 +65,7 @@ def _libraries() -> list[str]:
     """The modules outside claimcheck that its source imports, by their full dotted names."""
     import ast
 
-    found = set()
+    found: set[str] = set()
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

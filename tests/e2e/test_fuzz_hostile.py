@@ -291,7 +291,7 @@ async def _try_output(wire: StdioWire, case: str) -> list[str]:
         return []
     problems = []
     handle = match.group(0)
-    reads = [
+    reads: list[tuple[str, dict[str, Any]]] = [
         ("tool_output", {"handle": handle, "mode": "json", "query": "@"}),
         ("tool_output", {"handle": handle, "mode": "slice", "slice": {"start": 0, "length": 200}}),
         ("Read", {"file": handle, "lines": 5}),

@@ -156,6 +156,7 @@ def claims(provider: Provider, url: str, **changes: Any) -> dict[str, Any]:
 def bad_tokens(provider: Provider, url: str) -> dict[str, str]:
     """A bad token for each reason claimcheck gives (the reason, a part of it, is the key)."""
     now = int(time.time())
+    assert provider.key.kid is not None
     forger = RSAKey.generate_key(2048, parameters={"kid": provider.key.kid})
     public = OctKey.import_key(json.dumps(provider.key.as_dict(private=False)))
     unsigned = _segment({"alg": "none", "typ": "at+jwt"}) + "." + _segment(claims(provider, url)) + "."

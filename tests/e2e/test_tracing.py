@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.subprocess
 META_ECHO = program_entry("meta_echo_downstream")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+TRACED: types.RequestParamsMeta = {"traceparent": TRACEPARENT}  # type: ignore[typeddict-unknown-key]  # an open map
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -89,7 +91,7 @@ async def test_a_call_is_a_span_under_the_clients_trace_and_the_trace_reaches_th
     params = StdioServerParameters(command=PYTHON, args=args, env=env, cwd=ROOT)
     with anyio.fail_after(120):
         async with Client(params, mode="legacy") as client:
-            answer = await client.call_tool("echo__meta", {}, meta={"traceparent": TRACEPARENT})
+            answer = await client.call_tool("echo__meta", {}, meta=TRACED)
         # claimcheck exported what was left when it stopped; spans of this trace are in by now
     received = json.loads(text_of(answer))
     ours = {span.name: span for span in spans if span.trace_id.hex() == TRACE_ID}
@@ -143,7 +145,7 @@ async def test_the_trace_reaches_the_server_behind_a_claimcheck_behind_claimchec
     args = ["-m", "server", "serve", "--config", str(outer)]
     with anyio.fail_after(120):
         async with Client(StdioServerParameters(command=PYTHON, args=args, env=env, cwd=ROOT)) as client:
-            answer = await client.call_tool("inner__echo__meta", {}, meta={"traceparent": TRACEPARENT})
+            answer = await client.call_tool("inner__echo__meta", {}, meta=TRACED)
     received = json.loads(text_of(answer))  # what the server behind the inner claimcheck (untraced) was sent
     [downstream] = [span for span in spans if span.name == "claimcheck.downstream"]  # the outer's
     assert received["io.claimcheck/passthrough"] is True

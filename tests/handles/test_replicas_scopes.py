@@ -69,7 +69,7 @@ async def test_an_owner_scoped_server_gives_each_principal_its_own_state_on_ever
 async def test_oauth_identities_hold_on_every_replica(tmp_path: Path) -> None:
     """Tokens of a real OpenID provider for one resource (the balancer's): the owner key is issuer and subject,
     the same on every replica, so a user's handle made on one replica is hers on the other and never Bob's."""
-    from oidc_peer import oidc_provider
+    from tests.support.oidc_peer import oidc_provider
 
     resource = "https://claimcheck.test/mcp"  # what every replica answers for, whichever serves the request
     redis = RedisServer(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -55,7 +56,7 @@ async def running_proxy(
         return server
 
     specs = [
-        DownstreamSpec(spec.name, spec.config, target=lambda name=spec.name: target(name))
+        DownstreamSpec(spec.name, spec.config, target=functools.partial(target, spec.name))
         for spec in specs_from_config(config)
     ]
     proxy = Proxy(config, specs=specs, connect_timeout=connect_timeout)

@@ -144,8 +144,8 @@ async def test_progress_and_both_protocol_eras_pass_through_the_relay(shared: Sh
     with anyio.fail_after(240):
         for mode, seen in progress.items():
 
-            async def note(value: float, total: float | None, message: str | None, seen: list[float] = seen) -> None:
-                seen.append(value)
+            async def note(progress: float, total: float | None, message: str | None, seen: list[float] = seen) -> None:
+                seen.append(progress)
 
             async with shared.relay(mode) as client:
                 done = await client.call_tool("demo__slow", {"seconds": 1}, progress_callback=note)
