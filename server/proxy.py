@@ -1,4 +1,4 @@
-"""The running proxy: configuration, the downstream pool and catalog, and the clients to tell about changes."""
+"""The running proxy: configuration, the downstream pool and offerings, and the clients to tell about changes."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
 from server import tracing
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
-from server.downstream.catalog import Catalog
 from server.downstream.connect import DownstreamSpec
+from server.downstream.offerings import Offerings
 from server.downstream.pool import Pool
 from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S
@@ -78,7 +78,7 @@ class Proxy:
         self.pool.listeners.append(self.announce_tools_changed)
         for downstream in self.pool.downstreams:
             downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
-        self.catalog = Catalog(self.pool.downstreams, config.settings.tool_separator, self)
+        self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
@@ -268,7 +268,7 @@ class Proxy:
 
     async def announce_resource_updated(self, uri: str) -> None:
         """Tell the clients that follow `uri`: handshake-era subscribers, and listen streams that name it."""
-        subscriptions = self.catalog.subscriptions
+        subscriptions = self.offerings.subscriptions
         for key, session in subscriptions.followers(uri):
             try:
                 await session.send_resource_updated(uri)

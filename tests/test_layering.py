@@ -70,6 +70,7 @@ LEVELS = {
     "server.platform": 0,
     "server.framing": 0,
     "server.http_compat": 0,
+    "server.http_edge": 0,
     "server.sdk_compat": 0,
     "server.budget": 0,
     "server.version": 0,

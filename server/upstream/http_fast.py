@@ -1,7 +1,7 @@
 """The fast path for a plain `tools/call` over streamable HTTP: no SDK transport or dispatch for it.
 
 `HttpFastPath.app` wraps the `/mcp` endpoint, inside every edge rule (the bearer token, one Authorization and
-Origin header, the body limit, the request deadline: `server.status.edges`). It takes a POST only when the SDK
+Origin header, the body limit, the request deadline: `server.http_edge`). It takes a POST only when the SDK
 would serve it as an ordinary request of a live, initialized handshake-era session, and answers it as that
 session would:
 

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from server.auth_config import AuthSettings, check_url
 from server.errors import ConfigError
 from server.handles.owners import IDENTITY, PRINCIPAL_NAME
-from server.status.edges import reply
+from server.http_edge import reply
 from server.upstream.bearer import Tokens
 from server.upstream.jwks import KeyCache, Unavailable
 from server.upstream.oauth_fetch import Issuer

@@ -101,7 +101,7 @@ async def another_local_origin() -> AsyncIterator[str]:
     from starlette.responses import HTMLResponse
     from starlette.routing import Route
 
-    from server.status.edges import edge_server, serve_until_cancelled
+    from server.http_edge import edge_server, serve_until_cancelled
 
     async def page(_: Any) -> HTMLResponse:
         return HTMLResponse(ATTACK_PAGE)
