@@ -1,16 +1,21 @@
 """The tests are a package with one helpers layer: no test module imports another, nothing changes `sys.path`,
-each fixture is defined once, and every folder of tests is a package. Read from the source (ast)."""
+each fixture is defined once, and every folder of tests is a package (read from the source, ast); and a test not
+marked `subprocess` cannot start a program, so `pytest -m "not subprocess"` runs in process."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.support.source import ROOT
+from tests.support.spawning import GREP_WORKER, SpawnRefused, is_grep_worker
 
 TESTS = ROOT / "tests"
 
@@ -116,3 +121,22 @@ def test_the_import_check_resolves_relative_and_bare_imports(source: str, where:
     node = ast.parse(source).body[0]
     reached = _imported(ROOT / where, node)
     assert all(name in reached for name in names), reached
+
+
+def test_a_test_not_marked_subprocess_cannot_start_a_program() -> None:
+    with pytest.raises(SpawnRefused, match="not marked `subprocess`"):
+        subprocess.run(["true"], check=False)
+
+
+async def _started_by_anyio() -> None:
+    await anyio.run_process(["true"])
+
+
+def test_the_guard_sees_a_program_started_through_anyio_and_asyncio_too() -> None:
+    with pytest.raises(SpawnRefused):
+        anyio.run(_started_by_anyio)
+
+
+def test_the_guard_lets_greps_own_worker_start() -> None:
+    assert is_grep_worker([sys.executable, "-I", "-S", GREP_WORKER, "5"])
+    assert not is_grep_worker([sys.executable, "-c", "print()"]) and not is_grep_worker(GREP_WORKER)

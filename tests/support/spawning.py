@@ -34,7 +34,7 @@ class SpawnGuard:
         guard = self
 
         def execute_child(popen: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> Any:
-            if guard.refusing and not _is_grep_worker(args):
+            if guard.refusing and not is_grep_worker(args):
                 raise SpawnRefused(
                     f"this test starts a program ({_shown(args)}) but is not marked `subprocess`: mark it "
                     "(pytest.mark.subprocess, or in the module's pytestmark), or keep it in process"
@@ -59,7 +59,7 @@ class SpawnGuard:
             self.refusing = before
 
 
-def _is_grep_worker(args: Any) -> bool:
+def is_grep_worker(args: Any) -> bool:
     return isinstance(args, Sequence) and not isinstance(args, str | bytes) and GREP_WORKER in map(str, args)
 
 
