@@ -149,9 +149,13 @@ def _has(where: str, name: str) -> bool:
 
 @cache
 def _files() -> frozenset[str]:
-    return frozenset(
-        path.relative_to(ROOT).as_posix() for top in FILES for path in (ROOT / top).rglob("*") if path.is_file()
-    ) | frozenset(path.name for path in ROOT.iterdir() if path.is_file())
+    found = {path.name for path in ROOT.iterdir() if path.is_file()}
+    for top in FILES:
+        for path in (ROOT / top).rglob("*"):
+            relative = path.relative_to(ROOT)
+            if path.is_file() and not any(part.startswith(".") for part in relative.parts):  # not a .cache
+                found.add(relative.as_posix())
+    return frozenset(found)
 
 
 def file_exists(name: str) -> bool:

@@ -20,9 +20,16 @@ from tests.support.spawning import GREP_WORKER, SpawnRefused, is_grep_worker
 TESTS = ROOT / "tests"
 
 
+def _sources() -> list[Path]:
+    """The tests' Python files (not what a test installed under a hidden folder such as .cache)."""
+    return sorted(
+        p for p in TESTS.rglob("*.py") if not any(part.startswith(".") for part in p.relative_to(TESTS).parts)
+    )
+
+
 @cache
 def _parsed() -> tuple[tuple[Path, ast.Module], ...]:
-    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(TESTS.rglob("*.py")))
+    return tuple((path, ast.parse(path.read_text(encoding="utf-8"))) for path in _sources())
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
@@ -47,7 +54,7 @@ def _imported(path: Path, node: ast.AST) -> list[str]:
 
 
 def test_modules_that_import_a_test_module() -> None:
-    test_stems = {path.stem for path in TESTS.rglob("test_*.py")}
+    test_stems = {path.stem for path in _sources() if path.name.startswith("test_")}
     found = [
         f"{_shown(path, node)} imports {name}"
         for path, tree in _modules()
@@ -89,7 +96,7 @@ def test_each_fixture_is_defined_once() -> None:
 
 
 def test_every_folder_of_tests_is_a_package() -> None:
-    folders = {path.parent for path in TESTS.rglob("*.py")}
+    folders = {path.parent for path in _sources()}
     assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []
 
 

@@ -36,7 +36,7 @@ __all__ = ["OIDC_PACKAGE", "OIDC_VERSION", "SCOPES", "Provider", "oidc_provider"
 
 OIDC_PACKAGE = "oidc-provider"
 OIDC_VERSION = "9.13.3"  # warns that it wants Node 22 but runs on the Node 20 CI has; tests say if it stops
-OIDC_DIR = Path(__file__).resolve().parent.parent / ".cache" / "oidc-provider"
+OIDC_DIR = Path(__file__).resolve().parents[2] / ".cache" / "oidc-provider"
 SCRIPT = Path(__file__).resolve().parent / "oidc_provider.mjs"
 SCOPES = ("mcp:tools", "mcp:read")
 CLIENTS = {
