@@ -23,8 +23,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -54,7 +55,14 @@ INNER = [
 """The core the simulation runs: the stale-root sweep, the shared relay, `ps` and discovery, stdio sessions and
 the demo. Not the browser, replica or model tests; about a minute on two cores."""
 
-inside = pytest.mark.skipif(not SIMULATED, reason="runs inside the macOS simulation (test_the_core_suite_passes_…)")
+_outside = pytest.mark.skipif(not SIMULATED, reason="runs inside the macOS simulation (test_the_core_suite_passes_…)")
+_Test = TypeVar("_Test", bound=Callable[..., Any])
+
+
+def inside(test: _Test) -> _Test:
+    """A test that runs inside the simulation only; marked `subprocess`, as the launcher that runs it is."""
+    marked: _Test = pytest.mark.subprocess(_outside(test))
+    return marked
 
 
 def _namespaces_missing() -> str | None:

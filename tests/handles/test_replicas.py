@@ -28,7 +28,7 @@ from tests.support.processes import PYTHON
 from tests.support.proxies import text_of
 from tests.support.replicas import RedisServer, Replica, background, call_text, client, haproxy, replicas
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.usefixtures("redis_and_haproxy")]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from tests.support.peers import MEMORY_PACKAGE, npm_server_command
 from tests.support.proxies import text_of
 from tests.support.replicas import RedisServer, haproxy, replicas
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.usefixtures("redis_and_haproxy")]
 
 
 @asynccontextmanager

@@ -17,7 +17,7 @@ import redis.asyncio
 from server.status.ps import print_ps
 from tests.support.replicas import RedisServer, Replica, background, call_text, client, replicas
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.usefixtures("redis_and_haproxy")]
 
 
 @pytest.fixture(scope="module")

@@ -76,9 +76,6 @@ class Announced:
         """The first group of the first pattern: the URL, when the pattern captures one."""
         return self.matches[0].group(1).decode()
 
-    def text(self) -> str:
-        return b"".join(self.said).decode(errors="replace")
-
 
 @asynccontextmanager
 async def announcing(
