@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from extraction.source import Source, text_pieces
 from extraction.tokens import count_tokens
+from extraction.wording import plural
 
 __all__ = ["Excerpt", "excerpt", "terms_of"]
 
@@ -188,10 +189,10 @@ def _render(
     last = -1
     for index in sorted(shown):
         if index > last + 1:
-            lines.append(f"  [… {index - last - 1} lines not shown …]")
+            lines.append(f"  [… {plural(index - last - 1, 'line')} not shown …]")
         lines.append((MARK if index in chosen else "  ") + wanted.get(index, ""))
         last = index
     if last < total - 1:
-        lines.append(f"  [… {total - 1 - last} lines not shown …]")
+        lines.append(f"  [… {plural(total - 1 - last, 'line')} not shown …]")
     marked = tuple(wanted.get(i, "") for i in sorted(chosen))
     return Excerpt("\n".join(lines), total, len(chosen), terms, marked)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from extraction.source import Source, head_chars, measure, read_all, tail_chars
 from extraction.tokens import exceeds, head_tokens, source_exceeds, tail_tokens
+from extraction.wording import plural
 
 __all__ = ["fallback_warning", "truncate", "truncate_source"]
 
@@ -40,7 +41,7 @@ def _budget(threshold: int) -> int:
 
 def _marker(chars: int, lines: int) -> str:
     return (
-        f"\n\n[... {chars} characters ({lines} lines) omitted by truncate; "
+        f"\n\n[... {plural(chars, 'character')} ({plural(lines, 'line')}) omitted by truncate; "
         'mode "slice" or Read/Grep reach them ...]\n\n'
     )
 

@@ -14,10 +14,12 @@ from pathlib import Path
 import anyio
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from extraction.wording import plural
 from server.cli_args import parse
 from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
+from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
-from server.errors import ConfigError
+from server.errors import EXIT_USAGE, ConfigError
 from server.proxy import Proxy
 from server.upstream.bearer import Tokens, read_tokens_file
 from server.upstream.resource_server import OAuth
@@ -26,7 +28,7 @@ from server.upstream.transports import serve
 
 __all__ = ["main", "prepare"]
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = EXIT_USAGE  # a config the user must fix: one line, as at the top of the command (server.launch)
 EXIT_SERVER_FAILED = 1
 
 
@@ -53,10 +55,18 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     if args.command == "demo":
         from server.demo.client import run_demo
 
+        if (clash := clash_warning()) is not None:
+            print(clash, file=sys.stderr)
+
         return run_demo
+    if args.command in ("init", "doctor"):
+        from server.doctor import run_doctor
+        from server.init_cmd import run_init
+
+        return run_init(args) if args.command == "init" else run_doctor(args)
     try:
         if config is None:
-            config = load_config(args.config) if args.command != "ps" or args.config else _config_if_any()
+            config = load_config(args.config) if args.command not in ("ps", "stop") or args.config else _config_if_any()
     except ConfigError as exc:
         print(f"claimcheck: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -75,6 +85,10 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         from server.status.ps import print_ps
 
         return partial(print_ps, state_dir(config.settings))
+    if args.command == "stop":
+        from server.stop import stop
+
+        return stop(args.pids, every=args.all, state=state_dir(config.settings), timeout=args.timeout)
     cli = CliOverrides(
         no_async=args.no_async,
         async_timeout_secs=args.async_timeout,
@@ -146,13 +160,21 @@ def _config_if_any() -> Config:
 
 async def _print_tools(config: Config, wait_secs: float) -> int:
     """Wait for every server (up to `wait_secs`), print each one's state and the tools; 1 if any is not ready."""
-    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs)
+    supervisors = logging.getLogger("server.downstream.server")
+    if supervisors.getEffectiveLevel() > logging.INFO:  # each server's state and error are printed below, once;
+        supervisors.setLevel(logging.CRITICAL)  # its supervisor's "trying again in 1 s" is for serving
+    # a server's own connect timeout ends after this wait: one still starting then is reported once, here
+    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs + 1, serving=False)
     failures: list[str] = []
     async with proxy.running():
         with anyio.move_on_after(wait_secs):
             await proxy.pool.settled()
+        await proxy.pool.listable()  # the routes are built (at most startupWaitSecs)
         for downstream in proxy.pool.downstreams:
-            line = f"{downstream.name}: {downstream.state}, {len(downstream.tools)} tools"
+            served = sum(route.downstream is downstream for route in proxy.pool.routes.values())
+            line = f"{downstream.name}: {downstream.state}, {plural(served, 'tool')}"
+            if served != len(downstream.tools):
+                line += f" (of {len(downstream.tools)} offered)"
             if downstream.state != "ready":
                 why = downstream.last_error or f"no answer within {wait_secs:g} s"
                 line += f" ({why})"
@@ -167,6 +189,6 @@ async def _print_tools(config: Config, wait_secs: float) -> int:
             own = "[claimcheck's own] " if mark_of(tool, OWN) else ""
             print(f"{tool.name}\t{own}{summary[0] if summary else ''}")
     if failures:
-        print(f"claimcheck: {len(failures)} server(s) not ready: {'; '.join(failures)}", file=sys.stderr)
+        print(f"claimcheck: {plural(len(failures), 'server')} not ready: {'; '.join(failures)}", file=sys.stderr)
         return EXIT_SERVER_FAILED
     return 0

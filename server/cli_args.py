@@ -4,16 +4,35 @@ heavy is imported (to give stdio servers a head start), `server.cli` acts on it.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 from server.downstream.processes import CONNECT_TIMEOUT_S
+from server.setup_args import add_setup_commands
 from server.version import VERSION
 
 __all__ = ["parse", "parser", "starts_servers_ahead"]
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
-    return parser().parse_args(argv)
+    """The parsed command line; `claimcheck` with no command prints the help listing the commands and exits 2."""
+    whole = parser()
+    args = whole.parse_args(argv)
+    if args.command is None:
+        whole.print_help(sys.stderr)
+        raise SystemExit(2)
+    if args.command == "demo" and args.config is not None:
+        whole.error(
+            "demo runs claimcheck on its own bundled server and reads no config: leave out --config "
+            "(`claimcheck tools --config FILE` shows what your servers offer)"
+        )
+    if args.command == "serve":
+        if args.transport == "stdio" and (args.host is not None or args.port is not None):
+            whole.error("--host and --port apply to --transport http or sse; over stdio there is nothing to bind")
+        args.host = DEFAULT_HOST if args.host is None else args.host
+        args.port = DEFAULT_PORT if args.port is None else args.port
+    return args
 
 
 def starts_servers_ahead(args: argparse.Namespace) -> bool:
@@ -28,20 +47,29 @@ def parser() -> argparse.ArgumentParser:
         prog="claimcheck",
         description="An MCP server in front of your MCP servers: slow calls become handles, large outputs are "
         "stored whole and served in pieces.",
+        epilog="Start with `claimcheck demo`. `claimcheck COMMAND --help` shows a command's options. An MCP client "
+        "runs `claimcheck serve` (its config: --config, else $CLAIMCHECK_CONFIG, else "
+        "~/.config/claimcheck/config.json).",
     )
     parser.add_argument("--version", action="version", version=f"claimcheck {VERSION}")
     _global_flags(parser, "warning", None)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help)
+    def command(name: str, help: str, **options: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, **options)
         _global_flags(sub, argparse.SUPPRESS, argparse.SUPPRESS)  # given after the sub-command, they count too
         return sub
 
-    run = command("serve", "serve the configured servers' tools to one MCP client")
+    run = command(
+        "serve",
+        "serve the configured servers' tools to one MCP client (what a client's config starts)",
+        description=SERVE_DESCRIPTION,
+        epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
-    run.add_argument("--host", default="127.0.0.1", help="HTTP/SSE bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, default=8765, help="HTTP/SSE port (default 8765; 0 picks a free one)")
+    run.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
+    run.add_argument("--port", type=int, help=f"HTTP/SSE port (default {DEFAULT_PORT}; 0 picks a free one)")
     run.add_argument("--no-async", action="store_true", help="plain pass-through: no handles, no stored outputs")
     run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
     run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
@@ -84,9 +112,59 @@ def parser() -> argparse.ArgumentParser:
         help=f"how long to wait for every server to start (default {CONNECT_TIMEOUT_S:g})",
     )
 
-    command("demo", "run claimcheck on a bundled demo server and show what a client sees")
+    command("demo", "run claimcheck on a bundled demo server and show what a client sees (reads no config)")
     command("ps", "list the running claimcheck instances and their live calls (settings.stateDir of --config)")
+    add_setup_commands(command)
+    stop = command(
+        "stop",
+        "stop this user's shared claimcheck, the instances named by pid, or --all of them",
+        description="Stop claimcheck instances of this user with SIGTERM and wait until they have exited. Without "
+        "PID or --all: every shared claimcheck (`serve --shared`) of this user. An instance with the status API "
+        "off (--no-api) has no discovery file and is found only when it is a shared one.",
+    )
+    stop.add_argument("pids", nargs="*", type=int, metavar="PID", help="an instance's pid, as `claimcheck ps` shows")
+    stop.add_argument(
+        "--all",
+        action="store_true",
+        help="every instance of this user: the shared ones and those in settings.stateDir of --config",
+    )
+    stop.add_argument(
+        "--timeout", type=float, default=10, metavar="SECS", help="how long to wait for each to exit (default 10)"
+    )
     return parser
+
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+SERVE_DESCRIPTION = "\n".join(
+    [
+        "Serve the tools of the servers in the config (mcpServers) to one MCP client over stdin/stdout, or to many",
+        "over HTTP or SSE. A call slower than asyncTimeoutSecs returns a handle at once and goes on in the",
+        "background; an output over asyncTokenThreshold tokens is stored whole and the model gets its size and a",
+        "handle, and reads it with tool_output, Read and Grep.",
+        "",
+        "Over stdio it is meant to be started by an MCP client (Claude Desktop, Claude Code, Cursor, VS Code …), not",
+        "typed in a terminal: `claimcheck demo` shows it at work.",
+    ]
+)
+
+SERVE_EXAMPLES = "\n".join(
+    [
+        "examples:",
+        "  a client's config entry (Claude Desktop, Cursor …):",
+        '    "claimcheck": {"command": "claimcheck", "args": ["serve", "--config", "/home/me/claimcheck.json"]}',
+        "  sub-agents and one-shot clients, whose handles must outlive each session:",
+        "    claimcheck serve --shared",
+        "  many clients over HTTP, every request with `Authorization: Bearer $CC_TOKEN`:",
+        "    claimcheck serve --transport http --port 8765 --auth-token-env CC_TOKEN",
+        "  a plain pass-through, no handles:",
+        "    claimcheck serve --no-async",
+        "  what a client will be served, then claimcheck at work on a demo server:",
+        "    claimcheck tools",
+        "    claimcheck demo",
+    ]
+)
 
 
 def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:

@@ -7,7 +7,7 @@ the effective per-server policy (CLI > per-server > settings > default).
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from server.auth_config import AuthSettings
+from server.client_configs import read_config_data, translate
 from server.config_errors import describe_errors
 from server.config_sections import (
     ApiSettings,
@@ -52,10 +53,13 @@ __all__ = [
     "policy_for",
     "resolve_policy",
     "state_dir",
+    "workspace_of",
 ]
 
+logger = logging.getLogger(__name__)
+
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 _PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -240,34 +244,48 @@ def default_config_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Config:
-    """Read, expand and validate a config file; every failure is a `ConfigError` naming the file."""
+    """Read, expand and validate a config file (claimcheck's own, or another client's as it is written: JSON with
+    comments, Codex's TOML); every failure is a `ConfigError` naming the file."""
     where = Path(path).expanduser() if path is not None else default_config_path(environ)
     try:
-        text = where.read_text(encoding="utf-8")
+        data = read_config_data(where)
     except FileNotFoundError:
         hint = "" if path is not None else " (pass --config PATH or set CLAIMCHECK_CONFIG)"
         raise ConfigError(f"{where}: config file not found{hint}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read config file: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    try:
-        return parse_config(data, environ)
+        return parse_config(data, environ, source=where)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def parse_config(data: Any, environ: Mapping[str, str] = os.environ) -> Config:
-    """Validate already-parsed JSON data and expand `${VAR}` in env, headers, args, url, command, cwd (and
-    `$VAR`, `~` too in `settings.root` and `settings.stateDir`)."""
+def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: Path | None = None) -> Config:
+    """Validate already-parsed data (claimcheck's shape or another client's, `server.client_configs`) and expand
+    `${VAR}` in env, headers, args, url, command, cwd (and `$VAR`, `~` too in `settings.root` and
+    `settings.stateDir`). What was read of another client's file is logged once, as a warning."""
     try:
-        config = Config.model_validate(data, by_alias=True, by_name=False)
+        translated = translate(data, environ=environ, workspace=workspace_of(source))
+    except ConfigError as exc:
+        raise ConfigError(f"invalid config: {exc}") from None
+    try:
+        config = Config.model_validate(translated.data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        raise ConfigError(describe_errors(exc, Config)) from None
+        raise ConfigError(describe_errors(exc, Config, table=translated.table)) from None
     servers = {name: _expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
+    notice = translated.notice(source.name if source is not None else "the config")
+    if notice:
+        logger.warning("%s", notice)
     return config.model_copy(update={"mcp_servers": servers, "settings": _expand_dirs(config.settings, environ)})
+
+
+def workspace_of(source: Path | None) -> Path | None:
+    """What `${workspaceFolder}` means in a config at `source`: the folder above `.vscode/`, `.cursor/` (or any
+    dot-folder), else the file's own folder."""
+    if source is None:
+        return None
+    folder = source.expanduser().absolute().parent
+    return folder.parent if folder.name.startswith(".") else folder
 
 
 def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
@@ -340,6 +358,8 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) 
             var = match.group(1)
             if var == INSTANCE_VAR:
                 return match.group(0)  # each process's own (`for_instance`)
+            if var not in environ and match.group(2) is not None:
+                return match.group(2)
             if var not in environ:
                 raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
             return environ[var]

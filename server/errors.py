@@ -3,6 +3,9 @@
 ```
 ClaimcheckError
 ├── ConfigError          the config file is missing, unreadable, malformed or names an unset ${VAR}
+├── StartupError         something outside the config stops the start: a port taken, an extra not installed, Redis not
+│                        answering, a directory claimcheck cannot use; the message names the fix
+├── RemoteRefused        a server reached over HTTP refused claimcheck (401/403): the status and the header to check
 ├── ToolNotFound         no tool of that name (own or proxied)
 ├── DownstreamError      a downstream server could not answer a call
 │   ├── DownstreamUnavailable   it is not running and could not be (re)started
@@ -14,8 +17,10 @@ ClaimcheckError
 └── IssuerUnavailable    an OAuth issuer's metadata, keys or introspection did not answer (server.upstream.oauth_fetch)
 ```
 
-Each becomes an isError result in exactly one place (`server.upstream.surface`); configuration errors
-stop the process at start with the message. Whatever a message quotes of a client's input goes through
+Each becomes an isError result in exactly one place (`server.upstream.surface`). A `ConfigError` or a
+`StartupError` that reaches the top of the `claimcheck` command (`server.launch`), alone or inside exception
+groups, is printed as one line and the command exits with status 2 (`EXIT_USAGE`); anything else is a bug and
+keeps its traceback. Whatever a message quotes of a client's input goes through
 `clip` first, so a huge input never comes back huge.
 """
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 __all__ = [
+    "EXIT_USAGE",
     "QUOTE_LIMIT",
     "ClaimcheckError",
     "ConfigError",
@@ -33,10 +39,16 @@ __all__ = [
     "IssuerUnavailable",
     "NoBackChannel",
     "OwnToolError",
+    "RemoteRefused",
+    "StartupError",
     "ToolNotFound",
     "clip",
     "problems",
 ]
+
+EXIT_USAGE = 2
+"""The exit status of a `claimcheck` command stopped by something its user can fix (a `ConfigError`, a
+`StartupError`, a wrong flag): argparse's own status for a usage error."""
 
 QUOTE_LIMIT = 200
 """The most characters of one client input that any message quotes."""
@@ -72,6 +84,16 @@ class ClaimcheckError(Exception):
 
 class ConfigError(ClaimcheckError):
     """The configuration cannot be used; the message names the file and the key path."""
+
+
+class StartupError(ClaimcheckError):
+    """claimcheck cannot start as asked, for a reason outside the config file's validity; the message is one line
+    that names what is wrong and the fix (`port 8765 is taken; use --port 0 or another port`)."""
+
+
+class RemoteRefused(ClaimcheckError):
+    """A server reached over HTTP answered 401 or 403; the message names the URL, the HTTP status and the header
+    of `mcpServers.<name>.headers` to check."""
 
 
 class ToolNotFound(ClaimcheckError):

@@ -18,8 +18,9 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cache
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "NOFOLLOW",
     "NONBLOCK",
     "SOCKET_PATH_MAX",
+    "app_config_dir",
     "boot_identity",
     "cancel_on_stop_signal",
     "exclusive_lock",
@@ -253,6 +255,16 @@ def signal_group(pid: int, *, kill: bool = False) -> None:
             os.kill(pid, signal.SIGTERM)  # TerminateProcess on Windows
 
 
+def terminate(pid: int) -> bool:
+    """SIGTERM one process (TerminateProcess on Windows): claimcheck exits cleanly on it. False when it is gone, or
+    not this user's."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return False
+    return True
+
+
 async def cancel_on_stop_signal(scope: anyio.CancelScope) -> None:
     """Cancel `scope` at SIGINT or SIGTERM. Where the loop takes no signal handlers (Windows), Ctrl+C still
     arrives as KeyboardInterrupt, and this waits for nothing."""
@@ -340,3 +352,14 @@ def unix_socket() -> socket.socket:
     if family is None:
         raise OSError("this platform has no Unix sockets (serve --shared needs them): run without --shared")
     return socket.socket(family, socket.SOCK_STREAM)
+
+
+def app_config_dir(environ: Mapping[str, str] = os.environ, system: str = sys.platform) -> Path:
+    """Where desktop applications keep their settings (Claude Desktop's, VS Code's `User/`): macOS
+    `~/Library/Application Support`, Windows `%APPDATA%`, else `$XDG_CONFIG_HOME` or `~/.config`."""
+    home = Path(environ.get("HOME") or Path.home())
+    if system == "darwin":
+        return home / "Library" / "Application Support"
+    if system == "win32" and environ.get("APPDATA"):
+        return Path(environ["APPDATA"])
+    return Path(environ.get("XDG_CONFIG_HOME") or home / ".config")

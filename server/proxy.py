@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
@@ -32,11 +33,12 @@ from server.downstream.pool import Pool
 from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S
 from server.downstream.spool import SpoolPolicy
+from server.errors import StartupError
 from server.handles import questions
 from server.handles.meters import meters
 from server.handles.output_watch import OutputWatch
 from server.handles.sessions import Sessions
-from server.handles.store import OutputStore
+from server.handles.store import OutputStore, StoreError
 from server.version import VERSION
 
 if TYPE_CHECKING:
@@ -59,13 +61,15 @@ class Proxy:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         api_token: str | None = None,
         shared: bool = False,
+        serving: bool = True,
     ) -> None:
+        """`serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count: Callable[[], int] | None = None  # the shared claimcheck's relays attached now
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
         self.cli = cli if cli is not None else CliOverrides()
-        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout)
+        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout, serving=serving)
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.log_level: types.LoggingLevel | None = None
@@ -94,7 +98,10 @@ class Proxy:
             tracing.setup()
         state_url = self.cli.state_url or settings.state.url
         root = Path(settings.root) if settings.root else None
-        store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
+        try:
+            store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
+        except StoreError as exc:
+            raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
         for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
             if resolve_policy(settings, downstream.config, self.cli).async_enabled:
                 downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes, self.pool.spooled)
@@ -173,7 +180,14 @@ class Proxy:
         directory = state_dir(settings)
         history = History(directory / "history.sqlite3", settings.history)
         backend = self.sessions.backend  # with replicas, the others' running calls join `GET /v1/tasks`
-        await anyio.to_thread.run_sync(history.open)
+        try:
+            await anyio.to_thread.run_sync(history.open)
+        except (OSError, sqlite3.Error) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StartupError(
+                f"cannot keep the call history in the state directory {directory}: {why}; set settings.stateDir to "
+                "a directory this user can write, or turn the status API off (--no-api)"
+            ) from None
         feed = None
         if backend.replicated and isinstance(backend, RedisBackend):  # every replica's calls, through Redis
             feed = ClusterFeed(backend.shared(), backend.replica, lambda: api.local_stats())

@@ -20,11 +20,13 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+from server.distribution import install_command
+
 __all__ = ["ENABLED", "enabled_by", "from_headers", "inject", "parent", "setup", "shutdown", "span"]
 
 logger = logging.getLogger(__name__)
 
-MISSING = "tracing is configured (OTEL_*) but the [otel] extra is missing: pip install 'mcp-claimcheck[otel]'"
+MISSING = f"tracing is configured (OTEL_*) but the [otel] extra is missing: {install_command('otel')}"
 
 
 def enabled_by(environ: Mapping[str, str]) -> bool:

@@ -111,7 +111,10 @@ def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None
         ({"mcpServers": {"g": {"command": "x", "url": "http://y"}}}, "give exactly one of"),
         ({"mcpServers": {"g": {"command": "x", "headers": {"a": "b"}}}}, '"transport" and "headers" only apply'),
         ({"mcpServers": {"g": {"url": "http://y", "args": ["a"]}}}, '"args", "env" and "cwd" only apply'),
-        ({"mcpServers": {"g": {"url": "http://y", "transport": "websocket"}}}, "mcpServers.g.transport: Input should"),
+        (
+            {"mcpServers": {"g": {"url": "http://y", "transport": "websocket"}}},
+            "mcpServers.g.transport: 'websocket' is not a transport",
+        ),
         ({"mcpServers": {"g": {"command": "x", "timeout": 0}}}, "mcpServers.g.timeout: Input should be greater than 0"),
         ({"mcpServers": {"g": {"command": 5}}}, "mcpServers.g.command: Input should be a valid string"),
         ({"mcpServers": {"my server": {"command": "x"}}}, "server key 'my server' cannot be a tool prefix"),

@@ -55,6 +55,10 @@ LEVELS = {
     "server.__main__": 6,
     "server.launch": 6,
     "server.cli_args": 6,
+    "server.setup_args": 6,
+    "server.init_cmd": 6,
+    "server.doctor": 6,
+    "server.stop": 6,
     "server.demo": 6,
     "server.upstream": 5,
     "server.proxy": 4,
@@ -64,6 +68,8 @@ LEVELS = {
     "server.config": 0,
     "server.config_errors": 0,
     "server.config_sections": 0,
+    "server.client_configs": 0,
+    "server.client_files": 0,
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,
@@ -74,6 +80,7 @@ LEVELS = {
     "server.sdk_compat": 0,
     "server.budget": 0,
     "server.version": 0,
+    "server.distribution": 0,
     "server.tracing": 0,
 }
 

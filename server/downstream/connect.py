@@ -17,6 +17,7 @@ from mcp.server import Server
 from server import sdk_compat, tracing
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
+from server.downstream.refusal import Refusals, with_refusals
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 
@@ -58,6 +59,7 @@ class Opened:
 
     target: Target
     process: StdioProcess | None = None
+    refusals: Refusals | None = None  # a server over HTTP: the 401/403 it answered, which its failure names
 
 
 LogSink = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
@@ -87,9 +89,9 @@ async def sse_transport(
     """Legacy SSE (`/sse` + `/messages/`); its events are spooled by the HTTP client's transport."""
     assert config.url is not None
     headers = dict(config.headers) or None
-    if spool is None:
-        return Opened(sse_client(config.url, headers=headers))
-    return Opened(sse_client(config.url, headers=headers, httpx_client_factory=spooling_client_factory(spool)))
+    refusals = Refusals()
+    factory = with_refusals(None if spool is None else spooling_client_factory(spool), refusals)
+    return Opened(sse_client(config.url, headers=headers, httpx_client_factory=factory), refusals=refusals)
 
 
 async def streamable_http_transport(
@@ -98,15 +100,16 @@ async def streamable_http_transport(
     """Streamable HTTP; JSON bodies and SSE events are spooled by the HTTP client's transport."""
     assert config.url is not None
     transport = SpoolingTransport(spool) if spool is not None else None
+    refusals = Refusals()
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
             headers=dict(config.headers),
             timeout=httpx2.Timeout(30.0, read=max(300.0, config.timeout)),
             transport=transport,
-            event_hooks={"request": [_trace_header]} if tracing.ENABLED else None,
+            event_hooks={"request": [_trace_header] if tracing.ENABLED else [], "response": [refusals.hook]},
         )
     )
-    return Opened(streamable_http_client(config.url, http_client=http, max_sse_event_size=None))
+    return Opened(streamable_http_client(config.url, http_client=http, max_sse_event_size=None), refusals=refusals)
 
 
 _TRACED_BODY_BYTES = 1 << 20

@@ -10,6 +10,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from server.errors import RemoteRefused
+
 __all__ = ["MAX_PAGES", "describe", "every_page", "offered_list"]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ def describe(exc: BaseException) -> str:
     """A one-line reason, looking inside exception groups for the first real cause."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, RemoteRefused):
+        return str(exc)
     if isinstance(exc, MCPError):
         return f"{exc.error.message} (JSON-RPC error {exc.error.code})"
     if isinstance(exc, FileNotFoundError):

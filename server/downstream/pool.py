@@ -47,7 +47,8 @@ class Pool:
     """Starts every downstream at once, keeps the routing table current, and says when it changes.
 
     Listing waits for the servers at most `startupWaitSecs`: then the tools of those that are ready
-    are served, and each server that comes up later is announced as a list change. `spooled` holds the
+    are served, and each server that comes up later is announced as a list change (and, `serving`, a warning says
+    so). `spooled` holds the
     large outputs the servers' spools made until their calls claim them; they expire while the pool runs
     and are released when it stops.
     """
@@ -59,9 +60,11 @@ class Pool:
         *,
         cli: CliOverrides | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        serving: bool = True,
     ) -> None:
         self.config = config
         self.cli = cli
+        self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
         self.many_clients = False  # several clients (`serve_many`): each server's scope applies
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
@@ -95,7 +98,7 @@ class Pool:
                 await self._every_first_attempt()
             self._rebuild()
             self._listable.set()
-            for late in (d for d in self.downstreams if not d.tried):
+            for late in (d for d in self.downstreams if not d.tried and self.serving):
                 logger.warning(
                     "server %r is not ready after %g s; clients get the other servers' tools now and its own "
                     "in a list change when it starts",

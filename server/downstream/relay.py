@@ -21,6 +21,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from extraction.wording import plural
 from server.errors import NoBackChannel
 
 __all__ = ["LOG_LEVELS", "ClientChannel", "Relay", "RequestRelay", "RootsParams", "declares_roots", "no_roots"]
@@ -177,5 +178,6 @@ def _roots_params(params: RootsParams) -> types.RequestParams | None:
 
 def _invalid_answer(exc: ValidationError) -> types.ErrorData:
     return types.ErrorData(
-        code=types.INVALID_PARAMS, message=f"the client's answer is not a valid result ({exc.error_count()} problems)"
+        code=types.INVALID_PARAMS,
+        message=f"the client's answer is not a valid result ({plural(exc.error_count(), 'problem')})",
     )

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from extraction.wording import plural
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
 from server.errors import DownstreamError, clip
@@ -50,5 +51,5 @@ async def forward_request(
     except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
         raise failed(downstream.connection_failed(method, exc).reason) from None
     except ValidationError as exc:
-        raise failed(f"the server's answer is not a valid result ({exc.error_count()} problems)") from None
-    raise failed(f"no answer within the server's timeout of {timeout:g} s")
+        raise failed(f"the server's answer is not a valid result ({plural(exc.error_count(), 'problem')})") from None
+    raise failed(f"no answer within the server's timeout of {timeout:g} s (mcpServers.{downstream.name}.timeout)")

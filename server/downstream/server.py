@@ -27,6 +27,7 @@ from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
 from server.downstream.inflight import InFlight
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.processes import CONNECT_TIMEOUT_S
+from server.downstream.refusal import Refusals
 from server.downstream.relay import Relay
 from server.downstream.restarts import Restarts
 from server.downstream.spool import SpoolPolicy
@@ -102,6 +103,7 @@ class Downstream:
         self.roots_answered = anyio.Event()
         """Set once its first `roots/list` was answered."""
         self._retired: str | None = None
+        self._refusals: Refusals | None = None  # over HTTP: the 401/403 the server answered
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -209,7 +211,9 @@ class Downstream:
         if self._spec.target is not None:
             return self._spec.target()
         opened = await TRANSPORTS[self.config.kind](self.config, self.spool, self.in_flight.log, stack)
-        self.process = opened.process
+        self.process, self._refusals = opened.process, opened.refusals
+        if opened.refusals is not None:  # a 401/403 fails the attempt naming the header to check
+            stack.push_async_exit(opened.refusals.explaining(self.name, self.config))
         return opened.target
 
     def _client_for(self, target: Target) -> Client:
@@ -345,8 +349,11 @@ class Downstream:
             except MCPError as exc:
                 if exc.error.code == types.CONNECTION_CLOSED:
                     raise await self.closed_during_call(tool) from None
+                refused = self._refusals.failure(self.name, self.config) if self._refusals else None
                 message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
-                raise DownstreamError(self.name, tool, f"{message} (JSON-RPC error {exc.error.code})") from None
+                raise DownstreamError(
+                    self.name, tool, refused or f"{message} (JSON-RPC error {exc.error.code})"
+                ) from None
             except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise self.connection_failed(tool, exc) from None
 
@@ -379,9 +386,8 @@ class Downstream:
             self.last_error = "a message that did not end within the call's timeout"
             self._broken.set()
         asked = f" (nobody answered its {unanswered} request)" if unanswered else ""
-        return DownstreamTimeout(
-            self.name, tool, f"no answer within the server's timeout of {self.config.timeout:g} s{asked}"
-        )
+        limit = f"the server's timeout of {self.config.timeout:g} s (mcpServers.{self.name}.timeout)"
+        return DownstreamTimeout(self.name, tool, f"no answer within {limit}{asked}")
 
     async def _why_gone(self) -> str:
         """Why the server went away, once its supervisor knows (its process' exit status and last stderr

@@ -15,6 +15,7 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from extraction import count_tokens
+from extraction.wording import plural
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
@@ -78,7 +79,8 @@ async def run_file_tool(
             ]
             if not numbered:
                 header = (
-                    f"{args.file} has {result.total_lines} lines; none from line {args.start} ({args.head_or_tail})."
+                    f"{args.file} has {plural(result.total_lines, 'line')}; none from line {args.start} "
+                    f"({args.head_or_tail})."
                 )
                 return _text(_noted(header, call, "read"))
             text = _read_text(args.file, result.lines, numbered, result.total_lines, result.omitted, budget)
@@ -131,7 +133,7 @@ def _grep_text(args: GrepArgs, found: GrepResult, budget: int) -> str:
         case = "case-sensitive" if args.case_sensitive else "case-insensitive"
         return f"No matches for {args.regex!r} in {args.file} ({case})."
     more = "; more exist (raise maxMatches or narrow the pattern)" if found.more else ""
-    header = f"{found.matches} matching line(s) for {args.regex!r} in {args.file}{more}"
+    header = f"{plural(found.matches, 'matching line')} for {args.regex!r} in {args.file}{more}"
     lines: list[str] = []
     for index, block in enumerate(found.blocks):
         if index:
@@ -156,13 +158,15 @@ def _read_text(
     first = lines[0][0]
     header = f"{file}: lines {first}-{lines[-1][0] + omitted} of {total}"  # the longest it can be
     kept = _fitting(numbered, budget - count_tokens(header))
-    shown = f"{file}: lines {first}-{lines[kept - 1][0]} of {total}" if kept else f"{file}: none of {total} lines"
+    shown = (
+        f"{file}: lines {first}-{lines[kept - 1][0]} of {total}" if kept else f"{file}: none of {plural(total, 'line')}"
+    )
     left = len(numbered) - kept + omitted
     if not left:
         return "\n".join([shown + ":", *numbered[:kept]])
     start = lines[kept][0] if kept < len(lines) else lines[-1][0] + 1
     tail = (
-        f"[... {left} more line(s) left out to stay under {budget} tokens (lines {start}-{start + left - 1}); "
+        f"[... {plural(left, 'more line')} left out to stay under {budget} tokens (lines {start}-{start + left - 1}); "
         f"Read on from line {start} or ask for fewer lines ...]"
     )
     return "\n".join([shown + ":", *numbered[:kept], tail])
@@ -194,7 +198,9 @@ def _capped(header: str, lines: Iterable[str], budget: int, *, left_out: int = 0
         used += cost
     left = len(pending) - len(kept) + left_out
     tail = (
-        [f"[... {left} more line(s) left out to stay under {budget} tokens; ask for fewer lines ...]"] if left else []
+        [f"[... {plural(left, 'more line')} left out to stay under {budget} tokens; ask for fewer lines ...]"]
+        if left
+        else []
     )
     return "\n".join([header + ":", *kept, *tail])
 

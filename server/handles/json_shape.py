@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extraction import Source, TextSource
+from extraction.wording import plural
 from server.handles.json_reader import (
     KEY_MAX_CHARS,
     VALUE_MAX_CHARS,
@@ -150,20 +151,20 @@ def shape(source: Source) -> tuple[str, str]:
 
 
 def _describe(kind: str, size: int | None) -> str:
-    unit = {"object": "keys", "array": "items", "string": "characters"}.get(kind)
-    return kind if unit is None or size is None else f"{kind} ({size} {unit})"
+    unit = {"object": "key", "array": "item", "string": "character"}.get(kind)
+    return kind if unit is None or size is None else f"{kind} ({plural(size, unit)})"
 
 
 def _shape_text(recorded: _Shape) -> str:
     if recorded.top == "object":
         members = recorded.members or []
-        lines = [f"object with {recorded.count} keys:"]
+        lines = [f"object with {plural(recorded.count, 'key')}:"]
         lines += [f"  {json.dumps(key, ensure_ascii=False)}: {_describe(kind, size)}" for key, kind, size in members]
         if recorded.count > len(members):
-            lines.append(f"  … and {recorded.count - len(members)} more keys")
+            lines.append(f"  … and {plural(recorded.count - len(members), 'more key')}")
         return "\n".join(lines)
     if recorded.top == "array":
-        lines = [f"array with {recorded.count} items"]
+        lines = [f"array with {plural(recorded.count, 'item')}"]
         if recorded.first_keys:
             keys = ", ".join(json.dumps(k, ensure_ascii=False) for k in recorded.first_keys)
             lines.append(f"  the first item is an object with keys: {keys}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
+from extraction.wording import plural
 from server.errors import clip
 from server.handles.calls import Call
 from server.handles.questions import Question
@@ -29,6 +30,7 @@ __all__ = [
     "resource_rest_note",
     "resource_running",
     "running_message",
+    "size",
     "success",
     "too_large_message",
 ]
@@ -61,11 +63,19 @@ def running_message(call: Call, llm: bool = True) -> str:
     )
 
 
+def size(call: Call, *, with_bytes: bool = True) -> str:
+    """`<bytes> bytes, <lines> lines, <tokens> tokens` of a stored output, each count with its noun in the right
+    number ("1 line"); an estimated token count is marked `~`."""
+    tokens = plural(call.tokens, "token")
+    counts = [plural(call.lines, "line"), tokens if call.tokens_exact else f"~{tokens}"]
+    return ", ".join([plural(call.bytes, "byte"), *counts] if with_bytes else counts)
+
+
 def too_large_message(call: Call, guide: Guide | None = None) -> str:
     """What a model is told about an output stored under a handle: `extract` first when an LLM can answer
     it; otherwise (and after it) Grep, Read, slice and, for JSON, the JSON view, with concrete examples."""
     guide = guide or Guide(llm=True)
-    head = f"Tool output is too large ({call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens).\n"
+    head = f"Tool output is too large ({size(call)}).\n"
     ways = _ways(call.handle, guide)
     if guide.llm:
         return (
@@ -194,10 +204,8 @@ def describe(call: Call) -> str:
         return f"{head}, {_age(call.elapsed())} so far{progress}"
     if call.status == "ready":
         cut = f" (cut: {call.produced} bytes produced, only these kept)" if call.cut else ""
-        return (
-            f"{head} after {_age(call.elapsed())}, {call.bytes} bytes{cut}, {call.lines} lines, "
-            f"{call.tokens_label()} tokens"
-        )
+        stored = plural(call.bytes, "byte")
+        return f"{head} after {_age(call.elapsed())}, {stored}{cut}, {size(call, with_bytes=False)}"
     first_line = (call.error or "").strip().splitlines()[0] if (call.error or "").strip() else "no details"
     return f"{head} after {_age(call.elapsed())}: {first_line[:300]}"
 
@@ -267,8 +275,9 @@ def questions_footer(waiting: Sequence[Question]) -> str | None:
     if not waiting:
         return None
     items = _some([f'{q.tool} "{q.handle or q.id}" ({q.kind})' for q in waiting])
-    count = len(waiting)
-    return f"[claimcheck] {count} question(s) wait for an answer: {items}. Call wait_for_tool_output to see them."
+    count = plural(len(waiting), "question")
+    verb = "waits" if len(waiting) == 1 else "wait"
+    return f"[claimcheck] {count} {verb} for an answer: {items}. Call wait_for_tool_output to see them."
 
 
 # Handles beyond one session: an owner's, kept after its connection ends.
@@ -300,7 +309,7 @@ def resource_rest_note(call: Call, *, shown_chars: int, shown_lines: int) -> str
     lines = f"lines 1-{shown_lines}" if shown_lines else "part of line 1"
     return (
         f"\n[claimcheck] This is the head of a larger output: the first {shown_chars} characters ({lines}) of "
-        f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens. Read the rest with "
+        f"{size(call)}. Read the rest with "
         f'Read(file = "{h}", start = {shown_lines}, lines = 200), search it with Grep(file = "{h}", regex = "…"), '
         f'or take characters with tool_output(handle = "{h}", mode = "slice", '
         f'slice = {{"start": {shown_chars}, "length": 4000}}).'

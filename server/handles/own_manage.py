@@ -7,6 +7,7 @@ import uuid
 import anyio
 
 from extraction import count_tokens
+from extraction.wording import plural
 from server.errors import OwnToolError, clip
 from server.handles import messages
 from server.handles.calls import Call
@@ -51,9 +52,9 @@ def list_page(session: Session, calls: list[Call], *, limit: int, cursor: str | 
     end = start + len(lines)  # listing marks nothing read: it shows sizes, never the text
     total = len(handles)
     head = (
-        f"{len(calls)} output(s) in this session:"
+        f"{plural(len(calls), 'output')} in this session:"
         if start == 0 and end >= total
-        else f"{total} output(s) in this session (showing {start + 1}-{end}, running and unread first):"
+        else f"{plural(total, 'output')} in this session (showing {start + 1}-{end}, running and unread first):"
     )
     more = total - end
     tail = [f'{more} more: call list_tool_outputs(cursor = "{session.listing[0]}.{end}") for the next page.']
@@ -82,7 +83,7 @@ async def cancel(handle: str, session: Session, sessions: Sessions) -> str:
         remote = [c for c in await remote_calls(sessions, session) if c.status == "running"]
         asked = [c for c in remote if await sessions.backend.request_cancel(c.handle)]
         await _until_stopped(running)
-        return f"Cancelled {len(running) + len(asked)} running output(s)."
+        return f"Cancelled {plural(len(running) + len(asked), 'running output')}."
     found = (await lookup(sessions, session, [handle]))[0]
     if found is None:
         note = sessions.unknown_note(session, [handle])

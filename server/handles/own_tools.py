@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from extraction import Extraction, Source, exceeds, truncate_source
 from extraction import Mode as ExtractMode
+from extraction.wording import plural
 from server.config import Settings
 from server.errors import OwnToolError, clip, problems
 from server.handles import messages, questions
@@ -99,7 +100,7 @@ async def _tool_output(
     call.seen = True
     call.retrievals += 1
     call.note("retrieved", f"tool_output mode={args.mode}")
-    size = f"{call.bytes} bytes, {call.lines} lines, {call.tokens_label()} tokens"
+    size = messages.size(call)
     try:  # every mode reads the output from its file, in pieces (server.handles.retrieval)
         opener = await source_of(call, session, sessions)
         if args.mode == "raw":
@@ -163,7 +164,8 @@ async def _wait(
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
             note = sessions.unknown_note(session, unknown)
-            raise OwnToolError(f"Unknown handle(s) for this session: {shown}{more}. Call list_tool_outputs.{note}")
+            handles = "handle" if len(unknown) == 1 else "handles"
+            raise OwnToolError(f"Unknown {handles} for this session: {shown}{more}. Call list_tool_outputs.{note}")
         targets = [call for call in found if call is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
@@ -184,7 +186,7 @@ async def _wait(
             if not remote or time.monotonic() - reported >= PROGRESS_EVERY_S:
                 reported = time.monotonic()
                 running = sum(1 for call in targets if not call.finished.is_set())
-                await report(reported - started, None, f"waiting for {running} running output(s)")
+                await report(reported - started, None, f"waiting for {plural(running, 'running output')}")
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
     asked = inbox.for_model()
@@ -192,9 +194,11 @@ async def _wait(
         question.shown = True
     asking = [types.TextContent(type="text", text=messages.question_message(q)) for q in asked]
     if not done:
-        lines = [f"None of the {len(targets)} output(s) finished within {limit:g} s. Still running:"]
+        none = "The output did not" if len(targets) == 1 else f"None of the {len(targets)} outputs"
+        lines = [f"{none} finish within {limit:g} s. Still running:"]
         if asked:
-            lines = [f"{len(asked)} question(s) wait for an answer (below). Still running:"]
+            waits = "waits" if len(asked) == 1 else "wait"
+            lines = [f"{plural(len(asked), 'question')} {waits} for an answer (below). Still running:"]
         text = _after(answered, "\n".join([*lines, *(f"- {messages.describe(call)}" for call in still)]))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text), *asking])
     for call in done:

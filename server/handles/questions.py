@@ -334,7 +334,8 @@ def model_answer(question: Question, answer: Mapping[str, Any]) -> Answer:
     schema = params.requested_schema if isinstance(params, types.ElicitRequestFormParams) else None
     missing = [name for name in (schema or {}).get("required", []) if name not in content]
     if missing:
-        raise ValueError(f'"content" lacks the required field(s): {", ".join(missing)}.')
+        fields = "field" if len(missing) == 1 else "fields"
+        raise ValueError(f'"content" lacks the required {fields}: {", ".join(missing)}.')
     return types.ElicitResult(action="accept", content=content)
 
 

@@ -21,11 +21,14 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import anyio.abc
 
 from server.config import StateSettings
+from server.distribution import install_command
+from server.errors import StartupError
 from server.handles.state import HandleState, LiveSessions, StateUnavailable
 
 __all__ = ["RedisBackend", "subscribe_forever"]
@@ -74,14 +77,28 @@ return 1
 """
 
 
+def _shown(url: str) -> str:
+    """`url` as a message may show it: a password in it replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 class RedisBackend:
     """Handles in Redis: any replica answers for any handle; the owner alone runs the call."""
 
     replicated = True
 
     def __init__(self, url: str, settings: StateSettings, sessions: LiveSessions) -> None:
-        import redis.asyncio as aioredis  # the optional extra, only when a state URL is set
-        from redis.exceptions import RedisError
+        try:
+            import redis.asyncio as aioredis  # the optional extra, only when a state URL is set
+            from redis.exceptions import RedisError
+        except ImportError:
+            raise StartupError(
+                "a state URL (--state-url or settings.state.url) needs the redis extra: " + install_command("redis")
+            ) from None
 
         self.replica = os.urandom(8).hex()
         self.poll_secs = settings.poll_secs
@@ -170,7 +187,9 @@ class RedisBackend:
         try:
             await self._renew()
         except self._errors as exc:
-            raise StateUnavailable(f"cannot reach the shared state at {self.url}: {exc}") from None
+            why = " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+            where = f"{_shown(self.url)} (--state-url or settings.state.url)"
+            raise StartupError(f"cannot reach Redis at {where}: {why}; start it, or correct the URL") from None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._listen)
             task_status.started()

@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 
 import mcp_types as types
 
+from extraction.wording import plural
 from server.downstream.pool import Pool, Route
 from server.downstream.server import Downstream
 from server.handles.catalog_tools import CALL_TOOL, FindArgs, catalog_tool_definitions
@@ -46,7 +47,7 @@ def find_answer(pool: Pool, found: Found, args: FindArgs) -> tuple[str, list[str
     unknown = [d for d in pool.downstreams if d.state != "ready" and not d.tools]
     lines += [f'(Server "{d.name}" is {_down(d)}: its tools are not known until it starts.)' for d in unknown]
     if not routes:
-        servers = ", ".join(f"{d.name} ({len(d.tools)} tools)" for d in pool.downstreams) or "none"
+        servers = ", ".join(f"{d.name} ({plural(len(d.tools), 'tool')})" for d in pool.downstreams) or "none"
         lines.insert(0, f'No tool matches "{args.query[:100]}". Try other words; the servers are: {servers}.')
         return "\n".join(lines), []
     added = _remember(found, names)

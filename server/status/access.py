@@ -38,9 +38,9 @@ _ALWAYS = [
     (b"referrer-policy", b"no-referrer"),
 ]
 _NEEDS_TOKEN = """<!doctype html><meta charset="utf-8"><title>claimcheck — token needed</title>
-<p>This dashboard needs the token of the claimcheck that serves it. Open the address claimcheck printed
-on stderr when it started (<code>claimcheck: status API at … — dashboard: http://127.0.0.1:…/?token=…</code>);
-<code>claimcheck ps</code> prints it too.</p>
+<p>This dashboard needs the token of the claimcheck that serves it. Open the address that
+<code>claimcheck ps</code> prints (<code>http://127.0.0.1:…/?token=…</code>), or the <code>"dashboard"</code> of
+its discovery file (the path is on claimcheck's start-up line on stderr).</p>
 """
 
 

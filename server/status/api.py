@@ -321,6 +321,15 @@ def _error(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def start_line(url: str, discovery: Path) -> str:
+    """What claimcheck says on stderr when its status API is up: where, and where to find the token it needs (never
+    the token itself: whatever keeps stderr, a client's server log, would keep it)."""
+    return (
+        f"claimcheck: status API at {url} — dashboard: {url} (it needs the token: `claimcheck ps` prints the "
+        f'address with it, as does "dashboard" in {discovery})'
+    )
+
+
 async def serve_api(
     api: StatusApi,
     port: int,
@@ -349,8 +358,8 @@ async def serve_api(
         "version": api.version,
     }
     try:
-        with discovery_file(state_dir, info):
-            print(f"claimcheck: status API at {url} — dashboard: {dashboard}", file=sys.stderr, flush=True)
+        with discovery_file(state_dir, info) as discovery:
+            print(start_line(url, discovery), file=sys.stderr, flush=True)
             task_status.started(url)
             if begin is not None:
                 await begin()

@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 from itertools import accumulate
 from typing import Any
 
+from server.distribution import install_command
 from server.handles.meters import DURATION_BUCKETS, Meters
 
 __all__ = ["MISSING", "MetricsUnavailable", "PrometheusText"]
 
-MISSING = "/metrics needs prometheus-client: pip install 'mcp-claimcheck[metrics]'"
+MISSING = f"/metrics needs prometheus-client: {install_command('metrics')}"
 
 States = Callable[[], list[dict[str, Any]]]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx2
 
+from extraction.wording import plural
 from server.status.discovery import instances
 
 __all__ = ["print_ps"]
@@ -73,7 +74,7 @@ async def _relays(http: httpx2.AsyncClient, url: str, headers: dict[str, str]) -
         relays = reply.json().get("relays")
     except (httpx2.HTTPError, ValueError, AttributeError):
         return ""
-    return f"  shared: {relays} relay(s) attached" if isinstance(relays, int) else ""
+    return f"  shared: {plural(relays, 'relay')} attached" if isinstance(relays, int) else ""
 
 
 def _age(started: str) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from extraction.wording import plural
 from server.errors import ConfigError
 from server.handles.owners import PRINCIPAL_NAME
 
@@ -70,7 +71,7 @@ def read_tokens_file(path: Path, *, env_token: str | None = None) -> dict[str, s
             continue
         fields = line.split()
         if len(fields) != 2:
-            raise ConfigError(f"{where}: expected `NAME TOKEN`, found {len(fields)} field(s)")
+            raise ConfigError(f"{where}: expected `NAME TOKEN`, found {plural(len(fields), 'field')}")
         name, token = fields
         if not _NAME.fullmatch(name):
             raise ConfigError(f"{where}: a name is 1-63 of A-Z a-z 0-9 . _ @ - (the first a letter or digit)")

@@ -35,6 +35,7 @@ from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.auth_config import AuthSettings, check_url
+from server.distribution import install_command
 from server.errors import ConfigError
 from server.handles.owners import IDENTITY, PRINCIPAL_NAME
 from server.http_edge import reply
@@ -65,9 +66,7 @@ class OAuth:
         try:
             import joserfc  # noqa: F401
         except ImportError:
-            raise ConfigError(
-                "settings.auth needs the oauth extra (joserfc): pip install 'mcp-claimcheck[oauth]'"
-            ) from None
+            raise ConfigError(f"settings.auth needs the oauth extra (joserfc): {install_command('oauth')}") from None
         secret = None
         if settings.introspection is not None:
             name = settings.introspection.client_secret_env

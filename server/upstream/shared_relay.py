@@ -45,7 +45,7 @@ from server.platform import (
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["SharedPaths", "pid_line", "relay_main", "shared_paths", "wants_shared"]
+__all__ = ["SharedPaths", "pid_line", "relay_main", "running_shared", "shared_paths", "wants_shared"]
 
 _CHUNK = 1 << 16
 _START_WAIT_SECS = 120.0  # a loaded machine can take long to start Python and the SDK
@@ -143,6 +143,17 @@ def _directory(environ: dict[str, str] | os._Environ[str], key: str) -> Path:
             return directory
         tried.append(str(directory))
     raise SharedError(f"no directory for the shared claimcheck's socket is short enough: {', '.join(tried)}")
+
+
+def running_shared(environ: dict[str, str] | os._Environ[str] = os.environ) -> list[int]:
+    """The pids of this user's shared claimcheck processes that the relays of this environment reach (one per
+    config and keyed flags), read from their pid files; `claimcheck stop` ends them."""
+    try:
+        directory = _directory(environ, "0" * 20)  # the directory depends on the key's length only: 20 characters
+    except SharedError:
+        return []
+    recorded = [_recorded(path) for path in sorted(directory.glob("*.pid"))]
+    return [marker.pid for marker in recorded if marker is not None and _runs(marker)]
 
 
 class SharedError(Exception):

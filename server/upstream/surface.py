@@ -5,8 +5,9 @@ This is the one place where errors become isError results.
 
 from __future__ import annotations
 
+import difflib
 import warnings
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -22,7 +23,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from server import sdk_compat
 from server.downstream.chain import CAPABILITY, asks_passthrough
 from server.downstream.relay import ClientChannel, RequestRelay
-from server.errors import ClaimcheckError, ToolNotFound, clip
+from server.errors import QUOTE_LIMIT, ClaimcheckError, ToolNotFound, clip
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, run_file_tool
@@ -200,7 +201,23 @@ def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:
             f'Unknown tool "{clip(name)}": server "{starting.name}" is not ready yet ({starting.state}{why}). '
             "Its tools are announced with a list change when it starts."
         )
-    return ToolNotFound(f'Unknown tool "{clip(name)}". Call tools/list to see the tools claimcheck offers.')
+    known = [*proxy.pool.routes, *OWN_TOOLS, *FILE_TOOLS]
+    maybe = did_you_mean(name, known, proxy.config.settings.tool_separator)
+    return ToolNotFound(f'Unknown tool "{clip(name)}".{maybe} Call tools/list to see the tools claimcheck offers.')
+
+
+def did_you_mean(name: str, known: Sequence[str], separator: str) -> str:
+    """` Did you mean "x"?` with the listed names `name` most likely meant (the same tool under its server's prefix,
+    the same name in another case, else difflib's closest), or "" when none is close (or `name` is too long to be a
+    tool's: difflib's time grows with it)."""
+    if len(name) > QUOTE_LIMIT:
+        return ""
+    close = [k for k in known if k.endswith(separator + name)] or [k for k in known if k.lower() == name.lower()]
+    close = close[:3] or difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    quoted = [f'"{clip(k)}"' for k in close]
+    return f" Did you mean {' or '.join([', '.join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)}?"
 
 
 def initialization_options(server: Server[Proxy]) -> InitializationOptions:

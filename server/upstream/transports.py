@@ -9,6 +9,7 @@ serves only the principal that opened it (`server.upstream.principals`). Who may
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import sys
@@ -28,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from server import tracing
+from server.errors import StartupError
 from server.http_compat import send_of
 from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.platform import cancel_on_stop_signal
@@ -200,11 +202,24 @@ def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(_bind_failure(host, port, exc)) from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms stalls
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+def _bind_failure(host: str, port: int, exc: OSError) -> str:
+    """What to do when `--host`/`--port` cannot be listened on."""
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is taken by another program; use --port 0 (a free port) or another --port"
+    if exc.errno == errno.EACCES:
+        return f"port {port} needs privileges this user lacks; use --port 0 (a free port) or a port above 1023"
+    return f"cannot listen on {host} port {port}: {exc.strerror or exc}; check --host (default 127.0.0.1)"
 
 
 async def _run_uvicorn(

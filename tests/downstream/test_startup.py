@@ -121,7 +121,7 @@ async def test_claimcheck_tools_waits_for_every_server_and_exits_1_naming_the_on
     assert done.returncode == 1, (out, err)
     assert "raw: ready" in out and "raw__echo" in out
     assert "hung: starting, 0 tools (no answer within 8 s)" in out
-    assert "claimcheck: 1 server(s) not ready: hung (starting: no answer within 8 s)" in err
+    assert "claimcheck: 1 server not ready: hung (starting: no answer within 8 s)" in err
 
 
 @pytest.mark.interop

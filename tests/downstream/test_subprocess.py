@@ -210,7 +210,7 @@ def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None
     assert "demo__slow: ready after" in out and "  slept 4 s" in out
     assert "Tool output is too large (524288 bytes, 8192 lines, " in out
     assert "  00004000 INFO demo log line" in out
-    assert "2 output(s) in this session:" in out
+    assert "2 outputs in this session:" in out
     assert 'isError=True: Server "demo" failed on tool "crash"' in out
     assert "back again" in out.split("demo__echo after the crash", 1)[1]
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.abc
@@ -115,17 +116,13 @@ async def test_a_downstream_that_ignores_stdin_and_sigterm_does_not_outlive_clai
     assert not waited.cancelled_caught, "the downstream outlived claimcheck"
 
 
-async def test_the_start_up_line_and_claimcheck_ps_give_the_dashboard_address_with_the_token_from_auth_token_env(
+async def test_the_start_up_line_hides_the_token_and_claimcheck_ps_gives_the_dashboard_address_with_auth_token_env_s(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": {"stateDir": str(state)}})
-    env = {
-        **os.environ,
-        "CLAIMCHECK_API_ENABLED": "true",
-        "CLAIMCHECK_API_PORT": "0",
-        "CC_TOKEN": "t0ken/with+odd&chars",
-    }
+    secret = "t0ken/with+odd&chars"
+    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0", "CC_TOKEN": secret}
     command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--auth-token-env", "CC_TOKEN"]
     with anyio.fail_after(60):
         async with await anyio.open_process(command, env=env) as process:
@@ -141,8 +138,16 @@ async def test_the_start_up_line_and_claimcheck_ps_give_the_dashboard_address_wi
             info = json.loads(discovery.read_text(encoding="utf-8"))
             assert process.stdin is not None
             await process.stdin.aclose()
+            async for chunk in process.stderr:  # all it says, to its exit
+                seen += chunk
             await process.wait()
-    assert line == f"{info['url']}?token=t0ken%2Fwith%2Bodd%26chars" == info["dashboard"]
-    assert info["token"] == "t0ken/with+odd&chars"  # --auth-token-env's token opens the status API too
-    assert ps.stdout.decode().startswith(f"pid {process.pid}  {line}  since ")
+    assert line == (
+        f'{info["url"]} (it needs the token: `claimcheck ps` prints the address with it, as does "dashboard" in '
+        f"{discovery})"
+    )
+    for shown in (secret, quote(secret, safe=""), "?token="):
+        assert shown not in seen.decode()  # whatever keeps claimcheck's stderr keeps no secret
+    assert info["dashboard"] == f"{info['url']}?token=t0ken%2Fwith%2Bodd%26chars"
+    assert info["token"] == secret  # --auth-token-env's token opens the status API too
+    assert ps.stdout.decode().startswith(f"pid {process.pid}  {info['dashboard']}  since ")
     assert ps.stdout.decode().rstrip().endswith("0 running")  # ps read the token: the API answered it

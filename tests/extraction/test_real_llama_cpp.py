@@ -17,6 +17,7 @@ from extraction.openai import OpenAICompatible
 
 pytestmark = [
     pytest.mark.model,
+    pytest.mark.subprocess,  # llama.cpp serves the model
     pytest.mark.skipif(
         not local_model.VENV_PYTHON.exists(), reason="no llama.cpp runtime: run bash bench/setup_model.sh"
     ),

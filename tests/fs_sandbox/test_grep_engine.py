@@ -115,7 +115,7 @@ async def test_three_needles_on_one_5_mb_json_line_show_as_three_windows_with_th
         await sandbox.aclose()
     args = GrepArgs.model_validate({"file": "f", "regex": "NEEDLE-[A-Z]+"})
     shown = _grep_text(args, found, 10_000).splitlines()
-    assert shown[0] == "1 matching line(s) for 'NEEDLE-[A-Z]+' in f:"
+    assert shown[0] == "1 matching line for 'NEEDLE-[A-Z]+' in f:"
     windows = shown[1:]
     assert len(windows) == 3
     for window, needle in zip(windows, ("NEEDLE-ONE", "NEEDLE-TWO", "NEEDLE-THREE"), strict=True):

@@ -176,7 +176,7 @@ async def test_through_claimcheck_a_flooding_session_does_not_hold_up_another(fi
                     await anyio.lowlevel.checkpoint()
             tg.cancel_scope.cancel()
 
-    assert text_of(found).startswith("1 matching line(s) for 'line 00399'")
+    assert text_of(found).startswith("1 matching line for 'line 00399'")
     refused = [answer for answer in answers if "too many searches in flight" in answer]
     assert len(refused) == 4
     assert refused[0].startswith("Grep failed: too many searches in flight for this session (20 queued or running")

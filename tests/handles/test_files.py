@@ -53,7 +53,7 @@ async def test_grep_marks_matches_merges_context_and_separates_blocks() -> None:
             )
             strict = await client.call_tool("Grep", {"file": handle, "regex": r"LINE 00100", "caseSensitive": True})
     assert text_of(result) == (
-        f"2 matching line(s) for 'LINE 0010[05]' in {handle}:\n"
+        f"2 matching lines for 'LINE 0010[05]' in {handle}:\n"
         "   100   line 00099 of the big output, with words to count\n"
         "   101 → line 00100 of the big output, with words to count\n"
         "   102   line 00101 of the big output, with words to count\n"
@@ -75,7 +75,7 @@ async def test_answers_stay_under_the_threshold_and_say_what_was_left_out() -> N
     for answer in (read, grep):
         assert len(ENC.encode_ordinary(answer)) < 1000
         assert answer.splitlines()[-1].startswith("[... ")
-        assert "more line(s) left out to stay under" in answer
+        assert "more lines left out to stay under" in answer
 
 
 async def test_the_read_header_names_the_lines_actually_returned_when_the_budget_cut_them() -> None:
@@ -89,7 +89,7 @@ async def test_the_read_header_names_the_lines_actually_returned_when_the_budget
     assert 0 < len(shown) < 400 and shown == list(range(1, len(shown) + 1))
     assert header == f"{handle}: lines 1-{len(shown)} of 400:"
     left = 400 - len(shown)
-    assert tail.startswith(f"[... {left} more line(s) left out to stay under ")
+    assert tail.startswith(f"[... {left} more {'line' if left == 1 else 'lines'} left out to stay under ")
     assert f"(lines {len(shown) + 1}-400); Read on from line {len(shown) + 1}" in tail
 
 

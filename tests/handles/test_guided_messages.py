@@ -327,7 +327,7 @@ def test_the_json_view_reads_a_32_mib_output_in_bounded_memory(tmp_path: Any) ->
     )
     answer = json.loads(probe.stdout)
     assert answer["found"] == [-1]
-    assert answer["shape"] == f'object with 1 keys:\n  "items": array ({count + 1} items)'
+    assert answer["shape"] == f'object with 1 key:\n  "items": array ({count + 1} items)'
     assert answer["growth"] < 16 << 20, answer["growth"]  # building it whole would take ~10x the 32 MiB
 
 

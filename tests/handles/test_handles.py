@@ -172,7 +172,7 @@ async def test_raw_over_the_threshold_names_the_size_and_the_modes_to_use() -> N
         ("tool_output", {"handle": 7}, "Invalid arguments for tool_output: handle"),
         ("tool_output", {"handle": "h", "mode": "psychic"}, "Invalid arguments for tool_output: mode"),
         ("wait_for_tool_output", {"timeout_secs": "soon"}, "Invalid arguments for wait_for_tool_output"),
-        ("wait_for_tool_output", {"handles": ["nope"]}, "Unknown handle(s)"),
+        ("wait_for_tool_output", {"handles": ["nope"]}, "Unknown handle for this session"),
         ("cancel_tool_output", {"handle": "nope"}, 'Unknown handle "nope"'),
         ("down__echo", {"text": "x", "background": "yes"}, '"background" must be true or false'),
     ],
@@ -262,7 +262,7 @@ async def test_wait_with_nothing_running_returns_at_once_and_a_short_timeout_rep
             timed_out = await client.call_tool("wait_for_tool_output", {"timeout_secs": 0})
             down.release.set()
     assert text_of(idle) == "No outputs are running in this session, and none is waiting to be read."
-    assert text_of(timed_out).startswith("None of the 1 output(s) finished within 0 s. Still running:")
+    assert text_of(timed_out).startswith("The output did not finish within 0 s. Still running:")
     assert handle in text_of(timed_out)
 
 
@@ -292,7 +292,7 @@ async def test_list_shows_every_handle_with_status_and_size() -> None:
             big = handle_in(text_of(await client.call_tool("down__big", {"lines": 400})))
             listed = text_of(await client.call_tool("list_tool_outputs", {}))
             down.release.set()
-    assert listed.startswith("2 output(s) in this session:\n")
+    assert listed.startswith("2 outputs in this session:\n")
     assert f'- "{running}" down__gated: running' in listed
     assert f'- "{big}" down__big: ready after' in listed
     assert f"{len(big_text(400).encode())} bytes, 400 lines" in listed
@@ -348,7 +348,7 @@ async def test_wait_sends_progress_while_it_waits(monkeypatch: pytest.MonkeyPatc
         with anyio.fail_after(10):
             handle = await start_in_background(client)
             waited = await client.call_tool("wait_for_tool_output", {}, progress_callback=on_progress)
-    assert ticks[:3] == ["waiting for 1 running output(s)"] * 3
+    assert ticks[:3] == ["waiting for 1 running output"] * 3
     assert f'"{handle}" down__gated: ready' in text_of(waited)
 
 

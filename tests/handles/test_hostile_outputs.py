@@ -102,7 +102,7 @@ async def test_a_5000_deep_output_gets_a_handle_and_reads_like_any_other(kind: s
             read = await session.call_tool("Read", {"file": handle})
             grep = await session.call_tool("Grep", {"file": handle, "regex": "a|\\["})
             alive = await session.call_tool("down__echo", {"text": "still serving"})
-    expected = "array with 1 items" if kind == "array" else 'object with 1 keys:\n  "a": object (1 keys)'
+    expected = "array with 1 item" if kind == "array" else 'object with 1 key:\n  "a": object (1 key)'
     assert shape[0] is False and shape[1].endswith(expected), shape
     assert not read.is_error and not grep.is_error
     assert text_of(alive) == "still serving"

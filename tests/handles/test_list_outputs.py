@@ -100,7 +100,7 @@ async def test_running_and_unread_outputs_come_first(session: Session) -> None:
     running = add_calls(session, 3, "running")
     page = await listed(session, {"limit": 5})
     assert LINE.findall(page) == running + unread
-    assert page.startswith("35 output(s) in this session (showing 1-5, running and unread first):\n")
+    assert page.startswith("35 outputs in this session (showing 1-5, running and unread first):\n")
     following = NEXT.search(page)
     assert following is not None and page.endswith(
         f'30 more: call list_tool_outputs(cursor = "{following.group(1)}") for the next page.'
@@ -123,6 +123,6 @@ async def test_listing_a_ready_unread_output_leaves_it_unread_for_the_footer_and
 
 async def test_a_small_session_is_listed_whole_and_a_bad_cursor_is_refused(session: Session) -> None:
     add_calls(session, 2, "ready")
-    assert (await listed(session)).startswith("2 output(s) in this session:\n")
+    assert (await listed(session)).startswith("2 outputs in this session:\n")
     with pytest.raises(OwnToolError, match='Invalid cursor "x"'):
         await listed(session, {"cursor": "x"})

@@ -139,7 +139,7 @@ async def test_every_result_says_that_a_question_waits_until_it_is_answered() ->
             listed = await client.call_tool("list_tool_outputs", {})
     footer = text_of(listed).splitlines()[-1]
     assert footer == (
-        f'[claimcheck] 1 question(s) wait for an answer: ask__confirm "{handle}" (elicitation). '
+        f'[claimcheck] 1 question waits for an answer: ask__confirm "{handle}" (elicitation). '
         "Call wait_for_tool_output to see them."
     )
 
@@ -172,7 +172,7 @@ async def test_cancelling_a_call_withdraws_its_question() -> None:
                 await inbox.changed().wait()
             after = await client.call_tool("wait_for_tool_output", {"timeout_secs": 0})
     assert QUESTION.search(text_of(asked))
-    assert not QUESTION.search(text_of(after)) and "question(s) wait" not in text_of(after)
+    assert not QUESTION.search(text_of(after)) and "question waits" not in text_of(after)
 
 
 async def test_a_wrong_answer_is_refused_and_the_question_keeps_waiting() -> None:
@@ -187,7 +187,7 @@ async def test_a_wrong_answer_is_refused_and_the_question_keeps_waiting() -> Non
             good = {"question": question_id, "content": {"ok": False}}
             done = await client.call_tool("wait_for_tool_output", {"handles": [handle], "answer": good})
     assert unknown.is_error and 'No question "q-00000000" waits for an answer' in text_of(unknown)
-    assert bad.is_error and "lacks the required field(s): ok" in text_of(bad)
+    assert bad.is_error and "lacks the required field: ok" in text_of(bad)
     assert "confirmed it: False" in text_of(done)
 
 

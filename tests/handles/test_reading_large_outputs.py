@@ -156,7 +156,7 @@ def test_grep_finds_literals_regexes_and_either_case_across_the_whole_file(repor
     with_context = []
     for index, n in enumerate(numbers):
         with_context += ([] if not index else ["───"]) + [shown(n - 1, False), shown(n, True), shown(n + 1, False)]
-    assert answer(report, "grep-literal").startswith("3 matching line(s) for 'NEEDLE' in session-")
+    assert answer(report, "grep-literal").startswith("3 matching lines for 'NEEDLE' in session-")
     assert grep_lines(answer(report, "grep-literal")) == with_context
     marked = [shown(numbers[0], True), "───", shown(numbers[1], True), "───", shown(numbers[2], True)]
     assert grep_lines(answer(report, "grep-regex")) == marked

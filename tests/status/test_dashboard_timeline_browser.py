@@ -113,7 +113,7 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
                     await page.locator("#output-regex").fill("00000777 INFO")
                     await page.locator("#output-regex").press("Enter")
                     matches = page.locator("#output-matches")
-                    await expect(matches).to_contain_text("1 matching line(s)", timeout=30_000)
+                    await expect(matches).to_contain_text("1 matching line", timeout=30_000)
                     await expect(matches.locator(".hit")).to_have_text(re.compile(r"^\s+778 → 00000777 INFO demo"))
                     await expect(matches.locator('[data-line="777"]')).to_have_count(1)  # a line of context
                     await page.locator("aside").screenshot(path=str(tmp_path / "output-view.png"))

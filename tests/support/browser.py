@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import os_packages
-from tests.support.processes import PYTHON, announcing, demo_server_entry, write_config
+from tests.support.processes import API_LINE, PYTHON, announcing, demo_server_entry, discovered, write_config
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -22,7 +22,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 MCP_URL = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
-API_URL = r"status API at (http://127\.0\.0\.1:\d+/) — dashboard: (http://127\.0\.0\.1:\d+/\?token=\S+)"
 
 
 def require_browser() -> None:
@@ -55,9 +54,9 @@ async def claimcheck_with_api(
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
     command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
-    announced = announcing([*command, *serve_args], MCP_URL, API_URL, env=env, within=within, stdin=subprocess.DEVNULL)
+    announced = announcing([*command, *serve_args], MCP_URL, API_LINE, env=env, within=within, stdin=subprocess.DEVNULL)
     async with announced as started:
         if pids is not None:
             pids.append(started.process.pid)
         mcp, api = started.matches
-        yield mcp.group(1).decode(), api.group(1).decode(), api.group(2).decode()
+        yield mcp.group(1).decode(), api.group(1).decode(), discovered(api.group(2))["dashboard"]

@@ -35,6 +35,18 @@ def write_config(directory: Path, data: Mapping[str, Any]) -> Path:
     return path
 
 
+API_LINE = r"status API at (http://127\.0\.0\.1:\d+/) \S+ dashboard: [^\n]* in (\S+\.json)\)"
+"""claimcheck's start-up line for its status API: (its URL, the discovery file that holds its token)."""
+
+
+def discovered(path: str | bytes) -> dict[str, Any]:
+    """The discovery file named on a start-up line (`API_LINE`'s second group): `url`, `token`, `dashboard` (the
+    address with the token) and the rest."""
+    text = Path(os.fsdecode(path)).read_text(encoding="utf-8")
+    info: dict[str, Any] = json.loads(text)
+    return info
+
+
 def demo_server_entry(*extra: str) -> dict[str, Any]:
     """A config entry that runs the bundled demo downstream over stdio."""
     return {"command": PYTHON, "args": ["-m", "server.demo.server", *extra]}

@@ -19,10 +19,10 @@ import anyio.abc
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.processes import PYTHON, announced, demo_server_entry, write_config
+from tests.support.processes import API_LINE, PYTHON, announced, demo_server_entry, discovered, write_config
 from tests.support.proxies import text_of
 
-_API = r"dashboard: (http://127\.0\.0\.1:\d+/)\?token=([A-Za-z0-9_-]+)"
+_API = API_LINE
 
 
 HANDLE = re.compile(r'handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
@@ -167,7 +167,7 @@ async def replicas(
             found = await announced(stderr, r"(http://127\.0\.0\.1:\d+/mcp)", *([_API] if api else []), said=[])
             urls[index] = found[0].group(1).decode()
             if api:  # its status API and the token that opens it
-                apis[index] = (found[1].group(1).decode(), found[1].group(2).decode())
+                apis[index] = (found[1].group(1).decode(), discovered(found[1].group(2))["token"])
 
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:

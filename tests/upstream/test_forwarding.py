@@ -287,7 +287,9 @@ async def test_a_call_past_the_server_timeout_is_an_error_and_is_cancelled_downs
             result = await client.call_tool("s__stuck", {})
             await cancelled.wait()
     assert result.is_error
-    assert text_of(result) == 'Server "s" failed on tool "stuck": no answer within the server\'s timeout of 0.2 s'
+    assert text_of(result) == (
+        'Server "s" failed on tool "stuck": no answer within the server\'s timeout of 0.2 s (mcpServers.s.timeout)'
+    )
 
 
 async def test_a_server_that_cannot_start_leaves_the_others_serving() -> None:

@@ -108,7 +108,7 @@ async def test_a_token_not_in_the_file_or_none_gets_401(tmp_path: Path) -> None:
         (f"alice {ALICE}\n# bob\nbob {ALICE}\n", "line 3: the token of bob is the token of line 1 too"),
         (f"alice {ALICE}\nalice {BOB}\n", "line 2: the name alice is on line 1 too"),
         (f"alice {ALICE}\n\nbob {BOB[:31]}\n", "line 3: the token of bob is under 32 bytes"),
-        (f"alice {ALICE}\nbob\n", "line 2: expected `NAME TOKEN`, found 1 field(s)"),
+        (f"alice {ALICE}\nbob\n", "line 2: expected `NAME TOKEN`, found 1 field"),
         (f"alice:x {ALICE}\n", "line 1: a name is 1-63 of"),
         ("# nobody yet\n", "names no tokens"),
     ],

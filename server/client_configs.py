@@ -1,0 +1,329 @@
+"""Other clients' config files, read as they are written, turned into claimcheck's own shape.
+
+Claude Desktop, Claude Code (`.mcp.json`), Cursor and Windsurf keep servers under `mcpServers`; VS Code under
+`servers` (with `inputs`); Codex CLI in TOML under `[mcp_servers.NAME]`. Entries may name their transport with
+`type`, `transportType` or `transport`, Windsurf its URL with `serverUrl`, VS Code and Cursor variables as
+`${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`. `translate` maps all of it onto
+`{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice, and what it does not know is
+left for the config's validation to refuse with its path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.errors import ConfigError
+
+__all__ = ["SERVER_TABLES", "Translated", "env_name_of_input", "read_config_data", "translate"]
+
+SERVER_TABLES = ("mcpServers", "servers", "mcp_servers")
+"""Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf and claimcheck; VS Code; Codex."""
+
+_OWN_TOP = {"mcpServers", "settings"}
+_TRANSPORT_KEYS = ("type", "transportType", "transport")
+_TRANSPORTS = {
+    "stdio": "stdio",
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "streamablehttp": "streamable-http",
+    "streamable_http": "streamable-http",
+    "sse": "sse",
+}
+_IGNORED_IN_ENTRY = frozenset(
+    {
+        "autoApprove",  # Cline, Roo, Windsurf: approvals are the client's business
+        "alwaysAllow",
+        "description",
+        "gallery",  # VS Code: where a server was installed from
+        "version",
+        "dev",  # VS Code: watch and debug settings for server authors
+        "sandbox",
+        "sandboxEnabled",
+        "oauth",  # Claude Code, Codex: the client's own OAuth login, which claimcheck does not do for a server
+        "scopes",
+        "trust",  # Gemini CLI
+        "required",  # Codex: refuse to start when the server fails
+        "startup_timeout_sec",  # Codex: claimcheck has settings.startupWaitSecs
+        "startup_timeout_ms",
+    }
+)
+_CLIENT_VAR_RE = re.compile(r"\$\{(env|input):([^}]+)\}|\$\{(workspaceFolder|userHome|pathSeparator)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Translated:
+    """A file's data in claimcheck's shape, and what was read and left out to get it."""
+
+    data: Any
+    table: str = "mcpServers"
+    ignored: tuple[str, ...] = ()
+    foreign: bool = False
+    """Whether the file is another client's (its servers under another key, or keys of its own beside them)."""
+
+    def notice(self, source: str) -> str | None:
+        """The one line that says what was read of another client's file, or None for claimcheck's own."""
+        if not self.foreign and not self.ignored:
+            return None
+        extra = " (and inputs)" if self.table == "servers" and "inputs" in self.ignored else ""
+        ignored = [key for key in self.ignored if key != "inputs" or self.table != "servers"]
+        said = f"read {self.table}{extra} from {source}"
+        return f"{said}; ignored: {', '.join(ignored)}" if ignored else said
+
+
+def read_config_data(path: Path) -> Any:
+    """The parsed content of a config file: TOML for `*.toml` (Codex), else JSON, comments and trailing commas
+    allowed as VS Code and Cursor write them. `ConfigError` (one line, no path) when it cannot be parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file: {exc}") from None
+    if path.suffix.lower() == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"not valid TOML: {exc}") from None
+    return loads_jsonc(text)
+
+
+def loads_jsonc(text: str) -> Any:
+    """JSON, or JSON with `//` and `/* */` comments and trailing commas; the error names the first problem."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = exc
+    try:
+        return json.loads(strip_jsonc(text))
+    except json.JSONDecodeError:
+        raise ConfigError(f"not valid JSON: {first.msg} at line {first.lineno} column {first.colno}") from None
+
+
+def strip_jsonc(text: str) -> str:
+    """`text` without comments and trailing commas, strings left as they are (line numbers kept)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == '"':
+            end = i + 1
+            while end < n and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            out.append(text[i : end + 1])
+            i = end + 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            out.append("\n" * text.count("\n", i, n if end < 0 else end))
+            i = n if end < 0 else end + 2
+        else:
+            out.append(char)
+            i += 1
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+
+
+def env_name_of_input(input_id: str) -> str:
+    """The environment variable that stands in for VS Code's `${input:ID}` (claimcheck cannot prompt)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", input_id).strip("_").upper() or "INPUT"
+
+
+def translate(
+    data: Any,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    workspace: Path | None = None,
+    check_inputs: bool = True,
+) -> Translated:
+    """`data` (a parsed config file of any known client) in claimcheck's shape. `workspace` is what
+    `${workspaceFolder}` means (the folder above `.vscode/` or `.cursor/`). With `check_inputs`, a `${input:id}`
+    whose variable is unset is a `ConfigError` that says which variable to set."""
+    if not isinstance(data, dict):
+        return Translated(data)
+    tables = [key for key in SERVER_TABLES if key in data]
+    if len(tables) > 1:
+        raise ConfigError(f"both {' and '.join(tables)} hold servers; keep one of them")
+    table = tables[0] if tables else "mcpServers"
+    if "settings" in data:  # claimcheck's own file: every key is checked, none ignored
+        if table != "mcpServers":
+            raise ConfigError(f'{table}: unknown key (claimcheck\'s own config keeps its servers in "mcpServers")')
+        others: list[str] = []
+    else:
+        others = [key for key in data if key != table and key not in _OWN_TOP]
+        for key in others:
+            close = difflib.get_close_matches(key, [*SERVER_TABLES, "settings"], n=1, cutoff=0.75)
+            if close:
+                raise ConfigError(f"{key}: unknown key (did you mean `{close[0]}`?)")
+        if others and not tables:
+            raise ConfigError(f"{others[0]}: unknown key (and no mcpServers, servers or mcp_servers in the file)")
+    inputs = _inputs(data.get("inputs")) if table == "servers" else {}
+    servers = data.get(table, {})
+    ignored = list(others)
+    if isinstance(servers, dict):
+        context = _Context(table, environ, workspace, inputs, check_inputs, ignored)
+        servers = {name: context.entry(str(name), entry) for name, entry in servers.items()}
+    out = {key: value for key, value in data.items() if key not in others and key != table}
+    out["mcpServers"] = servers
+    return Translated(out, table, tuple(ignored), foreign=table != "mcpServers" or bool(others))
+
+
+def _inputs(raw: Any) -> dict[str, str]:
+    """VS Code's `inputs`: id → description."""
+    found = {}
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            found[item["id"]] = str(item.get("description") or item["id"])
+    return found
+
+
+@dataclass(slots=True)
+class _Context:
+    table: str
+    environ: Mapping[str, str]
+    workspace: Path | None
+    inputs: dict[str, str]
+    check_inputs: bool
+    ignored: list[str]
+
+    def entry(self, name: str, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        where = f"{self.table}.{name}"
+        entry = dict(raw)
+        for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):
+            del entry[key]
+            self.ignored.append(f"{where}.{key}")
+        if self.table == "mcp_servers":
+            entry = _codex(entry, self.environ)
+        for alias in ("serverUrl", "httpUrl"):  # Windsurf; Gemini CLI
+            if alias in entry:
+                if "url" in entry:
+                    raise ConfigError(f'{where}: give "url" or "{alias}", not both')
+                entry["url"] = entry.pop(alias)
+                if alias == "httpUrl":
+                    entry.setdefault("type", "http")
+        if isinstance(entry.get("disabledTools"), list):  # Windsurf, Cline: tools the model is not offered
+            tools = dict(entry.get("tools") or {})
+            tools["exclude"] = [*tools.get("exclude", []), *entry.pop("disabledTools")]
+            entry["tools"] = tools
+        _transport(where, entry)
+        entry = {key: self.expand(f"{where}.{key}", value, key) for key, value in entry.items()}
+        if "envFile" in entry:
+            entry["env"] = {**_env_file(where, entry.pop("envFile"), self.workspace), **dict(entry.get("env") or {})}
+        return entry
+
+    def expand(self, where: str, value: Any, key: str) -> Any:
+        """The client's own `${…}` variables in a string value (and in lists and maps of them)."""
+        if key in ("tools", "settings"):
+            return value
+        if isinstance(value, str):
+            return _CLIENT_VAR_RE.sub(lambda match: self._variable(where, match), value)
+        if isinstance(value, list):
+            return [self.expand(f"{where}[{i}]", item, key) for i, item in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: self.expand(f"{where}.{k}", item, key) for k, item in value.items()}
+        return value
+
+    def _variable(self, where: str, match: re.Match[str]) -> str:
+        kind, arg, plain = match.group(1), match.group(2), match.group(3)
+        if plain == "workspaceFolder":
+            if self.workspace is None:
+                raise ConfigError(f"{where}: ${{workspaceFolder}} has no meaning here; write the folder's path")
+            return str(self.workspace)
+        if plain == "userHome":
+            return str(Path.home())
+        if plain == "pathSeparator":
+            return os.sep
+        if kind == "env":
+            return "${" + arg + "}"
+        name = env_name_of_input(arg)
+        if self.check_inputs and name not in self.environ:
+            what = self.inputs.get(arg, arg)
+            raise ConfigError(
+                f"{where}: ${{input:{arg}}} ({what}) is asked of the user by VS Code, which claimcheck cannot do; "
+                f"set the environment variable {name}"
+            )
+        return "${" + name + "}"
+
+
+def _transport(where: str, entry: dict[str, Any]) -> None:
+    """`type`/`transportType`/`transport` as claimcheck's `transport` (absent for stdio), checked against the entry."""
+    given = {key: entry.pop(key) for key in _TRANSPORT_KEYS if key in entry}
+    kinds = set()
+    for key, value in given.items():
+        kind = _TRANSPORTS.get(str(value).strip().lower()) if isinstance(value, str) else None
+        if kind is None:
+            raise ConfigError(f"{where}.{key}: {value!r} is not a transport (stdio, http, streamable-http or sse)")
+        kinds.add(kind)
+    if len(kinds) > 1:
+        raise ConfigError(f"{where}: {', '.join(given)} name different transports; keep one")
+    if not kinds:
+        return
+    kind = kinds.pop()
+    key = next(iter(given))
+    if kind == "stdio":
+        if "command" not in entry:
+            raise ConfigError(f'{where}.{key}: "stdio" needs a "command" (a "url" server is "http" or "sse")')
+    elif "url" not in entry:
+        raise ConfigError(f'{where}.{key}: {given[key]!r} needs a "url" (a "command" server is "stdio")')
+    else:
+        entry["transport"] = kind
+
+
+def _codex(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Codex CLI's keys for the same things."""
+    out = dict(entry)
+    if "enabled" in out:
+        out["disabled"] = not out.pop("enabled")
+    if "tool_timeout_sec" in out:
+        out["timeout"] = out.pop("tool_timeout_sec")
+    tools = {}
+    if "enabled_tools" in out:
+        tools["include"] = out.pop("enabled_tools")
+    if "disabled_tools" in out:
+        tools["exclude"] = out.pop("disabled_tools")
+    if tools:
+        out["tools"] = {**dict(out.get("tools") or {}), **tools}
+    headers = dict(out.pop("headers", None) or {})
+    headers.update(out.pop("http_headers", None) or {})
+    for header, var in dict(out.pop("env_http_headers", None) or {}).items():
+        headers[header] = "${" + str(var) + "}"
+    if "bearer_token_env_var" in out:
+        headers["Authorization"] = "Bearer ${" + str(out.pop("bearer_token_env_var")) + "}"
+    if headers:
+        out["headers"] = headers
+    if "env_vars" in out:  # names Codex passes on from its own environment, where they are set
+        passed = {str(var): "${" + str(var) + "}" for var in out.pop("env_vars") or [] if str(var) in environ}
+        out["env"] = {**passed, **dict(out.get("env") or {})}
+    return out
+
+
+def _env_file(where: str, value: Any, workspace: Path | None) -> dict[str, str]:
+    """VS Code's `envFile`: `KEY=VALUE` lines (`#` comments, optional quotes, `export ` allowed)."""
+    path = Path(str(value)).expanduser()
+    if not path.is_absolute() and workspace is not None:
+        path = workspace / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}.envFile: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    found = {}
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, val = line.partition("=")
+        val = val.strip()
+        if len(val) >= 2 and val[0] == val[-1] and val[0] in "\"'":
+            val = val[1:-1]
+        found[key.strip()] = val
+    return found

@@ -1,0 +1,272 @@
+"""The clients' own config files: where each client keeps its servers on this system, the entry that routes a
+client through claimcheck, and the one safe way to rewrite such a file (a timestamped backup beside it first,
+the new content checked to hold every entry it should before it replaces the old, `undo` to go back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.client_configs import strip_jsonc
+from server.errors import ConfigError
+from server.platform import app_config_dir
+
+__all__ = [
+    "CLIENTS",
+    "ClientFile",
+    "backup",
+    "claimcheck_entry",
+    "config_of_entry",
+    "entry_text",
+    "latest_backup",
+    "locate",
+    "points_at_claimcheck",
+    "rewritten",
+    "undo",
+    "usual_paths",
+    "write_replacing",
+]
+
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFile:
+    """One client's config file, and the key its servers live under."""
+
+    path: Path
+    client: str | None
+    """The client's name when it was asked for by name."""
+    project: str | None = None
+    """Claude Code's local scope (`claude mcp add`'s default): the project whose servers in `~/.claude.json`
+    (`projects.<path>.mcpServers`) are meant, rather than the file's own `mcpServers`."""
+
+    def servers_in(self, data: Any) -> Any:
+        """The servers object of this file's parsed `data` (None where there is none)."""
+        if not isinstance(data, dict):
+            return None
+        if self.project is None:
+            return data.get(self.table)
+        projects = data.get("projects")
+        project = projects.get(self.project) if isinstance(projects, dict) else None
+        return project.get("mcpServers") if isinstance(project, dict) else None
+
+    def with_servers(self, data: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
+        """`data` with this file's servers object replaced, every other key as it was."""
+        if self.project is None:
+            return {**data, self.table: servers}
+        projects = data["projects"]
+        return {**data, "projects": {**projects, self.project: {**projects[self.project], "mcpServers": servers}}}
+
+    def in_project(self, data: Any, cwd: Path) -> ClientFile:
+        """This file, at Claude Code's local scope of `cwd` when `~/.claude.json` has servers there."""
+        if self.path.name != ".claude.json":
+            return self
+        local = ClientFile(self.path, self.client, str(cwd))
+        servers = local.servers_in(data)
+        return local if isinstance(servers, dict) and servers else self
+
+    @property
+    def table(self) -> str:
+        if self.path.suffix.lower() == ".toml":
+            return "mcp_servers"
+        if self.client == "vscode" or (self.path.name == "mcp.json" and self.path.parent.name in (".vscode", "User")):
+            return "servers"
+        return "mcpServers"
+
+
+def usual_paths(client: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None) -> list[Path]:
+    """Where `client` keeps its servers on this system, the first that exists being the one it reads."""
+    home = Path(environ.get("HOME") or Path.home())
+    here = cwd or Path.cwd()
+    apps = app_config_dir(environ)
+    if client == "claude-desktop":
+        return [apps / "Claude" / "claude_desktop_config.json"]
+    if client == "claude-code":
+        return [here / ".mcp.json", home / ".claude.json"]
+    if client == "cursor":
+        return [here / ".cursor" / "mcp.json", home / ".cursor" / "mcp.json"]
+    if client == "vscode":
+        return [here / ".vscode" / "mcp.json", apps / "Code" / "User" / "mcp.json"]
+    if client == "windsurf":
+        return [home / ".codeium" / "windsurf" / "mcp_config.json"]
+    if client == "codex":
+        return [Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"]
+    raise ValueError(client)
+
+
+def locate(spec: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None) -> ClientFile:
+    """A client's file by name (its first usual path that exists, else its last) or by path."""
+    if spec in CLIENTS:
+        paths = usual_paths(spec, environ, cwd)
+        found = next((path for path in paths if path.exists()), paths[-1])
+        return ClientFile(found, spec)
+    return ClientFile(Path(spec).expanduser().absolute(), None)
+
+
+def claimcheck_entry(command: list[str], config: Path, file: ClientFile) -> dict[str, Any]:
+    """The entry that starts claimcheck for this client, with absolute paths."""
+    entry: dict[str, Any] = {"command": command[0], "args": [*command[1:], "serve", "--config", str(config)]}
+    if file.table == "servers" or file.client == "claude-code" or file.path.name == ".mcp.json":
+        entry = {"type": "stdio", **entry}
+    return entry
+
+
+def entry_text(name: str, entry: Mapping[str, Any], file: ClientFile) -> str:
+    """The entry as it is written in the client's file (a TOML table for Codex)."""
+    if file.table == "mcp_servers":
+        lines = [f"[mcp_servers.{_toml_key(name)}]"]
+        lines += [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()]
+        return "\n".join(lines)
+    return json.dumps({file.table: {name: entry}}, indent=2, ensure_ascii=False)
+
+
+def points_at_claimcheck(entry: Any) -> bool:
+    """Whether a client's server entry starts claimcheck (its executable, or `uvx`/`pipx run` of it)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("command"), str):
+        return False
+    program = Path(entry["command"]).name.lower().removesuffix(".exe")
+    args = [str(arg) for arg in entry.get("args") or []]
+    if program.startswith("claimcheck"):
+        return True
+    if program in ("uvx", "pipx", "uv") and any(arg.split("@")[0] in ("claimcheck", "mcp-claimcheck") for arg in args):
+        return True
+    return program.startswith("python") and args[:2] == ["-m", "server"] and "serve" in args
+
+
+def config_of_entry(entry: Mapping[str, Any]) -> str | None:
+    """The `--config` an entry that starts claimcheck gives it, or None (the default config)."""
+    args = [str(arg) for arg in entry.get("args") or []]
+    for index, arg in enumerate(args):
+        if arg == "--config" and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--config="):
+            return arg.removeprefix("--config=")
+    return None
+
+
+def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: dict[str, Any]) -> str:
+    """The file's new text: the servers in `remove` gone, `name` set to `entry`, every other key and entry as it
+    was. `ConfigError` (one line) when that cannot be written without losing something."""
+    if file.table == "mcp_servers":
+        return _rewritten_toml(file, text, remove, name, entry)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            json.loads(strip_jsonc(text))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"not valid JSON ({exc.msg} at line {exc.lineno}); left untouched") from None
+        raise ConfigError(
+            "has comments, which rewriting it would drop; left untouched: add the entry above by hand"
+        ) from None
+    old = file.servers_in(data)
+    if not isinstance(data, dict) or not isinstance(old if old is not None else {}, dict):
+        raise ConfigError(f'has no "{file.table}" object; left untouched')
+    servers = {key: value for key, value in (old or {}).items() if key not in remove}
+    servers[name] = entry
+    return json.dumps(file.with_servers(data, servers), indent=2, ensure_ascii=False) + "\n"
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*[.\]]")
+
+
+def _rewritten_toml(file: ClientFile, text: str, remove: list[str], name: str, entry: dict[str, Any]) -> str:
+    """Codex's TOML, edited as text (the standard library writes no TOML): the removed servers' tables cut out, the
+    new one appended, and the result parsed again to check that nothing else changed."""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc}); left untouched") from None
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        header = _TOML_HEADER.match(line)
+        if header:
+            skipping = header.group(1).strip("\"'") in (*remove, name)
+        elif line.lstrip().startswith("["):
+            skipping = False if re.match(r"^\s*\[\[?[A-Za-z0-9_\"'.\s-]+\]\]?\s*(#.*)?$", line) else skipping
+        if not skipping:
+            kept.append(line)
+    new = "".join(kept).rstrip("\n") + "\n\n" + entry_text(name, entry, file) + "\n"
+    expected = dict(before)
+    servers = {k: v for k, v in dict(before.get("mcp_servers") or {}).items() if k not in remove}
+    expected["mcp_servers"] = {**servers, name: entry}
+    try:
+        ok = tomllib.loads(new) == expected
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise ConfigError("writes its servers in a form this edit cannot keep; left untouched: add the entry by hand")
+    return new
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def backup(path: Path) -> Path:
+    """Copy `path` to `<name>.bak-YYYYmmdd-HHMMSS` beside it (`-2`, `-3`… within one second) and return it."""
+    base = path.with_name(f"{path.name}.bak-{_stamp()}")
+    target, count = base, 1
+    while target.exists():
+        count += 1
+        target = base.with_name(f"{base.name}-{count}")
+    shutil.copy2(path, target)
+    return target
+
+
+def latest_backup(path: Path) -> Path | None:
+    """The newest `backup` of `path`, or None."""
+
+    def order(candidate: Path) -> tuple[str, int]:
+        suffix = candidate.name.removeprefix(f"{path.name}.bak-")  # YYYYmmdd-HHMMSS, then -N within one second
+        return suffix[:15], int(suffix[16:]) if suffix[16:].isdigit() else 1
+
+    found = [p for p in path.parent.glob(f"{glob_escape(path.name)}.bak-*") if p.is_file()]
+    return max(found, key=order, default=None)
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all (a sibling file renamed over it), keeping its mode."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.claimcheck-{os.getpid()}")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def undo(path: Path) -> tuple[Path, Path]:
+    """Put the newest backup of `path` back in its place; the content it replaces is kept as
+    `<name>.undone-YYYYmmdd-HHMMSS`. Returns (the backup restored, where the replaced content went)."""
+    restored = latest_backup(path)
+    if restored is None:
+        raise ConfigError(f"{path}: no backup ({path.name}.bak-…) to restore; init --apply makes one")
+    kept = path.with_name(f"{path.name}.undone-{_stamp()}")
+    if path.exists():
+        shutil.copy2(path, kept)
+    os.replace(restored, path)
+    return restored, kept

@@ -1,0 +1,188 @@
+"""`claimcheck init`: import a client's servers into claimcheck's config and route the client through claimcheck.
+
+Without `--apply` nothing of the client's is touched: claimcheck's config is written (merged into the one there
+is) and the entry for the client is shown. `--apply` also rewrites the client's file after a timestamped backup:
+the imported servers leave it (they are in claimcheck's config and in the backup), the claimcheck entry joins it,
+everything else stays as it was. `--undo` puts the newest backup back. A file that cannot be read or parsed is
+left untouched and the reason is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from server.client_configs import env_name_of_input, read_config_data, translate
+from server.client_files import (
+    CLIENTS,
+    ClientFile,
+    backup,
+    claimcheck_entry,
+    entry_text,
+    locate,
+    points_at_claimcheck,
+    rewritten,
+    undo,
+    usual_paths,
+    write_replacing,
+)
+from server.config import Config, default_config_path, workspace_of
+from server.config_errors import describe_errors
+from server.errors import ConfigError
+
+__all__ = ["claimcheck_command", "run_init"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 2
+
+
+def claimcheck_command() -> list[str]:
+    """How a client starts this claimcheck, absolute: the `claimcheck` script running now, else the one on PATH,
+    else this Python with `-m server`."""
+    running = Path(sys.argv[0])
+    if running.name in ("claimcheck", "claimcheck.exe") and running.exists():
+        return [str(running.absolute())]
+    found = shutil.which("claimcheck")
+    if found:
+        return [str(Path(found).absolute())]
+    return [sys.executable, "-m", "server"]
+
+
+def run_init(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> int:
+    """The command; its exit status."""
+    try:
+        return _init(args, environ)
+    except ConfigError as exc:
+        print(f"claimcheck: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    if not args.client:
+        found = [f"{name} ({path})" for name in CLIENTS for path in usual_paths(name, environ) if path.exists()]
+        where = f"found here: {', '.join(found)}" if found else "none of their usual files exists here"
+        raise ConfigError(f"name a client ({', '.join(CLIENTS)}) or a config file: claimcheck init cursor; {where}")
+    file = locate(args.client, environ)
+    if args.undo:
+        restored, kept = undo(file.path)
+        print(f"claimcheck: restored {file.path} from {restored.name} (what it replaced: {kept.name})")
+        return EXIT_OK
+    config_path = Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+    if file.path.exists() and config_path.exists() and file.path.samefile(config_path):
+        raise ConfigError(f"{file.path} is claimcheck's own config; name the client's file (or --config another)")
+    try:
+        text = file.path.read_text(encoding="utf-8")
+        data = read_config_data(file.path)
+    except FileNotFoundError:
+        raise ConfigError(f"{file.path}: no such file, so no servers to import (give the file's path)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file.path}: cannot read it ({exc}); left untouched") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{file.path}: {exc}; left untouched") from None
+    file = file.in_project(data, Path.cwd())
+    raw = file.servers_in(data)
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{file.path}: has no "{file.table}" servers to import; left untouched')
+    if file.project is not None:
+        print(f"claimcheck: reading the servers of project {file.project} in {file.path} (Claude Code's local scope)")
+    inputs = data.get("inputs") if file.table == "servers" else None
+    try:
+        translated = translate(
+            {file.table: raw, **({"inputs": inputs} if inputs else {})},
+            environ=environ,
+            workspace=workspace_of(file.path),
+            check_inputs=False,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{file.path}: {exc}; left untouched") from None
+    existing = _claimcheck_config(config_path)
+    ours = dict(existing.get("mcpServers") or {})
+    moved, notes = [], []
+    for name, entry in translated.data["mcpServers"].items():
+        if points_at_claimcheck(raw.get(name)):
+            continue
+        problem = _problem(name, entry)
+        if problem:
+            notes.append(f"  {name}: left in {file.path.name} ({problem})")
+        elif name in ours and ours[name] != entry:
+            notes.append(f"  {name}: left in {file.path.name} ({config_path.name} has another {name}; rename one)")
+        else:
+            ours[name] = entry
+            moved.append(name)
+    if moved:
+        write_replacing(config_path, json.dumps({**existing, "mcpServers": ours}, indent=2) + "\n")
+        print(
+            f"claimcheck: {config_path} now serves {len(moved)} server{'s' if len(moved) != 1 else ''} of "
+            f"{file.path}: {', '.join(moved)}"
+        )
+    else:
+        print(f"claimcheck: no server of {file.path} to import")
+    for note in notes:
+        print(note)
+    entry = claimcheck_entry(claimcheck_command(), config_path, file)
+    inputs = _inputs_used(translated.data["mcpServers"], moved, file)
+    if inputs:
+        entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
+    print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
+    print(entry_text(args.name, entry, file))
+    if not args.apply:
+        print(f"\nclaimcheck init {args.client} --apply writes it there (after a backup; --undo restores it).")
+        return EXIT_OK
+    try:
+        new = rewritten(file, text, moved, args.name, entry)
+    except ConfigError as exc:
+        raise ConfigError(f"{file.path}: {exc}") from None
+    if new == text:
+        print(f"\nclaimcheck: {file.path} already routes through claimcheck; nothing to write")
+        return EXIT_OK
+    saved = backup(file.path)
+    write_replacing(file.path, new)
+    print(
+        f"\nclaimcheck: wrote {file.path} (backup: {saved.name}); restart the client to use it, "
+        f"or claimcheck init {args.client} --undo to go back"
+    )
+    return EXIT_OK
+
+
+def _claimcheck_config(path: Path) -> dict[str, Any]:
+    """claimcheck's config as it is now (a JSON object), {} when there is none; refused when it does not parse."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read claimcheck's config to add to it ({exc}); nothing written") from None
+    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
+        raise ConfigError(f'{path}: claimcheck\'s config is not an object with "mcpServers"; nothing written')
+    return data
+
+
+def _problem(name: str, entry: Any) -> str | None:
+    """Why claimcheck could not serve this entry, or None."""
+    try:
+        Config.model_validate({"mcpServers": {name: entry}}, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        return describe_errors(exc, Config).removeprefix("invalid config: ")
+    return None
+
+
+def _inputs_used(servers: Mapping[str, Any], moved: list[str], file: ClientFile) -> dict[str, str]:
+    """VS Code's `${input:id}` in the moved servers, as the variables claimcheck's entry is given."""
+    if file.table != "servers":
+        return {}
+    text = json.dumps([servers[name] for name in moved])
+    found = {}
+    for input_id in re.findall(r"\$\{input:([^}]+)\}", file.path.read_text(encoding="utf-8")):
+        variable = env_name_of_input(input_id)
+        if "${" + variable + "}" in text:
+            found[variable] = "${input:" + input_id + "}"
+    return found

@@ -1,0 +1,38 @@
+"""`claimcheck serve` on another client's whole file: it serves the file's servers and says once, on stderr, what
+it read and what it ignored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import PYTHON
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("command", ["serve", "tools"])
+def test_a_whole_claude_desktop_file_gets_one_notice_naming_what_was_read(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    data = {"globalShortcut": "Ctrl+Space", "preferences": {}, "mcpServers": {"a": {"command": "x", "disabled": True}}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMCHECK_")}
+    done = subprocess.run(
+        [PYTHON, "-m", "server", command, "--config", str(path), *(["--no-api"] if command == "serve" else [])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        env=environ,
+    )
+    notices = [line for line in done.stderr.splitlines() if "read mcpServers" in line]
+    assert notices == [
+        "claimcheck WARNING server.config: read mcpServers from claude_desktop_config.json; "
+        "ignored: globalShortcut, preferences"
+    ]

@@ -1,0 +1,170 @@
+"""`claimcheck doctor`: one line per check, each failure naming its fix, and exit status 0 only when all pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from argparse import Namespace
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import pytest
+
+from server.config import Config
+from server.doctor import Report, check_clients, check_port, check_redis, check_status_api
+from server.status.discovery import discovery_file
+from tests.support.processes import PYTHON
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RAW_DOWNSTREAM = str(REPO_ROOT / "tests" / "support" / "servers" / "raw_downstream.py")  # stdlib only: by path
+
+
+def doctor(tmp_path: Path, config: Mapping[str, object], **env: str) -> subprocess.CompletedProcess[str]:
+    """`claimcheck doctor` in a home of its own (no client config but the test's), from an empty folder."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "settings": {"stateDir": str(tmp_path / "state")}}), encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("CLAIMCHECK_", "XDG_", "CODEX_", "OTEL_"))}
+    environ.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT), **env)
+    return subprocess.run(
+        [PYTHON, "-m", "server", "doctor", "--config", str(path), "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=environ,
+    )
+
+
+@pytest.mark.subprocess
+def test_a_setup_that_works_passes_every_check_and_exits_0(tmp_path: Path) -> None:
+    config = {"mcpServers": {"down": {"command": PYTHON, "args": [RAW_DOWNSTREAM]}}}
+    cursor = tmp_path / "home" / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    entry = {"command": PYTHON, "args": ["-m", "server", "serve", "--config", str(tmp_path / "config.json")]}
+    cursor.write_text(json.dumps({"mcpServers": {"claimcheck": entry}}), encoding="utf-8")
+
+    done = doctor(tmp_path, config)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert all(line.startswith(("ok    ", "skip  ")) for line in lines), lines
+    assert "ok    server down: started, 4 tools" in lines
+    assert any(line.startswith("ok    client cursor") for line in lines)
+
+
+@pytest.mark.subprocess
+def test_a_command_not_on_path_fails_with_the_fix_and_exit_status_1(tmp_path: Path) -> None:
+    config = {
+        "mcpServers": {
+            "down": {"command": "no-such-command-for-doctor"},
+            "web": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
+        }
+    }
+    done = doctor(tmp_path, config, PATH=str(tmp_path / "empty-bin"))
+
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert (
+        "FAIL  command no-such-command-for-doctor (down): not on PATH; "
+        "fix: install it, or write its absolute path in the server's command"
+    ) in lines
+    assert any(line.startswith("FAIL  command npx (web): not on PATH; fix: install Node.js") for line in lines)
+    assert "skip  server down: not started (its command is missing)" in lines
+    assert any(line.startswith("FAIL  no client config starts claimcheck") for line in lines)
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.subprocess
+def test_a_config_that_does_not_load_is_one_failed_check(tmp_path: Path) -> None:
+    done = doctor(tmp_path, {"mcpServers": {"x": {"command": "a", "url": "http://b"}}})
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].startswith("FAIL  config: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_fails_and_suggests_port_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        report = Report()
+        check_port(report, Namespace(transport="http", host="127.0.0.1", port=port))
+    assert report.failed
+    assert report.lines == [
+        f"FAIL  port {port} on 127.0.0.1: in use; fix: stop what listens there, or serve --port 0 (any free)"
+    ]
+
+
+def test_a_client_entry_whose_claimcheck_is_gone_fails_with_init_as_the_fix(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    client = tmp_path / "claude_desktop_config.json"
+    entry = {"command": str(tmp_path / "old-venv" / "bin" / "claimcheck"), "args": ["serve", "--config", str(config)]}
+    client.write_text(json.dumps({"mcpServers": {"claimcheck": entry}}), encoding="utf-8")
+    report = Report()
+    check_clients(report, str(client), config, {"HOME": str(tmp_path)})
+    assert report.failed
+    assert report.lines[0].endswith(
+        f"which is not there (moved or uninstalled); fix: claimcheck init {client} --apply "
+        "(it writes the absolute path)"
+    )
+
+
+def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    entry = {"type": "stdio", "command": PYTHON, "args": ["-m", "server", "serve", "--config", str(config)]}
+    data = {"numStartups": 3, "projects": {"/src/app": {"mcpServers": {"claimcheck": entry}}}}
+    (tmp_path / ".claude.json").write_text(json.dumps(data), encoding="utf-8")
+    report = Report()
+    check_clients(report, "claude-code", config, {"HOME": str(tmp_path)})
+    assert not report.failed, report.lines
+    assert report.lines == [
+        f"ok    client claude-code ({tmp_path / '.claude.json'}): "
+        "/src/app:claimcheck starts claimcheck with this config"
+    ]
+
+
+@pytest.mark.subprocess
+def test_a_config_without_servers_fails_and_points_at_init(tmp_path: Path) -> None:
+    done = doctor(tmp_path, {"mcpServers": {"a": {"command": "x", "disabled": True}}})
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].endswith(
+        "no server to start (none, or all disabled); fix: add one to "
+        "mcpServers, or import a client's: claimcheck init CLIENT"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_running_instance_whose_status_api_does_not_answer_fails(tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once it is closed
+    config = Config.model_validate({"settings": {"stateDir": str(tmp_path)}})
+    info = {"url": f"http://127.0.0.1:{port}/", "pid": os.getpid(), "port": port, "token": "t"}
+    report = Report()
+    with discovery_file(tmp_path, info), anyio.fail_after(20):
+        await check_status_api(report, config)
+    assert report.failed
+    assert report.lines[0].startswith(f"FAIL  status API of pid {os.getpid()} at http://127.0.0.1:{port}/: ")
+    assert "fix: stop pid" in report.lines[0]
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_redis_fails_with_its_url_and_the_fix() -> None:
+    pytest.importorskip("redis")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    config = Config.model_validate({"settings": {"state": {"url": url}}})
+    report = Report()
+    with anyio.fail_after(30):
+        await check_redis(report, config)
+    assert report.failed
+    assert report.lines[0].startswith(f"FAIL  redis {url}: ")
+    assert report.lines[0].endswith("fix: start Redis there, or correct settings.state.url")

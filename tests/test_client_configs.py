@@ -1,0 +1,267 @@
+"""Other clients' config files load as they are written: each fixture is written from that client's documentation
+(Claude Desktop, Claude Code's `.mcp.json`, Cursor, VS Code's `.vscode/mcp.json`, Windsurf, Codex CLI's TOML)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.client_configs import loads_jsonc, translate
+from server.config import Config, load_config, parse_config
+from server.errors import ConfigError
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "client_configs"
+ENV = {
+    "HOME": "/home/me",
+    "API_KEY": "k-123",
+    "GITHUB_TOKEN": "gh-1",
+    "DB_URL": "postgres://db",
+    "PERPLEXITY_KEY": "px-9",
+    "REMOTE_TOKEN": "rt-5",
+    "FIGMA_OAUTH_TOKEN": "fig-7",
+    "FIGMA_TEAM": "team-3",
+    "DOCS_TOKEN": "dt-2",
+}
+
+
+def shape(config: Config) -> dict[str, dict[str, Any]]:
+    """What each server is, in the terms claimcheck acts on."""
+    found = {}
+    for name, server in config.mcp_servers.items():
+        entry: dict[str, Any] = {"kind": server.kind}
+        if server.command is not None:
+            entry.update(command=server.command, args=server.args, env=server.env, cwd=server.cwd)
+        else:
+            entry.update(url=server.url, headers=server.headers)
+        if server.disabled:
+            entry["disabled"] = True
+        found[name] = entry
+    return found
+
+
+def load(relative: str, caplog: pytest.LogCaptureFixture) -> tuple[Config, list[str]]:
+    with caplog.at_level(logging.WARNING, logger="server.config"):
+        config = load_config(FIXTURES / relative, ENV)
+    return config, [r.getMessage() for r in caplog.records if r.name == "server.config"]
+
+
+def test_a_whole_claude_desktop_file_loads_its_servers_and_says_once_what_it_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("claude-desktop/claude_desktop_config.json", caplog)
+    assert shape(config) == {
+        "filesystem": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop", "/Users/me/Downloads"],
+            "env": {},
+            "cwd": None,
+        },
+        "git": {
+            "kind": "stdio",
+            "command": "uvx",
+            "args": ["mcp-server-git", "--repository", "/home/me/src/project"],
+            "env": {"GIT_TRACE": "0"},
+            "cwd": None,
+        },
+    }
+    assert notices == ["read mcpServers from claude_desktop_config.json; ignored: globalShortcut, preferences"]
+
+
+def test_claude_code_s_mcp_json_takes_type_and_default_values(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("claude-code/.mcp.json", caplog)
+    assert shape(config) == {
+        "memory": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-memory"],
+            "env": {"MEMORY_FILE_PATH": "/tmp/memory.json"},
+            "cwd": None,
+        },
+        "api": {
+            "kind": "streamable-http",
+            "url": "https://api.example.com/mcp",
+            "headers": {"Authorization": "Bearer k-123"},
+        },
+        "legacy": {"kind": "sse", "url": "https://legacy.example.com/sse", "headers": {}},
+    }
+    assert notices == []  # every key was understood: nothing to say
+
+
+def test_cursor_s_file_takes_env_variables_the_workspace_folder_and_an_env_file(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, _ = load("cursor/mcp.json", caplog)
+    workspace = FIXTURES / "cursor"
+    assert shape(config) == {
+        "time": {
+            "kind": "stdio",
+            "command": "uvx",
+            "args": ["mcp-server-time", "--local-timezone=Europe/Paris"],
+            "env": {},
+            "cwd": None,
+        },
+        "github": {
+            "kind": "streamable-http",
+            "url": "https://api.githubcopilot.com/mcp/",
+            "headers": {"Authorization": "Bearer gh-1"},
+        },
+        "local-db": {
+            "kind": "stdio",
+            "command": "node",
+            "args": [f"{workspace}/tools/db-server.js"],
+            "env": {"DB_POOL": "4", "DB_URL": "postgres://db"},
+            "cwd": None,
+        },
+    }
+
+
+def test_vscode_s_servers_with_inputs_comments_and_its_own_keys(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("vscode/.vscode/mcp.json", caplog)
+    workspace = str(FIXTURES / "vscode")
+    assert shape(config) == {
+        "perplexity": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "server-perplexity-ask"],
+            "env": {"FETCH_LOG": "1", "REGION": "eu-west-1", "PERPLEXITY_API_KEY": "px-9"},
+            "cwd": None,
+        },
+        "fetch": {"kind": "stdio", "command": "uvx", "args": ["mcp-server-fetch"], "env": {}, "cwd": workspace},
+        "github": {
+            "kind": "streamable-http",
+            "url": "https://api.githubcopilot.com/mcp/",
+            "headers": {"X-Workspace": workspace},
+        },
+        "events": {"kind": "sse", "url": "http://localhost:3000/sse", "headers": {}},
+    }
+    assert notices == [
+        "read servers (and inputs) from mcp.json; ignored: servers.fetch.dev, servers.github.gallery, "
+        "servers.github.version"
+    ]
+
+
+def test_a_vscode_input_without_its_variable_names_the_variable_to_set() -> None:
+    env = {k: v for k, v in ENV.items() if k != "PERPLEXITY_KEY"}
+    with pytest.raises(ConfigError) as caught:
+        load_config(FIXTURES / "vscode/.vscode/mcp.json", env)
+    message = str(caught.value)
+    assert "servers.perplexity.env.PERPLEXITY_API_KEY" in message
+    assert "Perplexity API Key" in message
+    assert message.endswith("set the environment variable PERPLEXITY_KEY")
+
+
+def test_windsurf_s_server_url_disabled_tools_and_disabled_servers(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("windsurf/mcp_config.json", caplog)
+    assert shape(config)["remote"] == {
+        "kind": "streamable-http",
+        "url": "https://mcp.example.com/mcp",
+        "headers": {"Authorization": "Bearer rt-5"},
+    }
+    assert config.mcp_servers["remote"].tools.exclude == ["delete_everything"]
+    assert shape(config)["old"]["disabled"] is True
+    assert shape(config)["sequential-thinking"]["kind"] == "stdio"
+    assert notices == []
+
+
+def test_codex_s_toml_maps_its_own_keys_and_ignores_the_rest_of_the_file(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("codex/config.toml", caplog)
+    assert shape(config) == {
+        "docs": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "mcp-server-docs"],
+            "env": {"DOCS_TOKEN": "dt-2", "DOCS_LANG": "en"},  # env_vars: only the ones that are set
+            "cwd": "/srv/docs",
+        },
+        "figma": {
+            "kind": "streamable-http",
+            "url": "https://mcp.figma.com/mcp",
+            "headers": {"X-Figma-Region": "us-east-1", "X-Team": "team-3", "Authorization": "Bearer fig-7"},
+        },
+        "off": {"kind": "stdio", "command": "mcp-off", "args": [], "env": {}, "cwd": None, "disabled": True},
+    }
+    docs = config.mcp_servers["docs"]
+    assert (docs.timeout, docs.tools.include) == (120, ["search", "read"])
+    assert config.mcp_servers["off"].tools.exclude == ["dangerous"]
+    assert notices == [
+        "read mcp_servers from config.toml; ignored: model, approval_policy, profiles, "
+        "mcp_servers.docs.startup_timeout_sec"
+    ]
+
+
+@pytest.mark.parametrize("alias", ["type", "transportType", "transport"])
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("http", "streamable-http"),
+        ("streamable-http", "streamable-http"),
+        ("streamableHttp", "streamable-http"),
+        ("sse", "sse"),
+    ],
+)
+def test_every_transport_alias_names_an_http_transport(alias: str, value: str, kind: str) -> None:
+    config = parse_config({"mcpServers": {"s": {"url": "http://h/mcp", alias: value}}}, {})
+    assert config.mcp_servers["s"].kind == kind
+
+
+@pytest.mark.parametrize("alias", ["type", "transportType", "transport"])
+def test_stdio_is_a_transport_alias_too(alias: str) -> None:
+    config = parse_config({"mcpServers": {"s": {"command": "x", alias: "stdio"}}}, {})
+    assert config.mcp_servers["s"].kind == "stdio"
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"url": "http://h", "type": "stdio"}, 'mcpServers.s.type: "stdio" needs a "command"'),
+        ({"command": "x", "type": "http"}, "mcpServers.s.type: 'http' needs a \"url\""),
+        ({"url": "http://h", "type": "ws"}, "mcpServers.s.type: 'ws' is not a transport"),
+        ({"url": "http://h", "type": "http", "transport": "sse"}, "type, transport name different transports"),
+        ({"url": "http://h", "serverUrl": "http://i"}, 'give "url" or "serverUrl", not both'),
+        ({"command": "x", "autoStart": True}, "mcpServers.s.autoStart: unknown key"),
+    ],
+)
+def test_a_wrong_entry_is_one_error_naming_its_path(entry: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"mcpServers": {"s": entry}}, {})
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_an_unknown_key_in_a_vscode_entry_is_named_by_the_file_s_own_path() -> None:
+    with pytest.raises(ConfigError, match=r"servers\.s\.autoStart: unknown key"):
+        parse_config({"servers": {"s": {"type": "stdio", "command": "x", "autoStart": True}}}, {})
+
+
+def test_claimcheck_s_own_file_keeps_refusing_unknown_top_level_keys() -> None:
+    with pytest.raises(ConfigError, match="globalShortcut: unknown key"):
+        parse_config({"mcpServers": {}, "settings": {}, "globalShortcut": "x"}, {})
+
+
+def test_a_misspelled_top_level_key_is_an_error_not_an_ignored_client_key() -> None:
+    with pytest.raises(ConfigError, match="mcpServer: unknown key"):
+        parse_config({"mcpServer": {"s": {"command": "x"}}}, {})
+
+
+def test_a_file_with_two_server_tables_is_refused() -> None:
+    with pytest.raises(ConfigError, match="both mcpServers and servers hold servers"):
+        translate({"mcpServers": {}, "servers": {}})
+
+
+def test_comments_and_trailing_commas_are_read_but_strings_are_left_alone() -> None:
+    text = '{\n  // c\n  "a": "http://x/*y*/", /* z */\n  "b": [1, 2,],\n}'
+    assert loads_jsonc(text) == {"a": "http://x/*y*/", "b": [1, 2]}
+
+
+def test_json_that_is_broken_anyway_names_line_and_column() -> None:
+    with pytest.raises(ConfigError, match=r"not valid JSON: .* at line 2 column"):
+        loads_jsonc('{\n  "a": }')
+
+
+def test_a_file_without_any_server_table_is_not_taken_for_a_client_s() -> None:
+    with pytest.raises(ConfigError, match=r"globalShortcut: unknown key .and no mcpServers, servers or mcp_servers"):
+        parse_config({"globalShortcut": "x"}, {})

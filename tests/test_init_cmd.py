@@ -1,0 +1,283 @@
+"""`claimcheck init`: a client's servers move into claimcheck's config, the client gets the entry that starts
+claimcheck (absolute paths), `--apply` backs the client's file up first and `--undo` puts it back; nothing of the
+user's is ever lost, and a file that does not parse is left exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.cli_args import parse
+from server.client_files import latest_backup, usual_paths
+from server.config import load_config
+from server.init_cmd import run_init
+from server.platform import app_config_dir
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "client_configs"
+
+
+def init(*argv: str, environ: dict[str, str] | None = None) -> int:
+    return run_init(parse(["init", *argv]), environ or {})
+
+
+def copy(relative: str, tmp_path: Path) -> Path:
+    target = tmp_path / "client" / Path(relative).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / relative, target)
+    return target
+
+
+def entry_starts_claimcheck(entry: dict[str, Any], config: Path) -> None:
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"][-3:] == ["serve", "--config", str(config)]
+
+
+def test_apply_moves_the_servers_keeps_every_other_key_and_undo_restores_the_file_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = copy("claude-desktop/claude_desktop_config.json", tmp_path)
+    original = client.read_bytes()
+    config = tmp_path / "cc" / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    written = json.loads(client.read_text(encoding="utf-8"))
+    assert written["globalShortcut"] == "Ctrl+Space" and written["preferences"] == {"menuBarEnabled": False}
+    assert list(written["mcpServers"]) == ["claimcheck"]
+    entry_starts_claimcheck(written["mcpServers"]["claimcheck"], config)
+    ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
+    assert ours == json.loads(original)["mcpServers"]  # as written: ${HOME} is still a reference
+    saved = latest_backup(client)
+    assert saved is not None and saved.read_bytes() == original
+    assert saved.name.startswith("claude_desktop_config.json.bak-") and len(saved.name.split(".bak-")[1]) == 15
+    assert str(client) in capsys.readouterr().out
+
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+    assert latest_backup(client) is None
+    assert [p.name for p in client.parent.glob("*.undone-*")]  # what undo replaced is kept too
+
+
+def test_without_apply_the_client_file_is_not_touched_and_the_entry_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = copy("claude-code/.mcp.json", tmp_path)
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+    assert init(str(client), "--config", str(config)) == 0
+    assert client.read_bytes() == original
+    assert latest_backup(client) is None
+    shown = capsys.readouterr().out
+    block = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
+    assert block["mcpServers"]["claimcheck"]["type"] == "stdio"  # Claude Code's .mcp.json names the type
+    entry_starts_claimcheck(block["mcpServers"]["claimcheck"], config)
+    assert set(json.loads(config.read_text(encoding="utf-8"))["mcpServers"]) == {"memory", "api", "legacy"}
+
+
+@pytest.mark.parametrize("text", ['{"mcpServers": {"a": {"command": "x"}', "", "[1, 2", '{"mcpServers": 7}'])
+def test_a_file_that_cannot_be_parsed_is_left_untouched_with_the_reason_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    client = tmp_path / "claude_desktop_config.json"
+    client.write_text(text, encoding="utf-8")
+    config = tmp_path / "config.json"
+    assert init(str(client), "--apply", "--config", str(config)) == 2
+    assert client.read_text(encoding="utf-8") == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claude_desktop_config.json"]  # no backup, no config
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "left untouched" in err and "Traceback" not in err
+
+
+def test_entries_claimcheck_cannot_take_stay_in_the_client_and_an_old_claimcheck_entry_is_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = tmp_path / "mcp.json"
+    old_entry = {"command": "/old/venv/bin/claimcheck", "args": ["serve"]}
+    bad = {"command": "x", "url": "http://y"}
+    client.write_text(
+        json.dumps(
+            {"mcpServers": {"claimcheck": old_entry, "bad": bad, "same": {"command": "a"}, "clash": {"command": "b"}}}
+        ),
+        encoding="utf-8",
+    )
+    config = tmp_path / "config.json"
+    mine = {"mcpServers": {"clash": {"command": "mine"}, "kept": {"command": "k"}}, "settings": {"asyncTimeoutSecs": 2}}
+    config.write_text(json.dumps(mine), encoding="utf-8")
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    servers = json.loads(client.read_text(encoding="utf-8"))["mcpServers"]
+    assert servers["bad"] == bad and servers["clash"] == {"command": "b"}
+    assert "same" not in servers
+    entry_starts_claimcheck(servers["claimcheck"], config)
+    ours = json.loads(config.read_text(encoding="utf-8"))
+    assert ours["mcpServers"] == {"clash": {"command": "mine"}, "kept": {"command": "k"}, "same": {"command": "a"}}
+    assert ours["settings"] == {"asyncTimeoutSecs": 2}
+    out = capsys.readouterr().out
+    assert "bad: left in mcp.json" in out and "clash: left in mcp.json" in out
+
+
+def test_codex_toml_is_edited_in_place_and_round_trips(tmp_path: Path) -> None:
+    client = copy("codex/config.toml", tmp_path)
+    original = client.read_bytes()
+    before = tomllib.loads(original.decode())
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    after = tomllib.loads(client.read_text(encoding="utf-8"))
+    assert {k: v for k, v in after.items() if k != "mcp_servers"} == {
+        k: v for k, v in before.items() if k != "mcp_servers"
+    }
+    assert list(after["mcp_servers"]) == ["claimcheck"]
+    entry_starts_claimcheck(after["mcp_servers"]["claimcheck"], config)
+    ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
+    assert ours["figma"]["headers"]["Authorization"] == "Bearer ${FIGMA_OAUTH_TOKEN}"
+    assert ours["off"]["disabled"] is True
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+
+
+def test_vscode_s_file_with_comments_is_not_rewritten_and_its_inputs_go_to_claimcheck_s_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "ws"
+    shutil.copytree(FIXTURES / "vscode", workspace)
+    client = workspace / ".vscode" / "mcp.json"
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 2
+
+    assert client.read_bytes() == original
+    out, err = capsys.readouterr()
+    block = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    entry = block["servers"]["claimcheck"]
+    assert entry["type"] == "stdio" and entry["env"] == {"PERPLEXITY_KEY": "${input:perplexity-key}"}
+    assert "has comments" in err and err.count("\n") == 1
+    ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
+    assert ours["perplexity"]["env"]["PERPLEXITY_API_KEY"] == "${PERPLEXITY_KEY}"
+    assert ours["fetch"]["cwd"] == str(workspace)  # ${workspaceFolder} made absolute
+
+
+def test_a_client_is_found_by_name_at_its_usual_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    (home / ".cursor").mkdir(parents=True)
+    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"t": {"command": "uvx"}}}), "utf-8")
+    env = {"HOME": str(home), "CLAIMCHECK_CONFIG": str(tmp_path / "c.json")}
+    assert init("cursor", environ=env) == 0
+    assert json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))["mcpServers"] == {"t": {"command": "uvx"}}
+    assert str(home / ".cursor" / "mcp.json") in capsys.readouterr().out
+
+
+def test_a_missing_client_file_and_a_missing_backup_are_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init(str(tmp_path / "none.json"), "--config", str(tmp_path / "c.json")) == 2
+    assert init(str(tmp_path / "none.json"), "--undo") == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert "no such file" in lines[0] and "no backup" in lines[1]
+
+
+def test_usual_places_on_linux_and_macos() -> None:
+    env = {"HOME": "/h"}
+    assert app_config_dir(env, "linux") == Path("/h/.config")
+    assert app_config_dir({**env, "XDG_CONFIG_HOME": "/x"}, "linux") == Path("/x")
+    assert app_config_dir(env, "darwin") == Path("/h/Library/Application Support")
+    assert usual_paths("windsurf", env) == [Path("/h/.codeium/windsurf/mcp_config.json")]
+    assert usual_paths("codex", {**env, "CODEX_HOME": "/c"}) == [Path("/c/config.toml")]
+    assert usual_paths("cursor", env, Path("/p")) == [Path("/p/.cursor/mcp.json"), Path("/h/.cursor/mcp.json")]
+
+
+def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = copy("windsurf/mcp_config.json", tmp_path)
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+    applied = client.read_bytes()
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+    assert client.read_bytes() == applied
+    assert "already routes through claimcheck" in capsys.readouterr().out
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+    assert init(str(client), "--undo") == 2
+
+
+def test_claimcheck_s_own_config_is_not_taken_for_a_client_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}}}), encoding="utf-8")
+    assert init(str(config), "--apply", "--config", str(config)) == 2
+    assert "is claimcheck's own config" in capsys.readouterr().err
+
+
+def test_vscode_apply_keeps_the_inputs_so_vscode_still_asks_and_passes_the_answer_to_claimcheck(
+    tmp_path: Path,
+) -> None:
+    client = tmp_path / ".vscode" / "mcp.json"
+    client.parent.mkdir()
+    inputs = [{"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": True}]
+    server = {
+        "type": "http",
+        "url": "https://api.example.com/mcp",
+        "headers": {"Authorization": "Bearer ${input:gh-token}"},
+    }
+    client.write_text(json.dumps({"inputs": inputs, "servers": {"gh": server}}), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    written = json.loads(client.read_text(encoding="utf-8"))
+    assert written["inputs"] == inputs
+    entry = written["servers"]["claimcheck"]
+    assert entry["type"] == "stdio" and entry["env"] == {"GH_TOKEN": "${input:gh-token}"}
+    ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]["gh"]
+    assert ours == {
+        "transport": "streamable-http",
+        "url": "https://api.example.com/mcp",
+        "headers": {"Authorization": "Bearer ${GH_TOKEN}"},
+    }
+    assert load_config(config, {"GH_TOKEN": "t"}).mcp_servers["gh"].headers == {"Authorization": "Bearer t"}
+
+
+def test_claude_code_s_local_scope_in_claude_json_is_read_and_rewritten_for_this_project_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    home = tmp_path / "home"
+    home.mkdir()
+    other = {"mcpServers": {"o": {"command": "other"}}}
+    data = {
+        "numStartups": 7,
+        "mcpServers": {"user": {"type": "stdio", "command": "u"}},
+        "projects": {str(project): {"allowedTools": [], "mcpServers": {"git": {"command": "uvx"}}}, "/else": other},
+    }
+    state = home / ".claude.json"
+    state.write_text(json.dumps(data), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init("claude-code", "--apply", "--config", str(config), environ={"HOME": str(home)}) == 0
+
+    written = json.loads(state.read_text(encoding="utf-8"))
+    assert {k: v for k, v in written.items() if k != "projects"} == {k: v for k, v in data.items() if k != "projects"}
+    assert written["projects"]["/else"] == other
+    here = written["projects"][str(project)]
+    assert here["allowedTools"] == [] and list(here["mcpServers"]) == ["claimcheck"]
+    entry_starts_claimcheck(here["mcpServers"]["claimcheck"], config)
+    assert json.loads(config.read_text(encoding="utf-8"))["mcpServers"] == {"git": {"command": "uvx"}}
+    assert init("claude-code", "--undo", environ={"HOME": str(home)}) == 0
+    assert json.loads(state.read_text(encoding="utf-8")) == data
