@@ -41,7 +41,8 @@ def worker(paths: list[Path], start_at: float, spacing: float, calls: int, gap_s
     calls, flush and close. Every worker spins on the clock to the same instant, so the opens collide."""
     import anyio
 
-    from server.handles.calls import Call, Progress
+    from server.handles.calls import Call, Description, Progress
+    from server.handles.outcome import Inline, Output
     from server.status.history import History
 
     problems: list[str] = []
@@ -61,14 +62,12 @@ def worker(paths: list[Path], start_at: float, spacing: float, calls: int, gap_s
                 await tg.start(history.run)
                 opened = time.perf_counter() - began
                 for number in range(calls):
-                    call = Call(f"session-{os.getpid()}/{number}", "demo__echo", "demo", "echo", {"n": number})
-                    call.observer = history.record
+                    about = Description(f"session-{os.getpid()}/{number}", "demo__echo", "demo", "echo", {"n": number})
+                    call = Call(about, observer=history.record)
                     call.note("created")
                     for step in (1, 2):
-                        call.progress = Progress(step, 2, f"step {step}")
-                        call.note("progress", f"step {step}")
-                    call.bytes = 10
-                    call.finish("ready")
+                        call.report(Progress(step, 2, f"step {step}"))
+                    call.settle(Inline(), "ready", Output(bytes=10))
                     if gap_s:
                         await anyio.sleep(gap_s)
                 await history.flush()

@@ -1,6 +1,6 @@
 """What metrics and tracing cost per plain stdio call on the fast path: claimcheck's CPU per call, alternating.
 
-Counting for `/metrics` is always on (a dict update and a bisect in `Call.finish`); what it costs alone is
+Counting for `/metrics` is always on (a dict update and a bisect in `Call.settle`); what it costs alone is
 measured in-process (`meters.finished`, ns per call), and against a checkout without it with `--tree`. Over
 pipes (bench/raw_calls.py's client, which costs nothing), interleaved in rounds:
 

@@ -111,7 +111,7 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     if args.shared_socket:
         from server.upstream.shared_serve import serve_shared
 
-        proxy = Proxy(config, cli=cli, api_token=token, shared=True)
+        proxy = Proxy(config, cli=cli, api_token=token, shared=True, config_path=_config_file(args))
         return _exit_0(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
     if args.shared or (config.settings.shared and args.transport == "stdio"):
         if args.transport != "stdio":
@@ -120,7 +120,7 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         from server.upstream.shared_relay import relay_main
 
         return relay_main(argv)
-    proxy = Proxy(config, cli=cli, api_token=token)
+    proxy = Proxy(config, cli=cli, api_token=token, config_path=_config_file(args))
     return _exit_0(partial(serve, proxy, args.transport, args.host, args.port, auth, oauth))
 
 
@@ -151,6 +151,11 @@ def _oauth(config: Config, args: argparse.Namespace) -> OAuth | None:
     host = f"[{args.host}]" if ":" in args.host else args.host
     oauth.resource_for(f"http://{host}:{args.port}/")  # refuses a default resource no client could use
     return oauth
+
+
+def _config_file(args: argparse.Namespace) -> Path:
+    """The file `serve` read its config from, watched while it runs (`server.reload`)."""
+    return Path(args.config).expanduser() if args.config else default_config_path()
 
 
 def _config_if_any() -> Config:

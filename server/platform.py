@@ -18,7 +18,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ __all__ = [
     "cancel_on_stop_signal",
     "exclusive_lock",
     "group_options",
+    "hangup_signals",
     "is_zombie",
     "loop_reads_pipes",
     "owned_by_user",
@@ -276,6 +277,22 @@ async def cancel_on_stop_signal(scope: anyio.CancelScope) -> None:
         async for _ in signals:
             scope.cancel()
             return
+
+
+@contextlib.contextmanager
+def hangup_signals() -> Iterator[AsyncIterator[object] | None]:
+    """SIGHUP, received as an async iterator while the block runs (its default action, ending the process, is off
+    meanwhile); None where there is no SIGHUP (Windows) or the loop takes no signal handlers (not the main thread)."""
+    import anyio
+
+    with contextlib.ExitStack() as stack:
+        signals = None
+        if POSIX:
+            try:
+                signals = stack.enter_context(anyio.open_signal_receiver(signal.SIGHUP))
+            except (ValueError, RuntimeError, NotImplementedError):  # the loop takes no handlers here
+                signals = None
+        yield signals
 
 
 # --- descriptors, pipes and locks ------------------------------------------------------------------------------

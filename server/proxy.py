@@ -29,9 +29,9 @@ from server import tracing
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
 from server.downstream.connect import DownstreamSpec
 from server.downstream.offerings import Offerings
-from server.downstream.pool import Pool
+from server.downstream.pool import Pool, specs_from_config
 from server.downstream.relay import RootsParams, no_roots
-from server.downstream.server import CONNECT_TIMEOUT_S
+from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 from server.downstream.spool import SpoolPolicy
 from server.errors import StartupError
 from server.handles import questions
@@ -39,6 +39,7 @@ from server.handles.meters import meters
 from server.handles.output_watch import OutputWatch
 from server.handles.sessions import Sessions
 from server.handles.store import OutputStore, StoreError
+from server.reload import Changes, ConfigWatch, changes
 from server.version import VERSION
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class Proxy:
         api_token: str | None = None,
         shared: bool = False,
         serving: bool = True,
+        config_path: Path | None = None,
     ) -> None:
         """`serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see."""
         self.config = config
@@ -80,9 +82,12 @@ class Proxy:
         self._warmed: anyio.Event | None = None  # made in `running`, where there is an event loop
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
+        self._store: OutputStore | None = None
         for downstream in self.pool.downstreams:
-            downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
+            self._prepare(downstream)
         self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
+        # the file the config came from, watched while running: a change is applied without a restart
+        self.config_watch = ConfigWatch(config_path, self.reload) if config_path is not None else None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
@@ -99,12 +104,12 @@ class Proxy:
         state_url = self.cli.state_url or settings.state.url
         root = Path(settings.root) if settings.root else None
         try:
-            store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
+            self._store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
         except StoreError as exc:
             raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
-        for downstream in self.pool.downstreams:  # long messages go to disk, except in a plain pass-through
-            if resolve_policy(settings, downstream.config, self.cli).async_enabled:
-                downstream.spool = SpoolPolicy(store.run_root, settings.max_output_bytes, self.pool.spooled)
+        store = self._store
+        for downstream in self.pool.downstreams:
+            self._prepare(downstream)
         self._warmed = warmed = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
@@ -132,6 +137,8 @@ class Proxy:
                 if port is not None:
                     history, self.api_url = await self._start_api(tg, port)
                 tg.start_soon(self._warm_up, history, warmed)
+                if self.config_watch is not None:
+                    await tg.start(self.config_watch.run)
                 try:
                     yield self
                 finally:
@@ -145,6 +152,29 @@ class Proxy:
             store.close()
             if tracing.ENABLED:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
+
+    def _prepare(self, downstream: Downstream) -> None:
+        """What a server's first process gets from the proxy: the roots of clients outside requests, and once the
+        store exists, a spool for long messages (except in a plain pass-through)."""
+        downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
+        settings = self.config.settings
+        if self._store is not None and resolve_policy(settings, downstream.config, self.cli).async_enabled:
+            downstream.spool = SpoolPolicy(self._store.run_root, settings.max_output_bytes, self.pool.spooled)
+
+    async def reload(self, new: Config) -> Changes:
+        """Apply a config read again (`server.reload`): servers whose entry changed restart (their calls in flight
+        fail, saying so, as in a crash), added ones start, removed ones stop (their calls fail, saying so); every
+        other server, call and handle is untouched. Global settings keep their running values."""
+        found = changes(self.config, new)
+        self.config = self.config.model_copy(update={"mcp_servers": new.mcp_servers})
+        if not found.servers:
+            return found
+        why = {name: f'its entry in the config changed, so claimcheck restarted "{name}"' for name in found.changed}
+        why |= {name: f'"{name}" was removed from the config, so claimcheck stopped it' for name in found.removed}
+        start = [spec for spec in specs_from_config(self.config) if spec.name in found.changed + found.added]
+        await self.pool.reconfigure(self.config, why, start, self._prepare)
+        await self.offerings.servers_changed(self.pool.downstreams)
+        return found
 
     async def warmed(self) -> None:
         """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""

@@ -205,7 +205,7 @@ def test_the_page_names_enough_for_the_checks_to_mean_something() -> None:
         ("status.history.History", True),
         ("surface.build_server._answer", True),  # a nested helper
         ("processes.HEAD_START.spawn", True),  # a module-level instance: its class's method
-        ("Call.set_output", True),
+        ("Call.note", True),
         ("extraction.Extractor.extract", True),  # a class the package re-exports
         ("forwarding.no_such_function", False),
         ("Sessions.no_such_method", False),

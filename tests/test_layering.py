@@ -62,6 +62,7 @@ LEVELS = {
     "server.demo": 6,
     "server.upstream": 5,
     "server.proxy": 4,
+    "server.reload": 4,
     "server.status": 3,
     "server.handles": 2,
     "server.downstream": 1,

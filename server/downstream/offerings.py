@@ -129,7 +129,18 @@ class Offerings:
         await self.lists_changed(downstream)
         await self.subscriptions.renew(downstream)
 
+    async def servers_changed(self, downstreams: Sequence[Downstream]) -> None:
+        """The pool's servers are now `downstreams` (a reloaded config): follow them, and tell the clients which
+        of their lists changed (a server started now adds its own once it connects)."""
+        self.downstreams = list(downstreams)
+        for downstream in self.downstreams:
+            downstream.observer = self
+        await self._rebuilt()
+
     async def lists_changed(self, downstream: Downstream) -> None:
+        await self._rebuilt()
+
+    async def _rebuilt(self) -> None:
         before = (self.resources(), self.templates(), self.prompts())
         self.rebuild()
         if before[:2] != (self.resources(), self.templates()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import anyio
@@ -66,17 +66,14 @@ class Pool:
         self.cli = cli
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
         self.many_clients = False  # several clients (`serve_many`): each server's scope applies
+        self.connect_timeout = connect_timeout
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
         for spec in specs if specs is not None else specs_from_config(config):
-            first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
-            primary = Downstream(first, self._tools_changed, connect_timeout=connect_timeout)
+            primary, self.instances[spec.name] = self._member(spec)
             self.downstreams.append(primary)
-
-            def make(spec: DownstreamSpec, timeout: float = connect_timeout) -> Downstream:
-                return Downstream(spec, _nothing, connect_timeout=timeout)
-
-            self.instances[spec.name] = Instances(primary, spec, make)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}  # by server name: what stops it alone
         self.routes: dict[str, Route] = {}
         self.spooled = SpooledOutputs()
         self.tool_search = ToolSearch(config.settings)  # the catalog behind find_tools: one per process
@@ -88,10 +85,10 @@ class Pool:
         """Run every supervisor; `task_status.started()` comes at once, `listable()` once each tried or
         `startupWaitSecs` passed, `settled()` once each tried."""
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             tg.start_soon(self.spooled.run)
             for downstream in self.downstreams:
-                tg.start_soon(downstream.run)
-                await tg.start(self.instances[downstream.name].run)
+                await self._launch(downstream)
             task_status.started()
             wait = self.config.settings.startup_wait_secs
             with anyio.move_on_after(wait):
@@ -107,6 +104,71 @@ class Pool:
                 )
             await self._every_first_attempt()
             self._settled.set()
+
+    def _member(self, spec: DownstreamSpec) -> tuple[Downstream, Instances]:
+        """The first process of a server, and its scope's other processes (none started)."""
+        first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
+        primary = Downstream(first, self._tools_changed, connect_timeout=self.connect_timeout)
+
+        def make(spec: DownstreamSpec, timeout: float = self.connect_timeout) -> Downstream:
+            return Downstream(spec, _nothing, connect_timeout=timeout)
+
+        if self.many_clients:
+            primary.in_flight.fixed_roots = fixed_roots(self.config.settings.roots)
+        return primary, Instances(primary, spec, make)
+
+    async def _launch(self, downstream: Downstream) -> None:
+        assert self._tg is not None
+        self._scopes[downstream.name] = scope = anyio.CancelScope()
+        await self._tg.start(self._supervise, downstream, self.instances[downstream.name], scope)
+
+    async def _supervise(
+        self,
+        downstream: Downstream,
+        instances: Instances,
+        scope: anyio.CancelScope,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(downstream.run)
+                await tg.start(instances.run)
+                task_status.started()
+
+    async def reconfigure(
+        self,
+        config: Config,
+        stop: Mapping[str, str],
+        start: Sequence[DownstreamSpec],
+        prepare: Callable[[Downstream], None],
+    ) -> list[Downstream]:
+        """Apply a reloaded config: stop the servers named in `stop` (each with why, which calls still holding it
+        are told), start those of `start` (`prepare`d first; one that replaces a stopped server of its name takes
+        its place in the order), leave every other server and its calls alone, and tell the listeners if the
+        tools changed. Returns the servers started."""
+        # A stopped server's `instances` entry stays (until one of its name replaces it): a call that found its
+        # route just before is then told why, not a KeyError.
+        for name, why in stop.items():
+            stopped = next(d for d in self.downstreams if d.name == name)
+            stopped.retired(why)
+            self.instances[name].retire(why)
+            if (scope := self._scopes.pop(name, None)) is not None:
+                scope.cancel()
+        new: dict[str, Downstream] = {}
+        for spec in start:
+            new[spec.name], self.instances[spec.name] = self._member(spec)
+            prepare(new[spec.name])
+        started = list(new.values())
+        kept = [new.pop(d.name, d) for d in self.downstreams if d.name not in stop or d.name in new]
+        self.downstreams[:] = kept + list(new.values())
+        self.config = config
+        if self._tg is not None:
+            for downstream in started:
+                await self._launch(downstream)
+        if self._listable.is_set():
+            await self._tools_changed()
+        return started
 
     async def _every_first_attempt(self) -> None:
         for downstream in self.downstreams:
@@ -135,7 +197,7 @@ class Pool:
     def serve_many(self) -> None:
         """Several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is everyone's,
         so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`)."""
-        self.many_clients = True
+        self.many_clients = True  # servers a reloaded config adds get the same (`_member`)
         answer = fixed_roots(self.config.settings.roots)
         for downstream in self.downstreams:
             downstream.in_flight.fixed_roots = answer

@@ -165,6 +165,11 @@ class Instances:
             unit = _unit(instance.key)
             instance.downstream.retired(f"the server's process for this {unit} stopped ({instance.why})")
 
+    def retire(self, why: str) -> None:
+        """The server is being stopped for good (`Pool.reconfigure`): each process beyond the first says `why`."""
+        for instance in self._live.values():
+            instance.why = why
+
     def _stop(self, instance: _Instance, why: str) -> None:
         if self._live.get(instance.key) is instance:
             del self._live[instance.key]

@@ -370,11 +370,15 @@ class Downstream:
         self._broken.set()
 
     def connection_failed(self, tool: str, exc: BaseException) -> DownstreamError:
+        if self._retired is not None:  # stopped on purpose: that is why, not what the connection said
+            return DownstreamUnavailable(self.name, tool, self._retired)
         self.last_error = self._where(describe(exc))
         self._broken.set()
         return DownstreamError(self.name, tool, f"the connection failed: {self.last_error}")
 
     async def closed_during_call(self, tool: str) -> DownstreamError:
+        if self._retired is not None:
+            return DownstreamUnavailable(self.name, tool, self._retired)
         self.mark_broken("the connection closed during a call")
         why = await self._why_gone()
         return DownstreamError(self.name, tool, f"the server closed the connection ({why})")

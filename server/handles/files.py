@@ -115,7 +115,7 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> Ca
         raise FileToolError(f'"{handle}" is still running; call wait_for_tool_output first.')
     if call.status != "ready" and not (call.status == "failed" and call.stored):  # a tool's stored error output
         raise FileToolError(f'"{handle}" has no output. ' + not_ready_message(call, call.error or "no details"))
-    call.seen = True
+    call.mark_seen()
     await sessions.ensure_stored(session, call)
     if not call.stored:
         raise FileToolError(f'The output of "{handle}" could not be stored, so it cannot be read as a file.')

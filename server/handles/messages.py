@@ -154,15 +154,17 @@ def cut_answer_note(call: Call | None, what: str) -> str:
     )
 
 
-def not_stored_message(call: Call, reason: str, shown: str) -> str:
-    """The answer when an output could not be stored at all (a full disk): no handle, only its first part."""
+def not_stored_message(call: Call, reason: str, shown: str, *, produced: int | None = None) -> str:
+    """The answer when an output could not be stored at all (a full disk): no handle, only its first part.
+    `produced`: what the tool produced, when the call is not settled yet."""
     shown_bytes = len(shown.encode("utf-8", "replace"))
+    produced = call.produced if produced is None else produced
     return (
-        f"Tool {call.public_name} produced {call.produced} bytes, but claimcheck could not store them ({reason}).\n"
+        f"Tool {call.public_name} produced {produced} bytes, but claimcheck could not store them ({reason}).\n"
         + (f'Its handle "{call.handle}" is marked failed. ' if call.handed_out else "No handle was kept. ")
         + f"Below are the first {shown_bytes} bytes only, cut there; for the rest, call the tool "
         "again once there is room on the disk, or ask it for less.\n\n"
-        f"{shown}\n[claimcheck] cut here: {shown_bytes} of {call.produced} bytes shown; the rest was not stored."
+        f"{shown}\n[claimcheck] cut here: {shown_bytes} of {produced} bytes shown; the rest was not stored."
     )
 
 

@@ -86,7 +86,7 @@ async def read_back(call: Call) -> None:
         text = await call.home.read_text(call.handle)
     except StoreError:
         return
-    call.result = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    call.show(types.CallToolResult(content=[types.TextContent(type="text", text=text)]))
 
 
 def _mirror(session: Session, handle: str, state: HandleState | None) -> Call | None:

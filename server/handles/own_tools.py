@@ -97,8 +97,7 @@ async def _tool_output(
         raise fail(messages.not_ready_message(call, await error_of(call, session, sessions, threshold=threshold)))
     if args.mode in ("auto", "full-chunked", "read-grep", "excerpts") and not (args.extract or "").strip():
         raise fail(f'`extract` is required for mode "{args.mode}": say precisely what to extract.')
-    call.seen = True
-    call.retrievals += 1
+    call.retrieved()
     call.note("retrieved", f"tool_output mode={args.mode}")
     size = messages.size(call)
     try:  # every mode reads the output from its file, in pieces (server.handles.retrieval)
@@ -222,11 +221,11 @@ def _report_finished(
     summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
     budget = settings.async_token_threshold
     for call in done:
-        call.seen = True
+        call.mark_seen()
         summary.append(f"- {messages.describe(call)}")
         if call.status == "ready" and call.result is not None and call.tokens <= budget:
             budget -= call.tokens
-            call.retrievals += 1
+            call.retrieved()
             content.append(types.TextContent(type="text", text=f'Output of {call.public_name} ("{call.handle}"):'))
             content.extend(call.result.content)
         elif call.status == "ready":

@@ -39,7 +39,8 @@ from server.downstream.relay import Relay, declares_roots
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
 from server.downstream.spooled import SpooledOutputs
 from server.errors import ClaimcheckError, clip
-from server.handles.calls import Call, CallRelay, render_output
+from server.handles.call_relay import CallRelay
+from server.handles.calls import Call, Description, render_output
 from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.meters import outcome_of
@@ -255,15 +256,36 @@ class Sessions:
         """Run `function` in the lifespan task group: it outlives the request that started it."""
         self._tg.start_soon(function)
 
-    def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
-        """Run `call` in the lifespan task group; its relay follows `upstream` until detached."""
-        relay = CallRelay(call, upstream, lambda: session.lists_roots)
+    def new_call(
+        self,
+        session: Session,
+        public_name: str,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        ttl_ms: int | None = None,
+    ) -> Call:
+        """A call of `session`, described once: its handle, who started it, its batch (the running calls it
+        joins), and `ttl_ms` for a call started as an MCP task."""
         running = [other for other in session.calls.values() if other.status == "running"]
-        call.session_id = session.id
-        call.owner = owner_name(session.owner)
-        call.origin = current_origin()
-        call.batch_id = running[-1].batch_id if running else random_hex()[:12]
-        call.observer = self.observer
+        description = Description(
+            session.store.new_handle(),
+            public_name,
+            server,
+            tool,
+            arguments,
+            session.id,
+            owner_name(session.owner),
+            current_origin(),
+            running[-1].batch_id if running else random_hex()[:12],
+            ttl_ms,
+        )
+        return Call(description, observer=self.observer)
+
+    def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
+        """Run `call` (made by `new_call`) in the lifespan task group; its relay follows `upstream` until detached."""
+        relay = CallRelay(call, upstream, lambda: session.lists_roots)
         session.calls[call.handle] = call
         call.note("created", f"{call.server}/{call.tool}")
         self._tg.start_soon(self._traced if tracing.ENABLED else self._run, session, call, invoke, relay, policy)
@@ -315,8 +337,7 @@ class Sessions:
 
     async def hand_out(self, call: Call, why: str) -> None:
         """Give the call a handle: its state is recorded (for every replica) before the handle is returned."""
-        call.handed_out = True
-        call.handoff = HANDOFFS.get(why, call.handoff)
+        call.hand_out(HANDOFFS.get(why))
         call.note("handed-out", why)
         if call.finished.is_set():  # stored at once: its output is there to list from now
             session = next((s for s in self.live if s.calls.get(call.handle) is call), None)
@@ -337,8 +358,8 @@ class Sessions:
             return
         text = render_output(call.result)
         tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
-        call.set_tokens(tokens, exact)
-        await store_text(session, call, text)
+        failure = await store_text(session, call, text)
+        call.stored_afterwards(tokens, exact, stored=failure is None)
         await self.share(call)
 
 
@@ -355,6 +376,4 @@ def _digest(owner: str) -> str:
 
 
 def _fail(call: Call, reason: str, *, status: Literal["failed", "cancelled"] = "failed") -> None:
-    call.error = reason
-    call.outcome = Failed(reason)
-    call.finish(status)
+    call.settle(Failed(reason), status)

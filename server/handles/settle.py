@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import anyio
@@ -23,7 +24,7 @@ from server.downstream.spool import CUT_MARKER
 from server.downstream.spooled import SpooledOutput, SpooledOutputs, kept_result
 from server.handles.calls import Call, render_output
 from server.handles.messages import not_stored_message as messages_not_stored
-from server.handles.outcome import Inline, Lost, Outcome, Stored
+from server.handles.outcome import Inline, Lost, Outcome, Output, Stored
 from server.handles.session import Session
 from server.handles.store import StoreError
 
@@ -40,8 +41,8 @@ async def settle(
     max_output_bytes: int,
     spooled_outputs: SpooledOutputs,
 ) -> Outcome:
-    """Apply the size rule; store what a handle will need; finish the call with its outcome. A stand-in result
-    is exchanged for its output in `spooled_outputs`."""
+    """Apply the size rule; store what a handle will need; finish the call with its outcome (`Call.settle`, the one
+    writer of how a call ended). A stand-in result is exchanged for its output in `spooled_outputs`."""
     if isinstance(result, RawResult):
         if (outcome := _settle_raw(call, result, policy, max_output_bytes)) is not None:
             return outcome
@@ -57,18 +58,24 @@ async def settle(
     over = exceeds_by_length(text, policy.async_token_threshold)
     if over is None:
         over = await anyio.to_thread.run_sync(exceeds, text, policy.async_token_threshold)
-    tokens: int | None = None  # an inline result never shows its count
-    exact = False
+    output = _measured(text, over=over, produced=total, cut=total > max_output_bytes)
     if over or call.handed_out:
-        tokens, exact = await anyio.to_thread.run_sync(estimate_tokens, text)
-    call.set_output(text, tokens=tokens, tokens_exact=exact, over=over)
-    call.produced, call.cut = total, total > max_output_bytes
-    call.result = None if over else result
-    if over or call.handed_out:
+        output = output.counted(*await anyio.to_thread.run_sync(estimate_tokens, text))
         failure = await store_text(session, call, text)
         if failure is not None and over:  # a small output stays in memory; a big one is lost but its start
-            return _not_stored(call, failure, text, policy)
-    return _finish(call, Stored(result.is_error) if over else Inline(result), failed=result.is_error)
+            return _not_stored(call, output, failure, text, policy)
+        output = output._replace(stored=failure is None)
+    outcome = Stored(result.is_error) if over else Inline(result)
+    return _finish(call, outcome, output, failed=result.is_error, text=text)
+
+
+def _measured(text: str, *, over: bool, produced: int | None = None, cut: bool = False) -> Output:
+    """What is measured of an output held in memory (its tokens are counted only when it is shown as a handle)."""
+    data = text.encode("utf-8", "replace")
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    size = len(data)
+    sha256 = hashlib.sha256(data).hexdigest()
+    return Output(size, size if produced is None else produced, lines, sha256=sha256, cut=cut, over_threshold=over)
 
 
 def _settle_raw(call: Call, result: RawResult, policy: Policy, max_output_bytes: int) -> Outcome | None:
@@ -79,15 +86,16 @@ def _settle_raw(call: Call, result: RawResult, policy: Policy, max_output_bytes:
         return None
     if len(text.encode("utf-8", "replace")) > max_output_bytes:
         return None
-    call.set_output(text, tokens=None, tokens_exact=False, over=False)
-    call.answer = result.result
-    return _finish(call, Inline(raw=result.result), failed=False)
+    outcome = Inline(raw=result.result)
+    call.settle(outcome, "ready", _measured(text, over=False))
+    return outcome
 
 
 async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, policy: Policy) -> Outcome:
     """An output that went to disk as it arrived: adopt its file, or say plainly that it could not be kept."""
     # No digest yet: it is taken from the file when extraction asks for it (`SessionStore.sha256`).
-    call.set_stored_output(bytes=spooled.bytes, produced=spooled.total, lines=spooled.lines, cut=spooled.cut)
+    output = Output(spooled.bytes, spooled.total, spooled.lines, cut=spooled.cut)
+    result: types.CallToolResult | None = None
     try:
         if spooled.path is None:
             raise StoreError(spooled.failure or "the disk refused it")
@@ -96,40 +104,33 @@ async def _settle_spooled(session: Session, call: Call, spooled: SpooledOutput, 
         with stored:
             over = await anyio.to_thread.run_sync(source_exceeds, stored, policy.async_token_threshold)
             if not over:  # small after all: answer as the tool did
-                call.result = await anyio.to_thread.run_sync(_small_result, spooled, stored)
+                result = await anyio.to_thread.run_sync(_small_result, spooled, stored)
             if over or call.handed_out:
-                call.set_tokens(*await anyio.to_thread.run_sync(estimate_source_tokens, stored))
+                output = output.counted(*await anyio.to_thread.run_sync(estimate_source_tokens, stored))
     except StoreError as exc:
-        return _not_stored(call, exc.reason, spooled.head, policy)
+        return _not_stored(call, output, exc.reason, spooled.head, policy)
     finally:
         if spooled.raw is not None:
             spooled.raw.unlink(missing_ok=True)
-    call.over_threshold = over
-    call.stored = True
-    outcome: Outcome = Stored(spooled.is_error) if over else Inline(call.result)
-    return _finish(call, outcome, failed=spooled.is_error)
+    output = output._replace(stored=True, over_threshold=over)
+    outcome: Outcome = Stored(spooled.is_error) if over else Inline(result)
+    return _finish(call, outcome, output, failed=spooled.is_error, text=None)
 
 
-def _not_stored(call: Call, reason: str, head: str, policy: Policy) -> Outcome:
+def _not_stored(call: Call, output: Output, reason: str, head: str, policy: Policy) -> Outcome:
     """The output is lost but for its first part: answer with that, truthfully, and fail the handle."""
     shown = head_tokens(head[: policy.async_token_threshold * 8], policy.async_token_threshold // 2)
-    call.fallback = messages_not_stored(call, reason, shown)
-    call.over_threshold = True
-    call.result = None
-    call.error = call.fallback
-    call.outcome = outcome = Lost(call.fallback)
-    call.finish("failed")
+    output = output._replace(over_threshold=True)
+    outcome = Lost(messages_not_stored(call, reason, shown, produced=output.produced))
+    call.settle(outcome, "failed", output)
     return outcome
 
 
-def _finish(call: Call, outcome: Outcome, *, failed: bool) -> Outcome:
-    call.outcome = outcome  # before `finish`: what its waiters and `on_finish` read
-    if failed:
-        call.error = call.text if call.text is not None else _error_head(call)
-        call.finish("failed")
+def _finish(call: Call, outcome: Outcome, output: Output, *, failed: bool, text: str | None) -> Outcome:
+    if failed:  # the tool's own error: its text, or where it is stored
+        call.settle(outcome, "failed", output, error=text if text is not None else _error_head(output))
     else:
-        call.finish("ready")
-    call.text = None  # the stored file holds it; memory holds only small results
+        call.settle(outcome, "ready", output)
     return outcome
 
 
@@ -140,7 +141,6 @@ async def store_text(session: Session, call: Call, text: str) -> str | None:
     except StoreError as exc:
         logger.warning("%s", exc)
         return exc.reason
-    call.stored = True
     return None
 
 
@@ -154,6 +154,6 @@ def _small_result(spooled: SpooledOutput, stored: Source) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)
 
 
-def _error_head(call: Call) -> str:
+def _error_head(output: Output) -> str:
     """A failed output that is stored on disk is described, not held: its size and where it is."""
-    return f"the tool reported an error; its output ({call.bytes} bytes) is stored under the handle"
+    return f"the tool reported an error; its output ({output.bytes} bytes) is stored under the handle"

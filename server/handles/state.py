@@ -9,14 +9,15 @@ HTTP process; `server.handles.redis_state.RedisBackend` shares it between replic
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from server.errors import ClaimcheckError
-from server.handles.calls import Call, Status
+from server.handles.calls import Call, Description, Status
+from server.handles.outcome import Output
 
 if TYPE_CHECKING:
     from server.handles.session import Session
@@ -171,26 +172,35 @@ def snapshot(call: Call, owner: str) -> HandleState:
     )
 
 
-def mirror(state: HandleState, store: SessionStore, cancel: Callable[[], None] | None = None) -> Call:
-    """A read-only `Call` standing for a handle another replica runs, its output read from the shared `store`."""
-    call = Call(handle=state.handle, public_name=state.tool, server=state.server, tool=state.tool, arguments={})
+def mirror(state: HandleState, store: SessionStore) -> Call:
+    """A read-only `Call` standing for a handle another replica runs: its description, and its outcome once final
+    (`update`); its output is read from the shared `store`."""
+    started_mono = time.monotonic() - (time.time() - state.started)
+    description = Description(
+        state.handle,
+        state.tool,
+        state.server,
+        state.tool,
+        {},
+        session_id=state.session,
+        origin=state.origin,
+        started=state.started,
+        started_mono=started_mono,
+    )
+    call = Call(description, home=store)
     update(call, state)
-    call.home = store
-    call.handed_out = True
-    call.session_id = state.session
-    call.origin = state.origin
     return call
 
 
 def update(call: Call, state: HandleState) -> None:
-    """Bring a mirror up to `state`; its finished event is set once the state is final."""
-    call.started = state.started
-    call.started_mono = time.monotonic() - (time.time() - state.started)
-    call.status = state.status
-    call.bytes, call.lines, call.stored, call.error = state.bytes, state.lines, state.stored, state.error
-    call.tokens, call.tokens_exact, call.tokens_counted = state.tokens, state.tokens_exact, True
-    call.over_threshold = not state.inline
-    if state.done and not call.finished.is_set():
-        end = state.finished if state.finished is not None else time.time()
-        call.finished_mono = call.started_mono + max(0.0, end - state.started)
-        call.finished.set()
+    """Bring a mirror up to `state`; it finishes (with its outcome) once the state is final."""
+    output = Output(
+        bytes=state.bytes,
+        lines=state.lines,
+        tokens=state.tokens,
+        tokens_exact=state.tokens_exact,
+        tokens_counted=True,
+        stored=state.stored,
+        over_threshold=not state.inline,
+    )
+    call.follow(state.status, output, inline=state.inline, error=state.error, finished=state.finished)

@@ -255,7 +255,7 @@ def extract_function(
         async def run(chosen: LLM | None) -> Extraction:
             async with output() as source:  # opened by whoever runs the extraction, read in pieces
                 if not call.sha256:  # a spooled output's digest is taken once, when first asked for
-                    call.sha256 = await anyio.to_thread.run_sync(sha256_of, source)
+                    call.digested(await anyio.to_thread.run_sync(sha256_of, source))
                 return await proxy.extractor.extract(
                     document,
                     source,

@@ -39,7 +39,8 @@ from server.downstream.pool import Route
 from server.downstream.rawcall import RawResult, raw_capable, send_now
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
-from server.handles.calls import Call, CallRelay
+from server.handles.call_relay import CallRelay
+from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS
 from server.handles.outcome import Inline
 from server.handles.own_tools import OWN_TOOLS
@@ -149,7 +150,7 @@ class FastPath:
 
 class _Request:
     """One plain call taken by the fast path, from its line to its answer, without a task of its own: the call
-    runs as every proxied call does (`begin`); its answer is written when it finishes (`Call.on_finish`), or
+    runs as every proxied call does (`begin`); its answer is written when it finishes (`Call.then`), or
     when the time rule's timer fires first (a handle). Only an answer that needs more than the downstream's
     result as it came (an error, a handle, a stored output) is built in a task, by `answer`, as on the SDK's
     path."""
@@ -184,7 +185,7 @@ class _Request:
                 sent.waiter.cancel()  # its answer, when it comes, is dropped
             self._respond(error_result(str(exc)))
             return
-        self.call.on_finish = self._finished
+        self.call.then(self._finished)
         loop = asyncio.get_running_loop()
         self.timer = loop.call_later(self.route.policy.async_timeout_secs, self._respond)
 
@@ -251,7 +252,7 @@ class _Request:
         if self.call_relay is not None:
             self.call_relay.upstream = None
         if call is not None:
-            call.on_finish = None
+            call.then(None)
             drop(self.session, call)
 
     def _end(self) -> None:

@@ -17,7 +17,8 @@ from server.downstream.relay import Relay, RequestRelay
 from server.downstream.spooled import materialize
 from server.errors import ClaimcheckError, clip
 from server.handles import messages
-from server.handles.calls import Call, CallRelay
+from server.handles.call_relay import CallRelay
+from server.handles.calls import Call
 from server.handles.guide import guide_for
 from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.resources import link_result
@@ -98,7 +99,7 @@ async def answer(
         session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     match call.outcome:
         case Stored(failed=failed):
-            call.seen = True  # the model is being told about it right now
+            call.mark_seen()  # the model is being told about it right now
             await proxy.sessions.hand_out(call, "over the token threshold")
             guide = await guide_for(call, session, llm=llm())
             return link_result(
@@ -126,7 +127,7 @@ def drop(session: Session, call: Call) -> None:
         session.store.discard(call.handle)
         return
     call.scope.cancel()
-    call.on_finish = functools.partial(session.store.discard, call.handle)
+    call.then(functools.partial(session.store.discard, call.handle))
 
 
 def split_arguments(route: Route, arguments: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
@@ -150,24 +151,20 @@ def begin(
     background: bool,
     raw: bool = False,
     sent: RawSent | None = None,
+    ttl_ms: int | None = None,
 ) -> tuple[Call, CallRelay]:
     """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one;
     `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`), whose request
-    `sent` may already have written."""
-    call = Call(
-        handle=session.store.new_handle(),
-        public_name=route.public,
-        server=route.downstream.name,
-        tool=route.tool,
-        arguments=args or {},
-    )
+    `sent` may already have written; `ttl_ms`: a call started as an MCP task."""
+    sessions = proxy.sessions
+    call = sessions.new_call(session, route.public, route.downstream.name, route.tool, args or {}, ttl_ms=ttl_ms)
 
     def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
         if raw:
             return call_raw(route.downstream, route.tool, args, r, sent)
         return route.downstream.call(route.tool, args, r, as_task=background)
 
-    return call, proxy.sessions.start(session, call, invoke, route.policy, relay)
+    return call, sessions.start(session, call, invoke, route.policy, relay)
 
 
 def inline_result(route: Route, result: types.CallToolResult) -> types.CallToolResult:

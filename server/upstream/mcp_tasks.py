@@ -141,10 +141,10 @@ class _Tasks:
             route = await for_client(self.proxy, ctx, route, session)
         except ClaimcheckError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        call, _ = begin(self.proxy, route, args, session, None, background=True)
         assert params.task is not None
         requested = params.task.ttl
-        call.ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
+        ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
+        call, _ = begin(self.proxy, route, args, session, None, background=True, ttl_ms=ttl_ms)
         await self.proxy.sessions.hand_out(call, "started as a task")
         self.proxy.sessions.spawn(lambda: _announce(ctx.session, call))
         created = types.CreateTaskResult(task=task_of(call))
@@ -163,7 +163,7 @@ class _Tasks:
             await until_finished(self.proxy.sessions, call)  # another replica's task: read again until final
             tg.cancel_scope.cancel()
         await read_back(call)
-        call.seen = True
+        call.mark_seen()
         related = {RELATED_TASK: {"taskId": call.handle}}
         if call.status == "cancelled":
             raise MCPError(code=types.INVALID_PARAMS, message=f'Task "{call.handle}" was cancelled.')
@@ -174,7 +174,7 @@ class _Tasks:
             guide = await guide_for(call, session, llm=llm_available(self.proxy.config.settings.extraction, ctx))
             result = text_result(messages.too_large_message(call, guide), is_error=call.status == "failed")
         elif call.result is not None:
-            call.retrievals += 1
+            call.retrieved()
             result = call.result
         else:
             result = text_result(call.error or f"the call {call.status}", is_error=True)

@@ -20,7 +20,8 @@ import anyio.abc
 import pytest
 
 from server.handles import messages
-from server.handles.calls import Call
+from server.handles.calls import Call, Description
+from server.handles.outcome import Failed, Output
 from tests.support.processes import PYTHON, announced_url, program, program_entry, write_config
 from tests.support.servers.raw_downstream import big_text_pieces, big_text_sha256, fast_text_sha256
 from tests.support.wire import Wire as LineClient
@@ -193,7 +194,8 @@ async def test_a_disk_that_refuses_the_output_gives_a_truthful_error_and_the_ser
     assert "tool_output" not in answer and "Read" not in answer and "Grep" not in answer
     reason = answer.split("could not store them (", 1)[1].split(").\n", 1)[0]
     shown = answer.split("\n\n", 1)[1].rsplit("\n[claimcheck] cut here: ", 1)[0]
-    call = Call(handle="", public_name="raw__big", server="raw", tool="big", arguments={}, produced=20 * MIB)
+    call = Call(Description(handle="", public_name="raw__big", server="raw", tool="big", arguments={}))
+    call.settle(Failed("not stored"), "failed", Output(produced=20 * MIB))
     assert answer == messages.not_stored_message(call, reason, shown)  # word for word, around its two parts
     assert reason.startswith("File too large") and 0 < len(shown) < 4 * MIB
     assert listed == "This session has no tool outputs yet."

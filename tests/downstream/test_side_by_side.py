@@ -17,7 +17,8 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from server.handles.calls import Call
+from server.handles.calls import Call, Description
+from server.handles.outcome import Inline
 from server.status import shared_db
 from server.status.discovery import discovery_file, instances
 from server.status.history import History, TaskQuery
@@ -87,8 +88,8 @@ def test_discovery_files_of_dead_instances_are_ignored_and_removed_even_when_the
 
 
 def finished_call(number: int) -> Call:
-    call = Call(f"session-a/{number}", "down__echo", "down", "echo", {"n": number})
-    call.finish("ready")
+    call = Call(Description(f"session-a/{number}", "down__echo", "down", "echo", {"n": number}))
+    call.settle(Inline(), "ready")
     return call
 
 

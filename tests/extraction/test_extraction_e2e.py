@@ -54,7 +54,7 @@ async def test_an_output_spooled_without_a_digest_gets_it_from_its_file_when_ext
             with anyio.fail_after(120):
                 handle = handle_in(text_of(await client.call_tool("down__log", {})))
                 (call,) = [c for session in proxy.sessions.live for c in session.calls.values() if c.handle == handle]
-                call.sha256 = ""  # as `settle` leaves a spooled output
+                call.digested("")  # as `settle` leaves a spooled output
                 arguments = {"handle": handle, "extract": "every ERROR line", "mode": "full-chunked"}
                 result = await client.call_tool("tool_output", arguments)
     digest = hashlib.sha256(text.encode()).hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ import tiktoken
 
 from server.config import Settings
 from server.downstream.spooled import SpooledOutputs
-from server.handles.calls import Call
+from server.handles.calls import Call, Description
+from server.handles.outcome import Inline
 from server.handles.own_tools import OwnToolError, run_own_tool
 from server.handles.sessions import Session, Sessions
 from server.handles.store import OutputStore
@@ -33,16 +35,18 @@ def session(tmp_path: Path) -> Iterator[Session]:
     store.close()
 
 
-def add_calls(session: Session, count: int, status: str, *, seen: bool = True) -> list[str]:
+def add_calls(
+    session: Session, count: int, status: str, *, seen: bool = True, result: types.CallToolResult | None = None
+) -> list[str]:
     handles = []
     for _ in range(count):
-        call = Call(
-            handle=session.store.new_handle(), public_name="demo__tool", server="demo", tool="tool", arguments={}
-        )
-        call.handed_out, call.seen, call.status = True, seen, status  # type: ignore[assignment]
+        handle = session.store.new_handle()
+        call = Call(Description(handle, "demo__tool", "demo", "tool", {}, started_mono=time.monotonic() - 1))
+        call.hand_out(None)
+        if seen:
+            call.mark_seen()
         if status != "running":
-            call.finished.set()
-            call.finished_mono = call.started_mono + 1
+            call.settle(Inline(result), "ready")
         session.calls[call.handle] = call
         handles.append(call.handle)
     return handles
@@ -110,9 +114,9 @@ async def test_running_and_unread_outputs_come_first(session: Session) -> None:
 
 
 async def test_listing_a_ready_unread_output_leaves_it_unread_for_the_footer_and_wait(session: Session) -> None:
-    [handle] = add_calls(session, 1, "ready", seen=False)
+    the_text = types.CallToolResult(content=[types.TextContent(type="text", text="the text itself")])
+    [handle] = add_calls(session, 1, "ready", seen=False, result=the_text)
     call = session.calls[handle]
-    call.result = types.CallToolResult(content=[types.TextContent(type="text", text="the text itself")])
     page = await listed(session)
     assert LINE.findall(page) == [handle] and "the text itself" not in page
     assert not call.seen

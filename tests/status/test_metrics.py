@@ -81,9 +81,10 @@ async def test_without_prometheus_client_metrics_answers_501_naming_the_extra(
 def test_counting_a_call_imports_nothing() -> None:
     """The counters are plain numbers: a call's path never loads prometheus-client (the first scrape does)."""
     code = (
-        "import sys, anyio; from server.handles.calls import Call; from server.handles.meters import meters\n"
+        "import sys, anyio; from server.handles.meters import meters\n"
+        "from server.handles.calls import Call, Description; from server.handles.outcome import Inline\n"
         "async def main():\n"
-        "    call = Call('h', 'down__echo', 'down', 'echo', {}); call.finish('ready')\n"
+        "    call = Call(Description('h', 'down__echo', 'down', 'echo', {})); call.settle(Inline(), 'ready')\n"
         "anyio.run(main)\n"
         "assert 'prometheus_client' not in sys.modules and 'opentelemetry.sdk' not in sys.modules, 'imported'\n"
         "print(meters.calls)"

@@ -123,8 +123,9 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
     from fs_sandbox import Sandbox
     from server.config import parse_config
     from server.errors import ClaimcheckError
-    from server.handles.calls import Call
+    from server.handles.calls import Call, Description
     from server.handles.files import run_file_tool
+    from server.handles.outcome import Inline, Output
     from server.handles.own_tools import run_own_tool
     from server.handles.retrieval import Opener
     from server.proxy import Proxy
@@ -143,10 +144,19 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
             index = source.with_name(source.name + INDEX_SUFFIX)
             if index.exists():
                 os.link(index, session.store.path / (handle.partition("/")[2] + INDEX_SUFFIX))
-            call = Call(handle, "probe__big", "probe", "big", {"n": lines}, status="ready", stored=True)
-            call.bytes, call.lines, call.sha256, call.handed_out = source.stat().st_size, lines, uuid.uuid4().hex, True
-            call.set_tokens(lines * 20, False)
-            call.finished.set()
+            call = Call(Description(handle, "probe__big", "probe", "big", {"n": lines}))
+            call.hand_out(None)
+            size, sha256 = source.stat().st_size, uuid.uuid4().hex
+            output = Output(
+                size,
+                lines=lines,
+                tokens=lines * 20,
+                tokens_exact=False,
+                tokens_counted=True,
+                sha256=sha256,
+                stored=True,
+            )
+            call.settle(Inline(), "ready", output)
             session.calls[handle] = call
             return call
 
