@@ -1,5 +1,5 @@
 """`claimcheck serve` reads its config file again while it runs: real claimcheck, real stdio servers
-(tests/whoami_server.py, which say their process id), driven over stdio by the SDK's client."""
+(tests/support/servers/whoami_server.py, which say their process id), driven over stdio by the SDK's client."""
 
 from __future__ import annotations
 
