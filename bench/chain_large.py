@@ -1,7 +1,7 @@
 """Large outputs through a chain: claimcheck → producer against claimcheck → claimcheck → producer.
 
 For each size (MiB), the two paths alternate in one run (`--rounds` times each, the order flipped every round):
-  single  `claimcheck serve` over stdio in front of tests/raw_downstream.py;
+  single  `claimcheck serve` over stdio in front of tests/support/servers/raw_downstream.py;
   chain   `claimcheck serve` in front of another `claimcheck serve` in front of it: the outer sends its calls
           as pass-throughs, and the inner writes the output it spooled back from its file, in pieces.
 The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Each run starts its processes anew,

@@ -53,7 +53,7 @@ import httpx2
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(HERE)]
+sys.path[:0] = [str(REPO), str(HERE)]
 
 from extraction_cases import CASES, Case  # noqa: E402
 from extraction_report import Arm, Result, Run, dump, load, report  # noqa: E402
@@ -153,8 +153,8 @@ def direct_arm(
 
 
 async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str], threshold: int, context: int) -> Arm:
-    from support import running_proxy, text_of
-    from test_handles import Downstream, client_of, handle_in
+    from tests.support.handles import Downstream, client_of, handle_in
+    from tests.support.proxies import running_proxy, text_of
 
     # What a user of a local model writes: where it is and what it is called. The window, the requests in flight
     # and the time limits are claimcheck's defaults (learned from the endpoint); the answer's bound is every arm's.

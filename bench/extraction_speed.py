@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "handles"), str(REPO / "tests" / "extraction")]
+sys.path[:0] = [str(REPO)]
 
 from extraction import Completion, Document, Message, Policy, TextSource, ToolSpec, Usage, count_tokens  # noqa: E402
 from extraction.strategies import full_chunked, plan_chunks  # noqa: E402
@@ -120,9 +120,9 @@ def log_output() -> str:
 
 
 async def context_saved() -> list[dict[str, Any]]:
-    from support import running_proxy, text_of  # the tests' in-memory proxy
-    from test_extraction_e2e import fake_openai
-    from test_handles import Downstream, client_of, handle_in
+    from tests.support.extraction import fake_openai
+    from tests.support.handles import Downstream, client_of, handle_in
+    from tests.support.proxies import running_proxy, text_of  # the tests' in-memory proxy
 
     with tempfile.TemporaryDirectory() as tmp:
         outputs = {

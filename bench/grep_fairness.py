@@ -70,7 +70,7 @@ async def measure(rounds: int) -> dict[str, Any]:
             "settings": {"asyncTokenThreshold": 100, "asyncTimeoutSecs": 5},
         }
     )
-    server: Any = downstream()  # an in-process target (tests/support.py does the same)
+    server: Any = downstream()  # an in-process target (tests/support/proxies.py does the same)
     specs = [DownstreamSpec(spec.name, spec.config, target=lambda: server) for spec in specs_from_config(config)]
     proxy = Proxy(config, specs=specs)
     alone: list[float] = []

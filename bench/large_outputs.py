@@ -10,7 +10,7 @@ For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSO
   fastmcp    FastMCP's proxy in front of it (time; its peak RSS), when bench/.venv-fastmcp exists
              (bash bench/setup_fastmcp.sh).
 A path that runs out of its time limit (300 s) or memory (8 GiB address space) is reported as failed.
-The downstream is tests/raw_downstream.py, which streams any size without holding it.
+The downstream is tests/support/servers/raw_downstream.py, which streams any size without holding it.
 
 floor and claimcheck are alternated `--repeat` times (medians reported, every sample kept); the others run once.
 
@@ -35,7 +35,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RAW = str(ROOT / "tests" / "raw_downstream.py")
+RAW = str(ROOT / "tests" / "support" / "servers" / "raw_downstream.py")
 FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
 PY = sys.executable
 MIB = 1 << 20

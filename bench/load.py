@@ -20,9 +20,9 @@ from pathlib import Path
 import anyio
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO)]
 
-from load_driver import claimcheck_http, peak_rss_kib, run_load  # noqa: E402
+from tests.support.load_driver import claimcheck_http, peak_rss_kib, run_load  # noqa: E402
 
 
 async def main(calls: int, clients: int, concurrency: int) -> int:

@@ -7,7 +7,7 @@ The paths, all stdio, each driven by an mcp 2.3 `Client(StdioServerParameters(..
   relay-floor     bench/relay_floor.py: a bare asyncio relay         tool `demo__echo` (the least a Python proxy adds)
   fastmcp         bench/fastmcp_proxy.py (FastMCP create_proxy)      tool `echo`
 The server is the demo server (`--downstream demo`, Python, mcp SDK) or server-everything (`--downstream
-everything`, Node; installed from npm into .cache/npm-peers by tests/peers.py on first use).
+everything`, Node; installed from npm into .cache/npm-peers by tests/support/peers.py on first use).
 All stay connected for the whole run. After a warm-up, the calls are made in rounds: each round
 makes a block of calls on every path, in an order that rotates from round to round, so machine noise
 lands on all paths alike. Path (c) is skipped when bench/.venv-fastmcp is missing (bench/setup_fastmcp.sh).
@@ -75,7 +75,7 @@ def demo_command() -> tuple[str, list[str]]:
     server-everything."""
     if DOWNSTREAM == "everything":
         sys.path.insert(0, str(REPO))
-        from tests.peers import everything_command
+        from tests.support.peers import everything_command
 
         node, *args = everything_command()
         return node, args

@@ -33,14 +33,14 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
 
 def server_entry(kind: str, directory: Path) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """The server's config entry, its tool and the arguments of the timed call."""
     if kind == "demo":
         return {"command": sys.executable, "args": ["-m", "server.demo.server"]}, "echo", {"text": "x"}
-    from peers import MEMORY_PACKAGE, npm_server_command
+    from tests.support.peers import MEMORY_PACKAGE, npm_server_command
 
     node, entry = npm_server_command(MEMORY_PACKAGE)
     memory = str(directory / "memory-${CLAIMCHECK_INSTANCE}.jsonl")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The PyPI servers bench/catalog.py puts behind claimcheck: mcp-server-git and mcp-server-fetch, in their own venv
-# (.cache/py-peers, git-ignored). The npm servers are installed by tests/peers.py on first use.
+# (.cache/py-peers, git-ignored). The npm servers are installed by tests/support/peers.py on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .cache/py-peers/bin/mcp-server-fetch ]; then

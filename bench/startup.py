@@ -13,8 +13,8 @@ downstreams. Paths:
   fastmcp        bench/fastmcp_config_proxy.py (FastMCP create_proxy over the same mcpServers), when
                  bench/.venv-fastmcp exists (bash bench/setup_fastmcp.sh)
 Downstreams: `demo` = python -m server.demo.server (an mcp SDK server; its imports dominate), or `raw` =
-tests/raw_downstream.py (hand-written, starts in tens of milliseconds, so the figures show the proxy's own
-start). Runs of all paths alternate, so machine noise lands on every path alike. `CPU` is the CPU time the
+tests/support/servers/raw_downstream.py (hand-written, starts in tens of milliseconds, so the figures show the
+proxy's own start). Runs of all paths alternate, so machine noise lands on every path alike. `CPU` is the CPU time the
 spawned process itself had used when the answer came (a proxy's downstreams not counted; for `alone`, all of
 them). `RSS` (with `--idle SECS`): the spawned processes' resident memory SECS after the answer, idle (a proxy's
 downstreams not counted; for `alone`, all of them summed). `listed` is how many tools the first answer held,
@@ -49,7 +49,7 @@ FASTMCP_PYTHON = REPO / "bench" / ".venv-fastmcp" / "bin" / "python"
 FASTMCP_PROXY = REPO / "bench" / "fastmcp_config_proxy.py"
 DOWNSTREAMS = {
     "demo": [sys.executable, "-m", "server.demo.server"],
-    "raw": [sys.executable, str(REPO / "tests" / "raw_downstream.py")],
+    "raw": [sys.executable, str(REPO / "tests" / "support" / "servers" / "raw_downstream.py")],
 }
 TOOLS_PER_SERVER = {"demo": 5, "raw": 3}
 RUN_TIMEOUT_S = 180.0  # a loaded machine starting 5 Python servers behind a proxy can take a minute

@@ -5,9 +5,9 @@ Each run starts `python -m server serve --config TMP --no-api` over stdio with a
   first   from spawning claimcheck to the answer of the client's first tools/list (the start-up a user sees)
   after   from the end of `initialize` to that answer (what the listing itself waited)
   steady  the median of 20 further tools/list calls
-The 5 healthy servers are tests/raw_downstream.py (a hand-written stdio server that starts in tens of
+The 5 healthy servers are tests/support/servers/raw_downstream.py (a hand-written stdio server that starts in tens of
 milliseconds, so the numbers show claimcheck's waiting, not Python's imports); the hung one is
-tests/slow_start_server.py `hang`, which never answers `initialize`. Runs of the two configurations
+tests/support/servers/slow_start_server.py `hang`, which never answers `initialize`. Runs of the two configurations
 alternate, so machine noise lands on both alike. `settings.startupWaitSecs` is the default, 3 s.
 
 Run from the repo root with the project's venv:  python bench/startup_listing.py [--runs N] [--json PATH]
@@ -30,8 +30,8 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 REPO = Path(__file__).resolve().parent.parent
-HUNG = [str(REPO / "tests" / "slow_start_server.py"), "hang"]
-HEALTHY_SERVER = [str(REPO / "tests" / "raw_downstream.py")]
+HUNG = [str(REPO / "tests" / "support" / "servers" / "slow_start_server.py"), "hang"]
+HEALTHY_SERVER = [str(REPO / "tests" / "support" / "servers" / "raw_downstream.py")]
 HEALTHY = 5
 STEADY_CALLS = 20
 

@@ -20,21 +20,12 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from fs_sandbox import _prefilter
+from fs_sandbox import _prefilter, re2_compat
 from fs_sandbox._prefilter import Prefilter, Searchable
 
 MAX_PATTERN_CHARS = 1000
 RE2_MAX_MEM = 64 << 20  # DFA memory per pattern: generous, so RE2 stays on its fast path
-
-try:  # fs_sandbox depends on google-re2; without it every search is `re` under the fixed guard
-    import re2 as _re2_module
-    from re2 import _re2
-
-    _UNANCHORED: Any = _re2_module._Anchor.UNANCHORED
-except ImportError:  # pragma: no cover - only when the dependency is missing
-    _re2 = None
 
 _UNSUPPORTED = (  # RE2's parse errors, named for the model
     ("invalid escape sequence: \\1", "a backreference (\\1 … \\9)"),
@@ -63,7 +54,7 @@ def check(pattern: str, case_sensitive: bool) -> Plan:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
     _python(pattern, case_sensitive)
-    if _re2 is None:  # pragma: no cover
+    if not re2_compat.AVAILABLE:  # pragma: no cover
         return Plan(True, "any construct (google-re2 is not installed)")
     compiled = _re2_compile(pattern, case_sensitive)
     if compiled.ok():
@@ -79,13 +70,9 @@ def _python(pattern: str, case_sensitive: bool) -> re.Pattern[str]:
         return re.compile(pattern, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
 
 
-def _re2_compile(pattern: str, case_sensitive: bool) -> Any:
-    options = _re2_module.Options()
-    options.case_sensitive = case_sensitive
-    options.never_capture = True
-    options.log_errors = False
-    options.max_mem = RE2_MAX_MEM
-    return _re2.RE2(("(?m)" + pattern).encode("utf-8", "surrogatepass"), options)
+def _re2_compile(pattern: str, case_sensitive: bool) -> re2_compat.Program:
+    encoded = ("(?m)" + pattern).encode("utf-8", "surrogatepass")
+    return re2_compat.compiled(encoded, case_sensitive=case_sensitive, max_mem=RE2_MAX_MEM)
 
 
 def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
@@ -95,21 +82,18 @@ def literal_finder(needle: bytes) -> Callable[[bytes, int], int]:
     Grep's prefilter does, the needle's byte rarest in the first data searched (its first 64 KiB) is
     searched with memchr instead and each hit checked in place, while hits stay rarer than one per 2 KiB;
     else RE2 (or `bytes.find` without google-re2, or for a needle too long for RE2 to compile: about 1 MiB)."""
-    if _re2 is None:  # pragma: no cover
+    if not re2_compat.AVAILABLE:  # pragma: no cover
         return lambda data, at: data.find(needle, at)
-    options = _re2_module.Options()
-    options.literal = True
-    options.never_capture = True
-    options.log_errors = False
-    compiled = _re2.RE2(needle, options)
+    compiled = re2_compat.compiled(needle, literal=True)
     if not compiled.ok():  # "pattern too large": its Match would find nothing, not even "no match"
         return lambda data, at: data.find(needle, at)
     rare: list[tuple[bytes, int]] = []  # (the rare byte, where it is in the needle), once chosen
     judged = [0, 0]  # hits checked, bytes skipped to reach them
 
+    search = re2_compat.searcher(compiled)
+
     def engine(data: bytes, at: int) -> int:
-        start: int = compiled.Match(_UNANCHORED, data, at, len(data))[0][0]
-        return start
+        return search(data, at, len(data))[0][0]
 
     def find(data: bytes, at: int) -> int:
         if not rare:
@@ -144,7 +128,7 @@ class Finder:
 
     def __init__(self, pattern: str, case_sensitive: bool, sample: bytes = b"") -> None:
         self.plan = check(pattern, case_sensitive)
-        self._regexp = None if self.plan.backtracking else _re2_compile(pattern, case_sensitive)
+        self._regexp = None if self.plan.backtracking else re2_compat.searcher(_re2_compile(pattern, case_sensitive))
         self.compiled = _python(pattern, case_sensitive)  # for the backtracking plan, on decoded text
         self.prefilter = Prefilter.make(pattern, case_sensitive, sample) if sample and self._regexp else None
 
@@ -155,8 +139,7 @@ class Finder:
         assert regexp is not None
         prefilter = self.prefilter
         if raw is None or prefilter is None or not prefilter.active:
-            span: tuple[int, int] = regexp.Match(_UNANCHORED, data, at, stop)[0]
-            return span
+            return regexp(data, at, stop)[0]
         while at < stop:  # no match spans lines: RE2 on each line that holds a candidate byte
             candidate = prefilter.candidate(raw, at, stop)
             if candidate < 0:
@@ -165,7 +148,7 @@ class Finder:
             line = raw.rfind(b"\n", at, candidate) + 1 or at
             end = raw.find(b"\n", candidate, stop)
             end = stop if end < 0 else end
-            span = regexp.Match(_UNANCHORED, data, line, end)[0]
+            span = regexp(data, line, end)[0]
             if span[0] >= 0:
                 return span
             at = end + 1

@@ -1,4 +1,4 @@
-"""The running proxy: configuration, the downstream pool and catalog, and the clients to tell about changes."""
+"""The running proxy: configuration, the downstream pool and offerings, and the clients to tell about changes."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
 from server import tracing
 from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
-from server.downstream.catalog import Catalog
 from server.downstream.connect import DownstreamSpec
+from server.downstream.offerings import Offerings
 from server.downstream.pool import Pool, specs_from_config
 from server.downstream.relay import RootsParams, no_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
@@ -85,7 +85,7 @@ class Proxy:
         self._store: OutputStore | None = None
         for downstream in self.pool.downstreams:
             self._prepare(downstream)
-        self.catalog = Catalog(self.pool.downstreams, config.settings.tool_separator, self)
+        self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
         # the file the config came from, watched while running: a change is applied without a restart
         self.config_watch = ConfigWatch(config_path, self.reload) if config_path is not None else None
 
@@ -173,7 +173,7 @@ class Proxy:
         why |= {name: f'"{name}" was removed from the config, so claimcheck stopped it' for name in found.removed}
         start = [spec for spec in specs_from_config(self.config) if spec.name in found.changed + found.added]
         await self.pool.reconfigure(self.config, why, start, self._prepare)
-        await self.catalog.servers_changed(self.pool.downstreams)
+        await self.offerings.servers_changed(self.pool.downstreams)
         return found
 
     async def warmed(self) -> None:
@@ -312,7 +312,7 @@ class Proxy:
 
     async def announce_resource_updated(self, uri: str) -> None:
         """Tell the clients that follow `uri`: handshake-era subscribers, and listen streams that name it."""
-        subscriptions = self.catalog.subscriptions
+        subscriptions = self.offerings.subscriptions
         for key, session in subscriptions.followers(uri):
             try:
                 await session.send_resource_updated(uri)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp.client.sse
@@ -20,6 +20,8 @@ from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import McpHttpClientFactory
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, _JSONRPCDispatchContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -35,6 +37,7 @@ __all__ = [
     "HttpClientFactory",
     "connection_of",
     "content_type_ok",
+    "dispatch_context",
     "in_flight",
     "lift_legacy_sse_event_cap",
     "modern_json_window",
@@ -59,6 +62,25 @@ DispatchContext = _JSONRPCDispatchContext
 """The request-scoped channel the dispatcher makes for each request it reads. The HTTP fast path makes one for
 a request it answers itself, so the request's log messages and questions go where the SDK would send them.
 Would be replaced by: a public constructor of a request context for a transport that reads its own requests."""
+
+_Context = TypeVar("_Context", bound=DispatchContext[TransportContext])
+
+
+def dispatch_context(
+    kind: type[_Context],
+    dispatcher: JSONRPCDispatcher[Any],
+    request_id: types.RequestId,
+    metadata: ServerMessageMetadata,
+) -> _Context:
+    """A `DispatchContext` (or subclass `kind`) for request `request_id`, read by claimcheck instead of the
+    dispatcher: its notifications and requests go out through `dispatcher` as the dispatcher's own would. Its
+    `_dispatcher` and `_request_id` fields are the private part."""
+    return kind(
+        transport=TransportContext(kind="jsonrpc", can_send_request=True),
+        _dispatcher=dispatcher,
+        _request_id=request_id,
+        message_metadata=metadata,
+    )
 
 
 def connection_of(session: Any) -> Connection | None:

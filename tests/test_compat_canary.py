@@ -1,8 +1,9 @@
-"""Canaries for the private parts of the SDK, starlette and uvicorn that claimcheck uses (server/sdk_compat.py,
-server/http_compat.py, server/anyio_compat.py), and of the two modules that are jmespath's and the stdlib's
-`re` parser's only users (handles/json_eval.py, fs_sandbox/_prefilter.py): each fails, naming the entry to
-revisit, when a release moves or reshapes what it uses; and no other module reaches a private part of those
-libraries."""
+"""Canaries for the private parts of the SDK, starlette, uvicorn and google-re2 that claimcheck uses
+(server/sdk_compat.py, server/http_compat.py, server/anyio_compat.py, fs_sandbox/re2_compat.py), and of the two
+modules that are jmespath's and the stdlib's `re` parser's only users (handles/json_eval.py,
+fs_sandbox/_prefilter.py): each fails, naming the entry to revisit, when a release moves or reshapes what it uses;
+and no other module reaches a private part of those libraries (an attribute, an import, a `getattr` or a keyword
+argument with an underscore name)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-COMPAT = {"server/sdk_compat.py", "server/http_compat.py", "server/anyio_compat.py"}
-LIBRARIES = ("anyio", "mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "h11", "httpx2")
+from tests.support.source import ROOT
+
+COMPAT = {"server/sdk_compat.py", "server/http_compat.py", "server/anyio_compat.py", "fs_sandbox/re2_compat.py"}
+LIBRARIES = ("anyio", "mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "h11", "httpx2", "re2")
+WIRE_NAMES = {"_meta"}
+"""Underscore names that are MCP's wire format (a model's public field alias), not a library's private part."""
 
 
 def _sdk_session_connection() -> None:
@@ -40,7 +44,11 @@ def _sdk_initialization_options() -> None:
     parameters = list(inspect.signature(Server.create_initialization_options).parameters)
     assert parameters[:3] == ["self", "notification_options", "experimental_capabilities"]
     server = Server("canary")
-    server.create_initialization_options = lambda: None  # type: ignore[method-assign,assignment,return-value]  # must be assignable
+
+    def nothing() -> None:
+        return None
+
+    server.create_initialization_options = nothing  # type: ignore[method-assign,assignment]  # must be assignable
     assert server.create_initialization_options() is None
 
 
@@ -49,7 +57,7 @@ def _sdk_sse_event_cap() -> None:
 
     from server import sdk_compat
 
-    helper = mcp.client.sse.sse_within_origin
+    helper = mcp.client.sse.sse_within_origin  # type: ignore[attr-defined]  # not exported: the part watched
     inner = helper.func if hasattr(helper, "func") else helper
     assert "max_event_size" in inspect.signature(inner).parameters
     sdk_compat.lift_legacy_sse_event_cap()
@@ -87,6 +95,40 @@ def _sdk_dispatcher() -> None:
     assert list(inspect.signature(JSONRPCDispatcher._write).parameters)[:2] == ["self", "message"]
     fields = {field.name for field in dataclasses.fields(_JSONRPCDispatchContext)}
     assert {"transport", "_dispatcher", "_request_id", "message_metadata"} <= fields
+
+
+def _sdk_dispatch_context() -> None:
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+    from mcp.shared.message import ServerMessageMetadata
+
+    from server import sdk_compat
+
+    class Channel(sdk_compat.DispatchContext[Any]):
+        pass
+
+    dispatcher = JSONRPCDispatcher.__new__(JSONRPCDispatcher)  # never used: only carried
+    metadata = ServerMessageMetadata(can_send_request=True)
+    channel = sdk_compat.dispatch_context(Channel, dispatcher, 7, metadata)
+    assert isinstance(channel, Channel) and channel.transport.kind == "jsonrpc" and channel.can_send_request
+    assert channel._dispatcher is dispatcher and channel._request_id == 7 and channel.message_metadata is metadata
+    for method in ("notify", "send_raw_request"):
+        assert "self._dispatcher" in inspect.getsource(getattr(sdk_compat.DispatchContext, method)), method
+
+
+def _re2_engine() -> None:
+    from fs_sandbox import re2_compat
+
+    assert re2_compat.AVAILABLE
+    program = re2_compat.compiled(b"(?m)^b+$", case_sensitive=False, max_mem=1 << 20)
+    assert program.ok()
+    search = re2_compat.searcher(program)
+    assert search(b"a\nBB\nc", 0, 6)[0] == (2, 4)
+    assert search(b"a\nBB\nc", 0, 3)[0] == (-1, -1)  # the bytes after `stop` are context, not searched
+    assert search(memoryview(b"xbb"), 1, 3)[0] == (-1, -1)  # `^` sees the byte before `start`
+    literal = re2_compat.compiled(b"a.b", literal=True)
+    assert re2_compat.searcher(literal)(b"axb a.b", 0, 7)[0] == (4, 7)
+    refused = re2_compat.compiled(b"(a)\\1")
+    assert not refused.ok() and refused.error().startswith(b"invalid escape sequence: \\1")
 
 
 def _sdk_shape_result() -> None:
@@ -213,13 +255,22 @@ CANARIES: dict[str, Callable[[], None]] = {
     "sdk_compat transport entries (StreamableHTTPServerTransport internals)": _sdk_transport,
     "sdk_compat.DispatchContext/write_message (JSONRPCDispatcher internals)": _sdk_dispatcher,
     "sdk_compat.shape_result (ServerRunner._serialize)": _sdk_shape_result,
+    "sdk_compat.dispatch_context (_JSONRPCDispatchContext's _dispatcher and _request_id)": _sdk_dispatch_context,
+    "re2_compat (re2._re2.RE2: compile, ok, error, Match; re2._Anchor)": _re2_engine,
     "sdk_compat.modern_json_window (_streamable_http_modern._SSE_PING_INTERVAL)": _sdk_modern_json_window,
     "http_compat.send_of (starlette Request._send)": _starlette_send,
     "http_compat.H11Protocol (uvicorn.protocols.http.h11_impl)": _uvicorn_h11,
 }
 
 
-@pytest.mark.parametrize("entry", sorted(CANARIES))
+SPAWNING = {_anyio_stream_writer, _anyio_pipe_fd}
+"""Canaries that start a process (`cat`) to have a real pipe."""
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [pytest.param(e, marks=[pytest.mark.subprocess] if CANARIES[e] in SPAWNING else []) for e in sorted(CANARIES)],
+)
 def test_each_private_part_used_is_still_there_in_the_shape_used(entry: str) -> None:
     try:
         CANARIES[entry]()
@@ -262,7 +313,12 @@ def _private_uses(path: Path, borrowed: set[str] = frozenset()) -> list[str]:  #
                 parts = alias.name.split(".")
                 if parts[0] in LIBRARIES and any(part.startswith("_") for part in parts):
                     found.append(f"line {node.lineno}: import {alias.name}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
+        if isinstance(node, ast.Call):  # a private field set by keyword: `Context(_dispatcher=…)`
+            for keyword in node.keywords:
+                private = keyword.arg and keyword.arg.startswith("_") and not keyword.arg.startswith("__")
+                if private and keyword.arg not in WIRE_NAMES:
+                    found.append(f"line {node.lineno}: {keyword.arg}=")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr"):
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
                 name = node.args[1].value
                 if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
@@ -285,3 +341,6 @@ def test_the_private_use_checker_sees_what_it_looks_for() -> None:
     sample = ROOT / "server" / "sdk_compat.py"
     assert any("_httpx_utils" in use for use in _private_uses(sample))
     assert {"_connection", "_dispatcher", "_send", "_stream", "_request_streams"} <= _borrowed_private_names()
+    assert "_Anchor" in _borrowed_private_names()
+    assert any("from re2 import _re2" in use for use in _private_uses(ROOT / "fs_sandbox" / "re2_compat.py"))
+    assert any("_request_id=" in use for use in _private_uses(sample))

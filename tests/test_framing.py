@@ -70,7 +70,7 @@ def test_a_line_that_never_ends_is_never_held_past_the_limit() -> None:
     framer = Framer(100)
     frames = [frame for _ in range(1000) for frame in framer.feed(b"x" * 1000)]
     assert all(isinstance(frame, LongLine) for frame in frames)
-    assert [frame.kind for frame in frames[:2]] == ["first", "more"]
+    assert [frame.kind for frame in frames[:2] if isinstance(frame, LongLine)] == ["first", "more"]
     assert framer.in_long_line
     assert isinstance(framer.rest(), LongLine)
 

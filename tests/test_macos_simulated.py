@@ -23,19 +23,21 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from os_packages import in_ci
-from support import PYTHON, demo_server_entry, text_of, write_config
 
 from server.platform import boot_identity, pid_alive, process_start
 from server.upstream.shared_relay import shared_paths
+from tests.support.os_packages import in_ci
+from tests.support.processes import PYTHON, announced, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATED = os.environ.get("CLAIMCHECK_SIMULATED_MACOS") == "1"
@@ -53,7 +55,14 @@ INNER = [
 """The core the simulation runs: the stale-root sweep, the shared relay, `ps` and discovery, stdio sessions and
 the demo. Not the browser, replica or model tests; about a minute on two cores."""
 
-inside = pytest.mark.skipif(not SIMULATED, reason="runs inside the macOS simulation (test_the_core_suite_passes_…)")
+_outside = pytest.mark.skipif(not SIMULATED, reason="runs inside the macOS simulation (test_the_core_suite_passes_…)")
+_Test = TypeVar("_Test", bound=Callable[..., Any])
+
+
+def inside(test: _Test) -> _Test:
+    """A test that runs inside the simulation only; marked `subprocess`, as the launcher that runs it is."""
+    marked: _Test = pytest.mark.subprocess(_outside(test))
+    return marked
 
 
 def _namespaces_missing() -> str | None:
@@ -201,21 +210,14 @@ async def test_discovery_and_ps_list_a_running_instance_and_forget_a_killed_one(
     command = [PYTHON, "-m", "server", "serve", "--config", str(config)]
     ps = [PYTHON, "-m", "server", "ps", "--config", str(config)]
 
-    async def announced(process: anyio.abc.Process) -> None:
-        assert process.stderr is not None
-        seen = b""
-        async for chunk in process.stderr:
-            seen += chunk
-            if b"status API at " in seen:
-                return
-
     with anyio.fail_after(120):
         async with (
             await anyio.open_process(command, env=env) as kept,
             await anyio.open_process(command, env=env) as killed,
         ):
-            await announced(kept)
-            await announced(killed)
+            for process in (kept, killed):
+                assert process.stderr is not None
+                await announced(process.stderr, "status API at ", said=[])
             both = (await anyio.run_process(ps, env=env)).stdout.decode()
             killed.kill()
             await killed.wait()

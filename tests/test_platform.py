@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import write_config
-from test_layering import ROOT
 
 from server import platform
 from server.upstream import shared_relay
 from server.upstream.shared_relay import SharedError, shared_paths
+from tests.support.processes import write_config
+from tests.support.source import ROOT
 
 SEAMS = {"server/platform.py", "fs_sandbox/platform.py"}
 OS_ONLY_ATTRIBUTES = {
@@ -77,6 +77,7 @@ def child() -> Iterator[subprocess.Popen[bytes]]:
     process.wait(timeout=30)
 
 
+@pytest.mark.subprocess
 def test_a_running_process_keeps_its_start_time_and_a_reaped_one_is_gone(
     reading: str, child: subprocess.Popen[bytes]
 ) -> None:
@@ -89,12 +90,14 @@ def test_a_running_process_keeps_its_start_time_and_a_reaped_one_is_gone(
     assert not platform.pid_alive(child.pid) and platform.process_start(child.pid) == ""
 
 
+@pytest.mark.subprocess
 def test_a_killed_child_not_yet_reaped_is_a_zombie(reading: str, child: subprocess.Popen[bytes]) -> None:
     os.kill(child.pid, signal.SIGKILL)
     os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, and left unreaped
     assert platform.pid_alive(child.pid) and platform.is_zombie(child.pid)
 
 
+@pytest.mark.subprocess
 def test_a_start_time_read_by_procfs_is_the_same_process_to_psutil_and_a_later_one_is_not(
     child: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,6 +126,7 @@ def test_the_boot_identity_is_the_kernel_s_boot_id_or_a_boot_time_from_psutil(re
     assert platform.same_boot(identity, platform.boot_identity())
 
 
+@pytest.mark.subprocess
 def test_process_information_on_linux_never_imports_psutil() -> None:
     probe = "import sys, os; from server import platform as p; p.process_start(os.getpid()); p.boot_identity(); "
     probe += "p.is_zombie(os.getpid()); print('psutil' in sys.modules)"
@@ -208,7 +212,9 @@ async def test_where_the_loop_cannot_poll_stdin_the_sdk_s_thread_backed_reader_s
     import anyio
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-    from support import PYTHON, demo_server_entry, text_of
+
+    from tests.support.processes import PYTHON, demo_server_entry
+    from tests.support.proxies import text_of
 
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
     args = ["-c", THREAD_READER, "serve", "--config", str(config)]

@@ -16,11 +16,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from support import proxied_names, running_proxy, text_of
 
 from server.config import Config, load_config, parse_config
 from server.reload import Changes, ConfigWatch, changes
 from server.upstream.surface import build_server
+from tests.support.proxies import proxied_names, running_proxy, text_of
 
 pytestmark = [pytest.mark.anyio]
 

@@ -21,5 +21,5 @@ def test_hypothesis_keeps_no_examples_in_the_checkout_and_draws_the_same_ones_on
     for _ in range(2):
         drawn.append([])
         draw()
-    assert settings.default.database is None
+    assert settings.default is not None and settings.default.database is None
     assert drawn[0] == drawn[1]

@@ -14,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_layering import ROOT, imported_top_levels
+import pytest
+
+from tests.support.source import ROOT, imported_top_levels
 
 PACKAGES = ("server", "extraction", "fs_sandbox")
 POSIX_ONLY_MODULES = ("fcntl", "pwd", "grp", "resource", "termios")
@@ -63,7 +65,7 @@ def _libraries() -> list[str]:
     """The modules outside claimcheck that its source imports, by their full dotted names."""
     import ast
 
-    found = set()
+    found: set[str] = set()
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -83,6 +85,7 @@ def _run(script: str) -> str:
     return done.stdout.strip() + done.stderr.strip()
 
 
+@pytest.mark.subprocess
 def test_every_module_imports_without_fcntl_pwd_resource_and_unix_sockets() -> None:
     script = SCRIPT.format(
         libraries=_libraries(), modules=POSIX_ONLY_MODULES, os_names=POSIX_ONLY_OS, packages=PACKAGES
@@ -90,6 +93,7 @@ def test_every_module_imports_without_fcntl_pwd_resource_and_unix_sockets() -> N
     assert _run(script) == "every module imported"
 
 
+@pytest.mark.subprocess
 def test_the_simulation_names_a_module_that_imports_fcntl(tmp_path: Path) -> None:
     bad = tmp_path / "server"
     bad.mkdir()

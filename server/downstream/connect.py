@@ -6,7 +6,7 @@ import json
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import httpx2
 import mcp_types as types
@@ -21,6 +21,9 @@ from server.downstream.refusal import Refusals, with_refusals
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
 __all__ = [
     "TRANSPORTS",
     "DownstreamSpec",
@@ -34,7 +37,8 @@ __all__ = [
 
 sdk_compat.lift_legacy_sse_event_cap()  # a tool result is one event: over 1 MiB it would end the connection
 
-Target = Server[Any] | AbstractAsyncContextManager[Any] | str
+Target: TypeAlias = "Server[Any] | MCPServer | AbstractAsyncContextManager[Any] | str"
+"""An in-process server (the SDK's low-level or high-level one), a transport, or a URL: what the client takes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ _IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
 
 
 class CatalogObserver(Protocol):
-    """Hears about a downstream's resources and prompts (`server.downstream.catalog`)."""
+    """Hears about a downstream's resources and prompts (`server.downstream.offerings`)."""
 
     async def connected(self, downstream: Downstream) -> None: ...
 
@@ -239,7 +239,7 @@ class Downstream:
     async def _refresh_catalog(
         self, client: Client, *, announce: bool = True, resources: bool = True, prompts: bool = True
     ) -> None:
-        """Resources, templates and prompts, where the server offers them (`server.downstream.catalog` routes them)."""
+        """Resources, templates and prompts, where the server offers them (`downstream.offerings` routes them)."""
         self.capabilities = offered = client.server_capabilities
         before = (self.resources, self.templates, self.prompts)
         if resources:

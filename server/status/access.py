@@ -20,7 +20,7 @@ from urllib.parse import quote
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.status.edges import reply
+from server.http_edge import reply
 
 __all__ = ["OPEN_PATHS", "Access", "dashboard_url"]
 

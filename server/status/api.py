@@ -1,7 +1,7 @@
 """The local status API and dashboard, served by uvicorn in claimcheck's own event loop.
 
 Read-only: GET (and HEAD, OPTIONS). Who may read it is `access`'s business (Host, Origin, token); how slow
-or broken clients are kept from holding it is `edges`'; this module is the routes and how they are served.
+or broken clients are kept from holding it is `server.http_edge`'s; this module is the routes and how they are served.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.handles.meters import meters
+from server.http_edge import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.access import Access, dashboard_url
 from server.status.cluster import ClusterView, summed
 from server.status.discovery import discovery_file
-from server.status.edges import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.events import EventHub
 from server.status.history import History, TaskQuery
 from server.status.metrics import MetricsUnavailable, PrometheusText

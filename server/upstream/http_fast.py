@@ -1,7 +1,7 @@
 """The fast path for a plain `tools/call` over streamable HTTP: no SDK transport or dispatch for it.
 
 `HttpFastPath.app` wraps the `/mcp` endpoint, inside every edge rule (the bearer token, one Authorization and
-Origin header, the body limit, the request deadline: `server.status.edges`). It takes a POST only when the SDK
+Origin header, the body limit, the request deadline: `server.http_edge`). It takes a POST only when the SDK
 would serve it as an ordinary request of a live, initialized handshake-era session, and answers it as that
 session would:
 
@@ -226,12 +226,8 @@ class HttpFastPath:
         dispatcher = connection.outbound
         if not isinstance(dispatcher, JSONRPCDispatcher):
             return False
-        channel = _Channel(
-            transport=TransportContext(kind="jsonrpc", can_send_request=True),
-            _dispatcher=dispatcher,
-            _request_id=envelope.id,
-            message_metadata=ServerMessageMetadata(request_context=Request(scope), can_send_request=True),
-        )
+        metadata = ServerMessageMetadata(request_context=Request(scope), can_send_request=True)
+        channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata)
         client = ServerSession(channel, connection)
         owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
         session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))

@@ -38,7 +38,7 @@ from server.auth_config import AuthSettings, check_url
 from server.distribution import install_command
 from server.errors import ConfigError
 from server.handles.owners import IDENTITY, PRINCIPAL_NAME
-from server.status.edges import reply
+from server.http_edge import reply
 from server.upstream.bearer import Tokens
 from server.upstream.jwks import KeyCache, Unavailable
 from server.upstream.oauth_fetch import Issuer

@@ -32,7 +32,7 @@ from server.handles.questions import find as find_inbox
 from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
 from server.proxy import Proxy
-from server.upstream import catalog_surface, mcp_tasks, tool_catalog
+from server.upstream import mcp_tasks, offerings_surface, tool_catalog
 from server.upstream.extracting import InputRequired, extract_function, llm_available
 from server.upstream.forwarding import forward, text_result
 from server.upstream.mcp_tasks import request_asker
@@ -183,7 +183,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         {CAPABILITY: {"version": 1}},
     )
     mcp_tasks.install(server, proxy)
-    catalog_surface.install(server, proxy)
+    offerings_surface.install(server, proxy)
     return server
 
 

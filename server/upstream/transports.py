@@ -1,6 +1,6 @@
 """Serving claimcheck to clients: stdio, streamable HTTP at `/mcp`, or SSE at `/sse` + `/messages/`.
 
-Over HTTP the edge rules of `server.status.edges` apply: a deadline for each request, one Authorization
+Over HTTP the edge rules of `server.http_edge` apply: a deadline for each request, one Authorization
 header, and request bodies limited to `settings.maxRequestBytes` (413 with a JSON-RPC error beyond it); then
 `BudgetGate` refuses a body nested too deep before anything parses it (400 with a JSON-RPC error); a session
 serves only the principal that opened it (`server.upstream.principals`). Who may ask at all: the static tokens
@@ -31,9 +31,9 @@ from starlette.types import ASGIApp
 from server import tracing
 from server.errors import StartupError
 from server.http_compat import send_of
+from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.platform import cancel_on_stop_signal
 from server.proxy import Proxy
-from server.status.edges import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.upstream.bearer import BearerAuth, Tokens
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath

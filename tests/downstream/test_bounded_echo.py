@@ -9,9 +9,9 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from support import proxied, text_of
 
 from server.errors import clip
+from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -18,23 +18,22 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from raw_downstream import big_text_pieces, big_text_sha256, fast_text_sha256
-from support import PYTHON, announced_url, write_config
-from wire import Wire as LineClient
 
 from server.handles import messages
 from server.handles.calls import Call, Description
 from server.handles.outcome import Failed, Output
+from tests.support.processes import PYTHON, announced_url, program, program_entry, write_config
+from tests.support.servers.raw_downstream import big_text_pieces, big_text_sha256, fast_text_sha256
+from tests.support.wire import Wire as LineClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
-RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")
 MIB = 1 << 20
 HANDLE = re.compile(r'tool_output\(handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 
 
 class Wire(LineClient):
-    """`tests/wire.py`'s client, with a call's text and error flag at hand."""
+    """`tests/support/wire.py`'s client, with a call's text and error flag at hand."""
 
     async def call_text(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[str, bool]:
         result = (await self.call(tool, arguments))["result"]
@@ -82,7 +81,7 @@ async def claimcheck(
 
 
 def raw_server(**fields: Any) -> dict[str, Any]:
-    return {"command": PYTHON, "args": [RAW], **fields}
+    return {**program_entry("raw_downstream"), **fields}
 
 
 def stored_file(tmp_path: Path, handle: str) -> Path:
@@ -104,7 +103,7 @@ async def raw_downstream(kind: str) -> AsyncIterator[dict[str, Any]]:
     if kind == "stdio":
         yield raw_server()
         return
-    command = [PYTHON, RAW, "--http", "0", *(["--sse"] if kind == "http-sse" else [])]
+    command = program("raw_downstream", "--http", "0", *(["--sse"] if kind == "http-sse" else []))
     async with announced_url(command, r"(http://127\.0\.0\.1:\d+/mcp)") as url:
         yield {"url": url}
 

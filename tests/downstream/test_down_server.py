@@ -11,12 +11,13 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from support import PYTHON, demo_server_entry, text_of
 
 from server.config import parse_config
 from server.downstream.stdio import StderrTail
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.processes import PYTHON, demo_server_entry, program_entry
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio]
 
@@ -25,30 +26,6 @@ import sys
 print("starting the failing server", file=sys.stderr)
 print("error: FAKE_API_KEY is not set", file=sys.stderr)
 sys.exit(1)
-"""
-
-CRASHES_THEN_FAILS = """
-import os, sys
-from pathlib import Path
-from mcp.server.mcpserver import MCPServer
-
-flag = Path(sys.argv[1])
-if flag.exists():
-    print("fatal: the database moved away", file=sys.stderr)
-    sys.exit(1)
-server = MCPServer("crashes-then-fails")
-
-def hello() -> str:
-    return "hello"
-
-def crash() -> str:
-    flag.write_text("crashed")
-    print("dying now", file=sys.stderr, flush=True)
-    os._exit(3)
-
-server.add_tool(hello, name="hello", description="says hello")
-server.add_tool(crash, name="crash", description="exits with status 3")
-server.run("stdio")
 """
 
 
@@ -71,6 +48,7 @@ def _proxy(servers: dict[str, Any]) -> Proxy:
     return Proxy(config, connect_timeout=120)
 
 
+@pytest.mark.subprocess
 async def test_a_call_to_a_server_whose_command_exits_1_names_the_exit_status_and_its_stderr(tmp_path: Path) -> None:
     failing = _script(tmp_path, "failing.py", FAILING)
     proxy = _proxy({"broken": {"command": PYTHON, "args": [failing]}, "demo": demo_server_entry()})
@@ -95,10 +73,10 @@ async def test_a_call_to_a_server_whose_command_exits_1_names_the_exit_status_an
     )
 
 
+@pytest.mark.subprocess
 async def test_a_crashed_server_keeps_its_tools_listed_and_a_restart_that_fails_says_why(tmp_path: Path) -> None:
-    script = _script(tmp_path, "flaky.py", CRASHES_THEN_FAILS)
     flag = tmp_path / "crashed.flag"
-    proxy = _proxy({"flaky": {"command": PYTHON, "args": [script, str(flag)]}})
+    proxy = _proxy({"flaky": program_entry("crashes_then_fails", str(flag))})
     with anyio.fail_after(120):
         async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
             before = sorted(tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("flaky"))

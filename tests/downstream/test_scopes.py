@@ -1,32 +1,30 @@
 """A server's scope (`server.downstream.scopes`): with several clients its first process is everyone's and hears
 only `settings.roots`; "owner" and "session" give each owner or client connection a process of its own, started
 on first use, stopped when idle or when its connection closes, refused past `maxInstances`; "auto" is shared until
-the server asks for roots. The pool itself, with tests/roots_server.py as a real subprocess."""
+the server asks for roots. The pool itself, with tests/support/servers/roots_server.py as a real subprocess."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from support import PYTHON, text_of
 
 from server.config import parse_config
 from server.downstream.pool import Pool, Route
 from server.downstream.scopes import Requester
 from server.errors import DownstreamUnavailable
+from tests.support.processes import program_entry
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
-
-ROOTS_SERVER = str(Path(__file__).resolve().parents[1] / "roots_server.py")
 
 
 def pool_of(scope: str, **fields: Any) -> Pool:
     settings = fields.pop("settings", {})
-    server = {"command": PYTHON, "args": [ROOTS_SERVER], "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
+    server = {**program_entry("roots_server"), "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
     config = parse_config({"mcpServers": {"fs": {**server, "scope": scope, **fields}}, "settings": settings})
     return Pool(config)
 

@@ -16,7 +16,6 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from support import proxied_names, running_proxy, text_of
 
 from server.handles.calls import Call, Description
 from server.handles.outcome import Inline
@@ -25,6 +24,7 @@ from server.status.discovery import discovery_file, instances
 from server.status.history import History, TaskQuery
 from server.status.ports import bind_api_socket
 from server.upstream.surface import build_server
+from tests.support.proxies import proxied_names, running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -12,25 +12,24 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import peers
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from support import PYTHON, proxied_names, text_of
 
 from server.config import parse_config
 from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import specs_from_config
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support import peers
+from tests.support.processes import PYTHON, program_entry
+from tests.support.proxies import proxied_names, text_of
 
 pytestmark = pytest.mark.anyio
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SLOW_START = str(Path(__file__).resolve().parents[1] / "slow_start_server.py")
-RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")  # starts in milliseconds, however busy the machine
 
 
 def one_tool(name: str) -> MCPServer:
@@ -105,11 +104,12 @@ async def test_a_server_that_fails_to_start_is_tried_again_and_its_tools_are_ann
     assert len(attempts) == 2
 
 
+@pytest.mark.subprocess
 async def test_claimcheck_tools_waits_for_every_server_and_exits_1_naming_the_ones_not_ready(tmp_path: Path) -> None:
     config = {
         "mcpServers": {
-            "hung": {"command": PYTHON, "args": [SLOW_START, "hang"]},
-            "raw": {"command": PYTHON, "args": [RAW]},
+            "hung": program_entry("slow_start_server", "hang"),
+            "raw": program_entry("raw_downstream"),  # starts in milliseconds, however busy the machine,
         },
     }
     path = tmp_path / "claimcheck.json"
@@ -133,8 +133,8 @@ async def test_a_hung_server_beside_everything_lists_everything_within_the_wait_
     config = {
         "mcpServers": {
             "ev": {"command": node, "args": args},
-            "hung": {"command": PYTHON, "args": [SLOW_START, "hang"]},
-            "late": {"command": PYTHON, "args": [SLOW_START, "delay", "14", "arrived"]},
+            "hung": program_entry("slow_start_server", "hang"),
+            "late": program_entry("slow_start_server", "delay", "14", "arrived"),
         },
         # Long enough for server-everything to start however loaded the machine (the 3 s default's figure is
         # measured in bench/startup_listing.py, not asserted here); shorter than the late server's delay.

@@ -17,11 +17,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
-from support import PYTHON, announced_url, demo_server_entry, proxied_names, text_of, write_config
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
 from server.proxy import Proxy
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import proxied_names, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -48,10 +49,10 @@ def alive(pid: int) -> bool:
 async def test_claimcheck_over_stdio_forwards_a_stdio_downstream(tmp_path: Path, mode: str) -> None:
     plain = {"async": False}  # pass-through: the 1 MiB result must cross both stdio hops whole
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": plain})
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     with anyio.fail_after(60):
         async with Client(stdio_claimcheck(config), mode=mode) as client:
@@ -62,7 +63,7 @@ async def test_claimcheck_over_stdio_forwards_a_stdio_downstream(tmp_path: Path,
     assert {"demo__echo", "demo__slow", "demo__big", "demo__crash"} <= names
     assert text_of(echoed) == "über 🚀"
     assert text_of(slow) == "slept 1 s"
-    assert sorted(progress) == [1, 2]
+    assert sorted(reported) == [1, 2]
     assert len(text_of(big)) == 1024 * 1024
 
 

@@ -12,7 +12,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
+
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from support import OWN_TOOLS, PYTHON, demo_server_entry, text_of, write_config
 
 from server.cli_args import parser
+from tests.support.processes import PYTHON, demo_server_entry, write_config
+from tests.support.proxies import OWN_TOOLS, text_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support import PYTHON, write_config
 
 from server.cli_args import parse
 from server.launch import TERMINAL_HINT, serves_a_terminal
+from tests.support.processes import PYTHON, write_config
 
 COMMANDS = ("serve", "tools", "demo", "ps", "stop")
 

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import PYTHON, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, demo_server_entry, write_config
 
 pytestmark = pytest.mark.subprocess
 

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import PYTHON
+
+from tests.support.processes import PYTHON
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

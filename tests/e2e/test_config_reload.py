@@ -1,5 +1,5 @@
 """`claimcheck serve` reads its config file again while it runs: real claimcheck, real stdio servers
-(tests/whoami_server.py, which say their process id), driven over stdio by the SDK's client."""
+(tests/support/servers/whoami_server.py, which say their process id), driven over stdio by the SDK's client."""
 
 from __future__ import annotations
 
@@ -18,20 +18,20 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support import PYTHON, text_of, write_config
 
 from server.platform import pid_alive
+from tests.support.processes import PYTHON, program_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-WHOAMI = REPO_ROOT / "tests" / "whoami_server.py"
 HANDLE = re.compile(r"session-[0-9a-f]{32}/[0-9a-f]{32}")
 WAIT_S = 120  # a loaded machine starts Python MCP servers slowly; every wait ends as soon as its condition holds
 
 
 def whoami(label: str) -> dict[str, Any]:
-    return {"command": PYTHON, "args": [str(WHOAMI), label]}
+    return program_entry("whoami_server", label)
 
 
 def rewrite(config: Path, servers: Mapping[str, Any]) -> None:

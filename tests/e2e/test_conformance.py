@@ -1,8 +1,8 @@
 """The official MCP conformance suite's server scenarios, against a fixture server alone and behind claimcheck.
 
 claimcheck is transparent: any conformance check a downstream passes on its own it also passes through claimcheck
-(with `prefix: ""`). The suite (`@modelcontextprotocol/conformance`, tests/conformance_peer.py) runs
-twice: against `tests/conformance_server.py` serving streamable HTTP itself (the baseline), and
+(with `prefix: ""`). The suite (`@modelcontextprotocol/conformance`, tests/support/conformance_peer.py) runs
+twice: against `tests/support/servers/conformance_server.py` serving streamable HTTP itself (the baseline), and
 against `claimcheck serve --transport http` with the same file as its one stdio downstream. A
 scenario counts as passed when none of its checks is a FAILURE or a WARNING (the suite's own
 baseline rule); through claimcheck no scenario may do worse than alone, except those listed in
@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import conformance_peer
 import pytest
-from support import announced_url, write_config
+
+from tests.support import conformance_peer
+from tests.support.processes import announced_url, program, program_entry, write_config
 
 pytestmark = [pytest.mark.conformance, pytest.mark.subprocess]
 
-FIXTURE = Path(__file__).resolve().parents[1] / "conformance_server.py"
 LIST_S = 60
 SUITE_S = 300  # the whole suite takes a few seconds; its own per-request timeouts are 10 s
 _SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
@@ -73,7 +73,7 @@ class Runs:
 def runs(tmp_path_factory: pytest.TempPathFactory, fast_path: str | None) -> Runs:
     suite = conformance_peer.suite_command()
     work = tmp_path_factory.mktemp("conformance")
-    downstream = {"command": sys.executable, "args": [str(FIXTURE)], "prefix": ""}
+    downstream = {**program_entry("conformance_server"), "prefix": ""}
     config = write_config(work, {"mcpServers": {"conf": downstream}})
     listing, alone, through = anyio.run(_run_both, suite, config, work)
     scenarios = tuple(_SCENARIO_LINE.findall(listing))
@@ -104,7 +104,7 @@ async def _run_both(suite: Sequence[str], config: Path, work: Path) -> tuple[str
         listed = await anyio.run_process([*suite, "list", "--server"], check=True)
 
     alone, through = work / "alone", work / "claimcheck"
-    async with announced_url([sys.executable, str(FIXTURE), "--http", "0"], _SERVING) as url:
+    async with announced_url(program("conformance_server", "--http", "0"), _SERVING) as url:
         await _run_suite(suite, url, alone)
 
     serve = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http"]

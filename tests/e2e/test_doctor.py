@@ -12,14 +12,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support import PYTHON
 
 from server.config import Config
 from server.doctor import Report, check_clients, check_port, check_redis, check_status_api
 from server.status.discovery import discovery_file
+from tests.support.processes import PYTHON
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RAW_DOWNSTREAM = str(REPO_ROOT / "tests" / "raw_downstream.py")
+RAW_DOWNSTREAM = str(REPO_ROOT / "tests" / "support" / "servers" / "raw_downstream.py")  # stdlib only: by path
 
 
 def doctor(tmp_path: Path, config: Mapping[str, object], **env: str) -> subprocess.CompletedProcess[str]:

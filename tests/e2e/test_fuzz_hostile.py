@@ -1,6 +1,6 @@
 """Hostile frames and hostile outputs against a real `claimcheck serve`, for a bounded time.
 
-Over stdio and streamable HTTP, with the fast path on and off, a seeded mix of frames from tests/hostile.py
+Over stdio and streamable HTTP, with the fast path on and off, a seeded mix of frames from tests/support/hostile.py
 (nesting, size, types, ids, unicode, truncation, floods, own-tool abuse), the known regressions first; then
 every hostile output case of a downstream; and bearer tokens no issuer made, at claimcheck as an OAuth resource
 server. After each run: the process lives and still serves a plain call,
@@ -26,9 +26,10 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from hostile import HOSTILE_READS, OUTPUT_CASES, REGRESSIONS, Frame, Ids, hostile_tokens, random_frames
-from oidc_peer import oidc_provider
-from support import announced_url, write_config
+
+from tests.support.hostile import HOSTILE_READS, OUTPUT_CASES, REGRESSIONS, Frame, Ids, hostile_tokens, random_frames
+from tests.support.oidc_peer import oidc_provider
+from tests.support.processes import announced_url, program, program_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -37,7 +38,6 @@ SECONDS = float(os.environ.get("CLAIMCHECK_FUZZ_SECONDS", "60"))
 ANSWER_S = 120
 PEAK_RSS_MIB = 600
 """Idle claimcheck is about 120 MiB; frames of up to 3 MiB and a few hundred calls must not take it far."""
-HERE = Path(__file__).resolve().parents[1]  # the test helpers
 TOOLS = ["hostile__echo", "hostile__hostile", "nope__nothing"]
 TOKEN = "fuzz-token"
 HANDLE = re.compile(r"session-[0-9a-f-]{36}/[0-9a-f-]{36}")
@@ -45,7 +45,7 @@ HANDLE = re.compile(r"session-[0-9a-f-]{36}/[0-9a-f-]{36}")
 
 def _config(tmp_path: Path, url: str | None = None) -> Path:
     """claimcheck's config: the hostile downstream over stdio, or at `url` over streamable HTTP."""
-    hostile = {"url": url} if url else {"command": sys.executable, "args": [str(HERE / "hostile_downstream.py")]}
+    hostile = {"url": url} if url else program_entry("hostile_downstream")
     data = {
         "mcpServers": {"hostile": hostile},
         "settings": {"asyncTokenThreshold": 2_000, "maxRequestBytes": 2 << 20},
@@ -263,7 +263,7 @@ async def test_hostile_outputs_of_a_downstream_are_answered_and_stored_ones_can_
     async with AsyncExitStack() as stack:
         url = None
         if transport == "http":
-            command = [sys.executable, str(HERE / "hostile_downstream.py"), "--http", "0"]
+            command = program("hostile_downstream", "--http", "0")
             url = await stack.enter_async_context(announced_url(command, r"hostile downstream at (http://\S+/mcp)"))
         wire = await stack.enter_async_context(stdio_claimcheck(tmp_path, "on", url))
         with anyio.fail_after(ANSWER_S):
@@ -291,7 +291,7 @@ async def _try_output(wire: StdioWire, case: str) -> list[str]:
         return []
     problems = []
     handle = match.group(0)
-    reads = [
+    reads: list[tuple[str, dict[str, Any]]] = [
         ("tool_output", {"handle": handle, "mode": "json", "query": "@"}),
         ("tool_output", {"handle": handle, "mode": "slice", "slice": {"start": 0, "length": 200}}),
         ("Read", {"file": handle, "lines": 5}),
@@ -318,7 +318,7 @@ async def test_hostile_bearer_tokens_get_401_with_the_challenge_and_claimcheck_s
         config = write_config(
             tmp_path,
             {
-                "mcpServers": {"hostile": {"command": sys.executable, "args": [str(HERE / "hostile_downstream.py")]}},
+                "mcpServers": {"hostile": program_entry("hostile_downstream")},
                 "settings": {"auth": {"issuer": provider.issuer}},
             },
         )

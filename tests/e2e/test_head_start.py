@@ -11,15 +11,16 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from support import PYTHON, text_of, write_config
+
+from tests.support.processes import PYTHON, program_entry, write_config
+from tests.support.proxies import text_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROBE = str(REPO_ROOT / "tests" / "head_start_probe.py")
 linux_proc = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps (Linux)")
 
 
 def probe_entry(log: Path, **extra: object) -> dict[str, object]:
-    return {"command": PYTHON, "args": [PROBE, str(log)], **extra}
+    return {**program_entry("head_start_probe", str(log)), **extra}
 
 
 def starts(log: Path) -> list[dict[str, object]]:
@@ -37,6 +38,7 @@ def serve_params(config: Path, *flags: str) -> StdioServerParameters:
     )
 
 
+@pytest.mark.subprocess
 def test_the_modules_the_head_start_runs_import_no_sdk() -> None:
     code = (
         "import sys, server.launch, server.cli_args, server.config, server.downstream.processes\n"
@@ -140,6 +142,7 @@ def test_a_server_that_cannot_be_spawned_ahead_is_reported_by_its_transport_as_b
     assert '"id":2' in done.stdout.replace(" ", "")  # and claimcheck served its listing anyway
 
 
+@pytest.mark.subprocess
 def test_help_and_mistakes_are_said_once() -> None:
     for argv, stream, marker in ((["--version"], "stdout", "claimcheck "), (["serve", "--bogus"], "stderr", "usage:")):
         done = subprocess.run(

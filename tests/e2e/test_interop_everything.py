@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -16,11 +15,12 @@ from typing import Literal
 import anyio
 import anyio.abc
 import mcp_types as types
-import peers
 import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 from anyio.streams.text import TextReceiveStream
 from mcp import Client, StdioServerParameters
+
+from tests.support import peers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 
@@ -46,20 +46,6 @@ EVERYTHING_TOOLS = frozenset(
     }
 )
 _SERVING = re.compile(r"claimcheck: serving MCP over streamable HTTP at (http://\S+/mcp)")
-
-
-@pytest.fixture(scope="session")
-def everything() -> tuple[str, ...]:
-    return peers.everything_command()
-
-
-@pytest.fixture
-def config(tmp_path: Path, everything: tuple[str, ...]) -> Path:
-    """A Claude-Desktop-shaped config with server-everything as downstream `ev`."""
-    command, *args = everything
-    path = tmp_path / "claimcheck.json"
-    path.write_text(json.dumps({"mcpServers": {"ev": {"command": command, "args": args}}}), encoding="utf-8")
-    return path
 
 
 def _serve_args(config: Path, *extra: str) -> list[str]:
@@ -121,8 +107,8 @@ def _text(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-async def test_everything_tools_are_listed_only_under_the_ev_prefix(config: Path) -> None:
-    async with claimcheck_over_stdio(config, "legacy") as client:
+async def test_everything_tools_are_listed_only_under_the_ev_prefix(everything_config: Path) -> None:
+    async with claimcheck_over_stdio(everything_config, "legacy") as client:
         with anyio.fail_after(CALL_S):
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
@@ -131,8 +117,8 @@ async def test_everything_tools_are_listed_only_under_the_ev_prefix(config: Path
     assert {"a", "b"} <= tools["ev__get-sum"].input_schema["properties"].keys()
 
 
-async def test_get_sum_through_claimcheck_returns_42(config: Path) -> None:
-    async with claimcheck_over_stdio(config, "legacy") as client:
+async def test_get_sum_through_claimcheck_returns_42(everything_config: Path) -> None:
+    async with claimcheck_over_stdio(everything_config, "legacy") as client:
         with anyio.fail_after(CALL_S):
             result = await client.call_tool("ev__get-sum", {"a": 2, "b": 40})
 
@@ -142,14 +128,14 @@ async def test_get_sum_through_claimcheck_returns_42(config: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_long_running_operation_relays_its_progress_then_its_result(
-    config: Path, mode: Literal["legacy", "auto"]
+    everything_config: Path, mode: Literal["legacy", "auto"]
 ) -> None:
     seen: list[tuple[float, float | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total))
 
-    async with claimcheck_over_stdio(config, mode) as client:
+    async with claimcheck_over_stdio(everything_config, mode) as client:
         with anyio.fail_after(CALL_S):
             result = await client.call_tool(
                 "ev__trigger-long-running-operation", {"duration": 2, "steps": 4}, progress_callback=on_progress
@@ -163,8 +149,10 @@ async def test_long_running_operation_relays_its_progress_then_its_result(
     assert progress == sorted(set(progress)), f"progress must rise: {seen}"
 
 
-async def test_an_auto_mode_client_speaks_2026_07_28_to_claimcheck_and_reaches_everything(config: Path) -> None:
-    async with claimcheck_over_stdio(config, "auto") as client:
+async def test_an_auto_mode_client_speaks_2026_07_28_to_claimcheck_and_reaches_everything(
+    everything_config: Path,
+) -> None:
+    async with claimcheck_over_stdio(everything_config, "auto") as client:
         with anyio.fail_after(CALL_S):
             names = {tool.name for tool in (await client.list_tools()).tools}
             result = await client.call_tool("ev__echo", {"message": "through the modern era"})
@@ -175,8 +163,8 @@ async def test_an_auto_mode_client_speaks_2026_07_28_to_claimcheck_and_reaches_e
     assert "Echo: through the modern era" in _text(result)
 
 
-async def test_get_sum_through_claimcheck_over_streamable_http_returns_42(config: Path) -> None:
-    async with claimcheck_over_http(config) as (url, process):
+async def test_get_sum_through_claimcheck_over_streamable_http_returns_42(everything_config: Path) -> None:
+    async with claimcheck_over_http(everything_config) as (url, process):
         with anyio.fail_after(CALL_S):
             async with Client(url) as client:
                 result = await client.call_tool("ev__get-sum", {"a": 2, "b": 40})

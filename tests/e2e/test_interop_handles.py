@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -12,7 +11,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import peers
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -41,20 +39,6 @@ TOO_LARGE = re.compile(
 SLICE_CHARS = 20_000  # ~6 000 tokens of "wordNNNNN" text: under the 10 000-token threshold
 
 
-@pytest.fixture(scope="session")
-def everything() -> tuple[str, ...]:
-    return peers.everything_command()
-
-
-@pytest.fixture
-def config(tmp_path: Path, everything: tuple[str, ...]) -> Path:
-    """server-everything as downstream `ev`, with claimcheck's default settings (5 s, 10 000 tokens)."""
-    command, *args = everything
-    path = tmp_path / "claimcheck.json"
-    path.write_text(json.dumps({"mcpServers": {"ev": {"command": command, "args": args}}}), encoding="utf-8")
-    return path
-
-
 @asynccontextmanager
 async def claimcheck_over_stdio(config: Path) -> AsyncIterator[Client]:
     """A legacy client connected to `claimcheck serve` running as a child process on stdio."""
@@ -77,8 +61,8 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def test_a_long_running_operation_hands_off_and_wait_returns_its_result(config: Path) -> None:
-    async with claimcheck_over_stdio(config) as client:
+async def test_a_long_running_operation_hands_off_and_wait_returns_its_result(everything_config: Path) -> None:
+    async with claimcheck_over_stdio(everything_config) as client:
         with anyio.fail_after(CALL_S):
             first = await client.call_tool("ev__trigger-long-running-operation", {"duration": 8, "steps": 8})
         match = RUNNING.match(first_text(first))
@@ -102,12 +86,12 @@ async def test_a_long_running_operation_hands_off_and_wait_returns_its_result(co
     )
 
 
-async def test_a_300_kb_echo_is_stored_whole_and_read_back_through_tool_output(config: Path) -> None:
+async def test_a_300_kb_echo_is_stored_whole_and_read_back_through_tool_output(everything_config: Path) -> None:
     message = " ".join(f"word{i}" for i in range(32_000))  # varied words: ~100 000 tokens, not a few
     assert len(message) >= 300_000
     expected = "Echo: " + message
 
-    async with claimcheck_over_stdio(config) as client:
+    async with claimcheck_over_stdio(everything_config) as client:
 
         async def tool_output(handle: str, **args: Any) -> str:
             result = await client.call_tool("tool_output", {"handle": handle, **args})

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import anyio
-import peers
 import pytest
 from mcp import Client
-from support import text_of
-from test_handles import handle_in
 
 from server.config import parse_config
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support import peers
+from tests.support.handles import handle_in
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 
@@ -24,10 +24,10 @@ def everything_proxy(settings: dict[str, object]) -> Proxy:
 
 
 async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_as_progress() -> None:
-    progress: list[tuple[float, str | None]] = []
+    reported: list[tuple[float, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, message))
 
     proxy = everything_proxy({"asyncTimeoutSecs": 45})
     with anyio.fail_after(90):
@@ -37,12 +37,12 @@ async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_a
     assert TOOL in tools
     assert not result.is_error, text_of(result)
     assert text_of(result).startswith("# Research Report: claim checks")
-    messages = [message for _, message in progress]
+    messages = [message for _, message in reported]
     stages = ["Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."]
     # The stages come from polling the task's status: a stage shorter than a poll can pass unseen.
     assert messages[0] == "Gathering sources..." and len(set(messages)) >= 2, messages
     assert [stage for stage in stages if stage in messages] == list(dict.fromkeys(messages)), messages
-    assert [value for value, _ in progress] == sorted(value for value, _ in progress)
+    assert [value for value, _ in reported] == sorted(value for value, _ in reported)
 
 
 async def test_a_tool_that_requires_tasks_can_go_to_the_background_and_be_waited_for() -> None:

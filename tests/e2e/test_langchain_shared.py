@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import PYTHON, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, ROOT, demo_server_entry, write_config
 
 pytestmark = pytest.mark.subprocess
 
 ADAPTERS = "langchain-mcp-adapters==0.3.2"
-HERE = Path(__file__).resolve().parents[1]  # the test helpers
 
 
 @pytest.fixture(scope="module")
@@ -40,28 +37,23 @@ def langchain_python() -> Path:
     return python
 
 
-@pytest.fixture
-def runtime() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="cc-rt-", dir="/tmp") as directory:
-        yield Path(directory)
-        for pid_file in Path(directory).glob("claimcheck-shared-*/*.pid"):  # stop the shared claimcheck made here
-            try:
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
-            except (ProcessLookupError, ValueError):
-                pass
-
-
 def test_langchain_with_per_call_sessions_reads_a_handle_from_the_call_before(
     langchain_python: Path, runtime: Path, tmp_path: Path
 ) -> None:
     settings = {"asyncTimeoutSecs": 60, "stateDir": str(tmp_path / "state")}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     done = subprocess.run(
-        [str(langchain_python), str(HERE / "langchain_shared_client.py"), PYTHON, str(config), str(runtime)],
+        [
+            str(langchain_python),
+            str(ROOT / "tests" / "support" / "servers" / "langchain_shared_client.py"),
+            PYTHON,
+            str(config),
+            str(runtime),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=HERE.parent,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     answers = json.loads(done.stdout.strip().splitlines()[-1])

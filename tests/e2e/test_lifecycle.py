@@ -15,7 +15,8 @@ import anyio
 import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
-from support import PYTHON, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

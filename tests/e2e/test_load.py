@@ -9,7 +9,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from load_driver import claimcheck_http, peak_rss_kib, run_load
+
+from tests.support.load_driver import claimcheck_http, peak_rss_kib, run_load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

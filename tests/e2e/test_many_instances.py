@@ -13,12 +13,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from support import PYTHON, write_config
+
+from tests.support.processes import PYTHON, program_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 INSTANCES = 8
-RAW = str(Path(__file__).resolve().parents[1] / "raw_downstream.py")  # stdlib only: starts in milliseconds
 API_LINE = b"claimcheck: status API at "
 
 
@@ -79,7 +79,8 @@ async def test_eight_instances_started_at_once_each_serve_record_once_show_in_ps
     root, state = tmp_path / "root", tmp_path / "state"
     root.mkdir()
     settings = {"root": str(root), "stateDir": str(state)}  # a history database that does not exist yet
-    config = write_config(tmp_path, {"mcpServers": {"raw": {"command": PYTHON, "args": [RAW]}}, "settings": settings})
+    raw = program_entry("raw_downstream")  # stdlib only: starts in milliseconds
+    config = write_config(tmp_path, {"mcpServers": {"raw": raw}, "settings": settings})
     # One first port for all: they race for it and the nine after it, at the same moment.
     env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": str(a_free_port())}
     command = [PYTHON, "-m", "server", "serve", "--config", str(config)]

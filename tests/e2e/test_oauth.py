@@ -1,5 +1,5 @@
 """`settings.auth`: a real claimcheck over streamable HTTP in front of the demo server, as an OAuth resource server of
-a real OpenID provider (`oidc-provider`, tests/oidc_peer.py), driven by the mcp SDK's client with its tokens."""
+a real OpenID provider (`oidc-provider`, tests/support/oidc_peer.py), driven by the mcp SDK's client with its tokens."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from joserfc.jwk import OctKey, RSAKey
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from oidc_peer import Provider, oidc_provider
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
-from test_handles import handle_in
 
 from server.status.discovery import instances
+from tests.support.handles import handle_in
+from tests.support.oidc_peer import Provider, oidc_provider
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.oidc]
 
@@ -155,6 +156,7 @@ def claims(provider: Provider, url: str, **changes: Any) -> dict[str, Any]:
 def bad_tokens(provider: Provider, url: str) -> dict[str, str]:
     """A bad token for each reason claimcheck gives (the reason, a part of it, is the key)."""
     now = int(time.time())
+    assert provider.key.kid is not None
     forger = RSAKey.generate_key(2048, parameters={"kid": provider.key.kid})
     public = OctKey.import_key(json.dumps(provider.key.as_dict(private=False)))
     unsigned = _segment({"alg": "none", "typ": "at+jwt"}) + "." + _segment(claims(provider, url)) + "."

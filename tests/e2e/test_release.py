@@ -21,9 +21,9 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from peers import MEMORY_PACKAGE, npm_server_command
 
 from server.version import VERSION
+from tests.support.peers import MEMORY_PACKAGE, npm_server_command
 
 pytestmark = pytest.mark.subprocess
 

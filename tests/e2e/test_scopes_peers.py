@@ -17,8 +17,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from peers import FILESYSTEM_PACKAGE, MEMORY_PACKAGE, npm_server_command
-from support import PYTHON, announced_url, text_of, write_config
+
+from tests.support.peers import FILESYSTEM_PACKAGE, MEMORY_PACKAGE, npm_server_command
+from tests.support.processes import PYTHON, announced_url, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only

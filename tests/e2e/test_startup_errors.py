@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import PYTHON, write_config
 
 from server.errors import EXIT_USAGE, ConfigError, StartupError
 from server.launch import user_error
+from tests.support.processes import PYTHON, write_config
 
 pytestmark = pytest.mark.subprocess
 

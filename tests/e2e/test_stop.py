@@ -16,7 +16,9 @@ import anyio
 import anyio.abc
 import pytest
 from mcp import Client, StdioServerParameters
-from support import PYTHON, demo_server_entry, text_of, write_config
+
+from tests.support.processes import PYTHON, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

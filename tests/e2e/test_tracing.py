@@ -17,20 +17,21 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, text_of, write_config
 
 from server.tracing import enabled_by
+from tests.support.processes import PYTHON, ROOT, announced_url, program, program_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.subprocess
 
-TESTS = Path(__file__).resolve().parents[1]
-REPO_ROOT = TESTS.parent
-META_ECHO = {"command": PYTHON, "args": [str(TESTS / "meta_echo_downstream.py")]}
+META_ECHO = program_entry("meta_echo_downstream")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+TRACED: types.RequestParamsMeta = {"traceparent": TRACEPARENT}  # type: ignore[typeddict-unknown-key]  # an open map
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -87,10 +88,10 @@ async def test_a_call_is_a_span_under_the_clients_trace_and_the_trace_reaches_th
         "OTEL_SERVICE_NAME": "claimcheck-under-test",
     }
     args = ["-m", "server", "serve", "--config", str(config)]
-    params = StdioServerParameters(command=PYTHON, args=args, env=env, cwd=REPO_ROOT)
+    params = StdioServerParameters(command=PYTHON, args=args, env=env, cwd=ROOT)
     with anyio.fail_after(120):
         async with Client(params, mode="legacy") as client:
-            answer = await client.call_tool("echo__meta", {}, meta={"traceparent": TRACEPARENT})
+            answer = await client.call_tool("echo__meta", {}, meta=TRACED)
         # claimcheck exported what was left when it stopped; spans of this trace are in by now
     received = json.loads(text_of(answer))
     ours = {span.name: span for span in spans if span.trace_id.hex() == TRACE_ID}
@@ -109,7 +110,7 @@ async def test_over_http_the_traceparent_header_parents_the_calls_and_is_passed_
 ) -> None:
     endpoint, spans, _ = receiver
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
-    echo = [PYTHON, str(TESTS / "meta_echo_downstream.py"), "--http", "0"]
+    echo = program("meta_echo_downstream", "--http", "0")
     with anyio.fail_after(120):
         async with announced_url(echo, r"meta echo at (http://\S+/mcp)") as echo_url:
             config = write_config(tmp_path, {"mcpServers": {"echo": {"url": echo_url}}})
@@ -143,8 +144,8 @@ async def test_the_trace_reaches_the_server_behind_a_claimcheck_behind_claimchec
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
     args = ["-m", "server", "serve", "--config", str(outer)]
     with anyio.fail_after(120):
-        async with Client(StdioServerParameters(command=PYTHON, args=args, env=env, cwd=REPO_ROOT)) as client:
-            answer = await client.call_tool("inner__echo__meta", {}, meta={"traceparent": TRACEPARENT})
+        async with Client(StdioServerParameters(command=PYTHON, args=args, env=env, cwd=ROOT)) as client:
+            answer = await client.call_tool("inner__echo__meta", {}, meta=TRACED)
     received = json.loads(text_of(answer))  # what the server behind the inner claimcheck (untraced) was sent
     [downstream] = [span for span in spans if span.name == "claimcheck.downstream"]  # the outer's
     assert received["io.claimcheck/passthrough"] is True

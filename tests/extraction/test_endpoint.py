@@ -8,13 +8,13 @@ from typing import Any
 
 import anyio
 import pytest
-from app_server import served
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from extraction.endpoint import EndpointFacts, count_tokens, is_local, probe, root_of, window_in_error
+from tests.support.app_server import served
 
 pytestmark = pytest.mark.anyio
 

@@ -3,10 +3,12 @@ an answer without the wrapper is read as it is; only an empty one is asked again
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 
-from extraction import Completion, Message, Usage
+from extraction import Completion, Message, ToolSpec, Usage
 from extraction.provenance import Evidence, settle, split_evidence
 from extraction.source import TextSource
 from extraction.strategies import REMINDER_MARK, Policy, _ask_all
@@ -68,7 +70,9 @@ class Answering:
         self.answers = list(answers)
         self.seen: list[str] = []
 
-    async def complete(self, messages: list[Message], *, max_tokens: int, tools: object = ()) -> Completion:
+    async def complete(
+        self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
         self.seen.append(messages[-1].content)
         return Completion(self.answers[min(len(self.seen), len(self.answers)) - 1])
 

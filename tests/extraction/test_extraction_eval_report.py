@@ -4,14 +4,10 @@ and the totals count credited facts, wrong and invented items, over all cases an
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-from extraction_report import Arm, Result, Run, dump, load, report, totals  # noqa: E402
+from extraction_report import Arm, Result, Run, dump, load, report, totals
 
 RUN = Run("qwen-test", 8192, 1.0, 2, "abc1234", "2026-11-25T10:00:00+00:00")
 

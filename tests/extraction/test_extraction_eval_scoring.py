@@ -3,18 +3,12 @@ invented items, quotes only when verified."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-
-from extraction import count_tokens
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-from extraction_cases import CASES, Case  # noqa: E402
-from extraction_scoring import (  # noqa: E402
+from extraction_cases import CASES, Case
+from extraction_scoring import (
     Judged,
     answer_body,
     claims,
@@ -25,6 +19,8 @@ from extraction_scoring import (  # noqa: E402
     shaped_items,
     verified_answer,
 )
+
+from extraction import count_tokens
 
 SHA = "ab" * 32
 DOCUMENT = "2026-11-22T08:00:01 web-1 INFO ok\n2026-11-22T08:00:02 web-2 ERROR TLS handshake failed with 10.1.2.3\n"
@@ -189,7 +185,12 @@ def test_a_fact_only_quoted_as_evidence_is_not_found() -> None:
     assert judged == Judged([], [], [])
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def _param(case: Case) -> Any:
+    """A case as a parameter; the git cases make their output with `git`, a process."""
+    return pytest.param(case, id=case.name, marks=[pytest.mark.subprocess] if case.name.startswith("git-") else [])
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CASES])
 def test_every_case_has_its_facts_in_its_output_and_not_in_its_question(case: Case, tmp_path: Path) -> None:
     output, facts = case.make(tmp_path, 0.2)
     assert facts
@@ -202,7 +203,7 @@ def test_every_case_has_its_facts_in_its_output_and_not_in_its_question(case: Ca
 ONLY_FACTS_OF_THEIR_SHAPE = {"log-tls-ip", "log-hosts", "json-cursor", "git-authors"}
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.shape], ids=[c.name for c in CASES if c.shape])
+@pytest.mark.parametrize("case", [_param(case) for case in CASES if case.shape])
 def test_a_cases_shape_finds_items_in_its_output_and_one_that_is_no_fact_is_judged_a_wrong_pick(
     case: Case, tmp_path: Path
 ) -> None:

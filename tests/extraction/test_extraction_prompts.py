@@ -7,13 +7,13 @@ import json
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
-from support import running_proxy, text_of
-from test_extraction_e2e import extraction_settings, fake_openai
-from test_handles import client_of, handle_in
 
 from extraction import Document, LLMError
 from extraction.prompts import ARGUMENTS_MAX_CHARS, cap_arguments, map_prompt, read_grep_prompt
 from extraction.strategies import chunk_budget
+from tests.support.extraction import extraction_settings, fake_openai
+from tests.support.handles import client_of, handle_in
+from tests.support.proxies import running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 

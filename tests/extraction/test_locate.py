@@ -3,19 +3,14 @@ finding, and a value found nowhere said to be so; the eval counts these apart fr
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio
 import pytest
+from extraction_scoring import Quotes, count_quotes, judge
 
 from extraction import Completion, Document, Extractor, Message, TextSource, ToolSpec, Usage, count_tokens
 from extraction.locate import Location, locate, values_of
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from extraction_scoring import Quotes, count_quotes, judge
 
 LOG = "".join(f"2026-11-22T08:00:{i:02d} web-{i % 4} INFO GET /api/items/{i} 200\n" for i in range(60))
 TLS = "2026-11-22T08:04:35 web-3 ERROR TLS handshake failed with 10.1.2.3"

@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from app_server import served
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -19,6 +18,7 @@ from extraction import LLMBadResponse, LLMTimeout, Message
 from extraction.errors import LLMContextOverflow
 from extraction.openai import DEFAULT_CONTEXT_WINDOW, OpenAICompatible, default_answer_tokens
 from extraction.streaming import ANSWER_LIMIT_CHARS
+from tests.support.app_server import served
 
 pytestmark = pytest.mark.anyio
 

@@ -5,24 +5,19 @@ the build takes both cores for minutes)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
+import local_model
 import pytest
 
 from extraction import Message
 from extraction.errors import LLMContextOverflow
 from extraction.openai import OpenAICompatible
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import local_model  # noqa: E402
-
 pytestmark = [
     pytest.mark.model,
+    pytest.mark.subprocess,  # llama.cpp serves the model
     pytest.mark.skipif(
         not local_model.VENV_PYTHON.exists(), reason="no llama.cpp runtime: run bash bench/setup_model.sh"
     ),

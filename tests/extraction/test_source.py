@@ -35,14 +35,14 @@ TEXT = st.text(alphabet="ab \n\r\té€😀", max_size=80)
 
 
 @pytest.fixture
-def tiny_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+def tiny_source_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(source_module, "PIECE_BYTES", 5)
 
 
 @EXAMPLES
 @given(text=TEXT, needle=st.text(alphabet="ab é😀\n", min_size=1, max_size=3))
 def test_every_occurrence_is_found_across_pieces_overlapping_ones_included(
-    tiny_pieces: None, text: str, needle: str
+    tiny_source_pieces: None, text: str, needle: str
 ) -> None:
     expected, at = [], text.find(needle)
     while at >= 0:
@@ -54,7 +54,7 @@ def test_every_occurrence_is_found_across_pieces_overlapping_ones_included(
 @EXAMPLES
 @given(text=TEXT, start=st.integers(0, 90), length=st.integers(0, 90), cap=st.integers(0, 90))
 def test_a_character_range_and_the_total_are_those_of_the_text(
-    tiny_pieces: None, text: str, start: int, length: int, cap: int
+    tiny_source_pieces: None, text: str, start: int, length: int, cap: int
 ) -> None:
     piece, total = read_chars(TextSource.of(text), start, start + length, cap)
     wanted = text[start : start + length]
@@ -64,7 +64,7 @@ def test_a_character_range_and_the_total_are_those_of_the_text(
 
 @EXAMPLES
 @given(text=TEXT, count=st.integers(0, 90))
-def test_head_tail_and_measures_are_those_of_the_text(tiny_pieces: None, text: str, count: int) -> None:
+def test_head_tail_and_measures_are_those_of_the_text(tiny_source_pieces: None, text: str, count: int) -> None:
     source = TextSource.of(text)
     assert head_chars(source, count) == text[:count]
     assert tail_chars(source, count) == (text[-count:] if count else "")
@@ -129,7 +129,7 @@ def outcome(function: object, *args: object) -> str:
 @EXAMPLES
 @given(text=TEXT, request=SLICES, threshold=st.integers(1, 30))
 def test_a_slice_read_in_pieces_answers_as_the_whole_text_did(
-    tiny_pieces: None, text: str, request: SliceRequest, threshold: int
+    tiny_source_pieces: None, text: str, request: SliceRequest, threshold: int
 ) -> None:
     streamed = outcome(lambda: slice_text(TextSource.of(text), request, threshold=threshold))
     assert streamed == outcome(lambda: old_slice(text, request, threshold))
@@ -162,7 +162,7 @@ def test_the_pieces_of_a_long_text_are_cut_where_the_whole_text_is_cut(monkeypat
 
 
 @pytest.mark.parametrize("lines", [10, 400, 3000])
-def test_truncating_a_stored_output_gives_what_truncating_its_text_gives(tiny_pieces: None, lines: int) -> None:
+def test_truncating_a_stored_output_gives_what_truncating_its_text_gives(tiny_source_pieces: None, lines: int) -> None:
     text = "".join(f"line {i:05d}: gamma δέλτα 😀 and more words\r\n" for i in range(lines))
     assert truncate_source(TextSource.of(text), threshold=500) == truncate(text, threshold=500)
 

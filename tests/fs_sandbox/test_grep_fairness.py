@@ -13,11 +13,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support import text_of
-from test_handles import Downstream, client_of, handle_in, handles_proxy
 
 from fs_sandbox import Busy, PatternTimeout, Sandbox
 from fs_sandbox._fair import FairQueue
+from tests.support.handles import Downstream, client_of, handle_in, handles_proxy
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,7 @@ fs_sandbox/_engine.py documents a difference).
 from __future__ import annotations
 
 import re
-import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -131,12 +129,6 @@ def tiny_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_index, "SPACING", 5)
     monkeypatch.setattr(_lines, "WINDOW", 8)
     monkeypatch.setattr(_lines, "AHEAD", 6)
-
-
-@pytest.fixture(scope="module")
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
 
 
 @EXAMPLES

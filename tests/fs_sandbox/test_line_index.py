@@ -7,20 +7,18 @@ between the CR and LF of a CRLF, inside a long line) happens many times over in 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import running_proxy, text_of
-from test_handles import Downstream, client_of, handle_in
 
 from extraction import find_all, read_chars
 from fs_sandbox import INDEX_SUFFIX, LineIndex, _index, _lines, _scan, open_file
 from server.handles.store import OutputStore
+from tests.support.handles import Downstream, client_of, handle_in
+from tests.support.proxies import running_proxy, text_of
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 TEXTS = st.lists(
@@ -37,12 +35,6 @@ def tiny_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_lines, "WINDOW", 8)
     monkeypatch.setattr(_lines, "AHEAD", 6)
     monkeypatch.setattr(_lines, "BEHIND", 4)
-
-
-@pytest.fixture(scope="module")
-def folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as name:
-        yield Path(name)
 
 
 def built(data: bytes, cuts: list[int]) -> bytes:

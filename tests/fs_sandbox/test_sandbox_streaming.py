@@ -21,7 +21,7 @@ EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 
 @pytest.fixture
-def tiny_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+def tiny_line_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_lines, "PIECE", 3)
     monkeypatch.setattr(_lines, "WINDOW", 8)
     monkeypatch.setattr(_lines, "AHEAD", 6)
@@ -163,7 +163,7 @@ PATTERNS = st.sampled_from(
     max_matches=st.integers(1, 6),
 )
 def test_a_search_in_small_windows_finds_what_a_search_of_the_whole_text_finds(
-    tiny_pieces: None,
+    tiny_line_pieces: None,
     scratch: str,
     data: bytes,
     pattern: str,
@@ -189,7 +189,7 @@ def test_a_search_in_small_windows_finds_what_a_search_of_the_whole_text_finds(
 @EXAMPLES
 @given(data=BYTES, start=st.integers(0, 14), count=st.integers(0, 14), from_end=st.booleans())
 def test_lines_read_in_small_pieces_are_the_lines_of_the_whole_text(
-    tiny_pieces: None, scratch: str, data: bytes, start: int, count: int, from_end: bool
+    tiny_line_pieces: None, scratch: str, data: bytes, start: int, count: int, from_end: bool
 ) -> None:
     fd = opened(scratch, data)
     try:
@@ -208,7 +208,7 @@ def test_lines_read_in_small_pieces_are_the_lines_of_the_whole_text(
     assert (total, omitted) == (len(lines), 0)
 
 
-def test_a_line_longer_than_the_clip_is_cut_and_its_whole_length_counted(tiny_pieces: None, scratch: str) -> None:
+def test_a_line_longer_than_the_clip_is_cut_and_its_whole_length_counted(tiny_line_pieces: None, scratch: str) -> None:
     data = ("é" * 50 + "\nshort\n").encode()
     fd = opened(scratch, data)
     try:
@@ -222,7 +222,7 @@ def test_a_line_longer_than_the_clip_is_cut_and_its_whole_length_counted(tiny_pi
     assert blocks == [[(1, "é" * 7, True, 50, (snippet,), False), (2, "short", False, 5, (), False)]]
 
 
-def test_past_the_character_budget_lines_are_counted_not_sent(tiny_pieces: None, scratch: str) -> None:
+def test_past_the_character_budget_lines_are_counted_not_sent(tiny_line_pieces: None, scratch: str) -> None:
     data = "".join(f"line {i} x\n" for i in range(1, 31)).encode()
     fd = opened(scratch, data)
     try:

@@ -76,7 +76,7 @@ def test_no_module_outside_calls_writes_a_calls_private_state() -> None:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
                 found.append(f"{path.relative_to(SERVER)}:{node.lineno} setattr")
             found += [
-                f"{path.relative_to(SERVER)}:{node.lineno} {ast.unparse(t)}"
+                f"{path.relative_to(SERVER)}:{t.lineno} {ast.unparse(t)}"
                 for t in targets
                 if isinstance(t, ast.Attribute) and t.attr in slots and ast.unparse(t.value) != "self"
             ]

@@ -8,8 +8,17 @@ import anyio
 import pytest
 import tiktoken
 from mcp.server.mcpserver.exceptions import ToolError
-from support import text_of
-from test_handles import THRESHOLD, Downstream, big_text, client_of, handle_in, handles_proxy, start_in_background
+
+from tests.support.handles import (
+    THRESHOLD,
+    Downstream,
+    big_text,
+    client_of,
+    handle_in,
+    handles_proxy,
+    start_in_background,
+)
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,9 @@ import mcp_types as types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import text_of
-from test_handles import Downstream, client_of, handle_in, handles_proxy
+
+from tests.support.handles import Downstream, client_of, handle_in, handles_proxy
+from tests.support.proxies import text_of
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),

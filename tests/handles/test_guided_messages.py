@@ -14,7 +14,6 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from support import running_proxy, text_of
 
 from extraction import TextSource
 from server.handles import messages
@@ -23,6 +22,7 @@ from server.handles.json_view import JsonViewError, query, shape
 from server.proxy import Proxy
 from server.status.tasks import task_json
 from server.upstream.surface import build_server
+from tests.support.proxies import running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -307,6 +307,7 @@ with open_file(path.parent, path.name) as source:
 """
 
 
+@pytest.mark.subprocess
 def test_the_json_view_reads_a_32_mib_output_in_bounded_memory(tmp_path: Any) -> None:
     import subprocess
     import sys

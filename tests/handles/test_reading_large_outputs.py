@@ -1,6 +1,6 @@
 """A 200 MiB stored output is read by every reader in bounded memory, with the answers of a plain read.
 
-One subprocess (tests/read_probe.py) runs claimcheck's own readers on it: tool_output slice (offset and
+One subprocess (tests/support/servers/read_probe.py) runs claimcheck's own readers on it: tool_output slice (offset and
 anchor), raw, truncate, full-chunked extraction (evidence checked against the file), token counting,
 Read and Grep. Each reader's peak RSS above where it started, and the grep workers' peak RSS, must stay
 under 64 MiB: far below the output's size, so nothing read it whole. The text is generated line by line
@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import read_probe
-from read_probe import LINE_CHARS, chars, line, needle_lines
 
 from extraction import count_tokens, head_tokens, tail_tokens
+from tests.support.processes import ROOT, program
+from tests.support.servers import read_probe
+from tests.support.servers.read_probe import LINE_CHARS, chars, line, needle_lines
 
+pytestmark = pytest.mark.subprocess  # one process runs claimcheck's readers on the big file
 LINES = 200 * 2**20 // LINE_CHARS  # 200 MiB of characters, a little more in bytes
 LIMIT_KIB = 64 * 1024
 PROBES = [
@@ -39,12 +40,12 @@ PROBES = [
     "grep-regex",
     "grep-insensitive",
 ]
-PROBE = Path(read_probe.__file__)
 
 
 def run_probes(big: Path, workdir: Path, probes: list[str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, str(PROBE), str(big), str(LINES), str(workdir), *probes],
+        program("read_probe", str(big), str(LINES), str(workdir), *probes),
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,

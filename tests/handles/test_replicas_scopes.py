@@ -14,21 +14,16 @@ from pathlib import Path
 
 import anyio
 import httpx2
-import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from peers import MEMORY_PACKAGE, npm_server_command
-from support import text_of
-from test_handles import handle_in
-from test_replicas import RedisServer, haproxy, replicas
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+from tests.support.handles import handle_in
+from tests.support.peers import MEMORY_PACKAGE, npm_server_command
+from tests.support.proxies import text_of
+from tests.support.replicas import RedisServer, haproxy, replicas
 
-
-@pytest.fixture(scope="module", autouse=True)
-def installed() -> None:
-    os_packages.require("install-replicas", os_packages.commands("redis-server", "haproxy"))
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.usefixtures("redis_and_haproxy")]
 
 
 @asynccontextmanager
@@ -74,7 +69,7 @@ async def test_an_owner_scoped_server_gives_each_principal_its_own_state_on_ever
 async def test_oauth_identities_hold_on_every_replica(tmp_path: Path) -> None:
     """Tokens of a real OpenID provider for one resource (the balancer's): the owner key is issuer and subject,
     the same on every replica, so a user's handle made on one replica is hers on the other and never Bob's."""
-    from oidc_peer import oidc_provider
+    from tests.support.oidc_peer import oidc_provider
 
     resource = "https://claimcheck.test/mcp"  # what every replica answers for, whichever serves the request
     redis = RedisServer(tmp_path)

@@ -44,6 +44,7 @@ def dead_marker(run: str = HEX24) -> str:
     return Marker(pid=dead_pid(), start="1", boot="", run=run).render()
 
 
+@pytest.mark.subprocess
 def test_directories_claimcheck_did_not_make_are_left_alone_however_old(tmp_path: Path) -> None:
     malformed = [
         "",
@@ -73,6 +74,7 @@ def test_directories_claimcheck_did_not_make_are_left_alone_however_old(tmp_path
         assert (path / "notes.txt").read_text(encoding="utf-8") == "precious", path.name
 
 
+@pytest.mark.subprocess
 def test_a_symlink_named_like_a_run_root_is_left_alone_with_its_target(tmp_path: Path) -> None:
     target = make_dir(tmp_path, "elsewhere", dead_marker())
     link = tmp_path / f"claimcheck-run-{HEX24}"
@@ -81,6 +83,7 @@ def test_a_symlink_named_like_a_run_root_is_left_alone_with_its_target(tmp_path:
     assert link.is_symlink() and (target / "notes.txt").exists()
 
 
+@pytest.mark.subprocess
 def test_a_marker_that_is_a_symlink_or_a_fifo_is_not_a_marker(tmp_path: Path) -> None:
     real = make_dir(tmp_path, "real-marker", dead_marker())
     linked = make_dir(tmp_path, f"claimcheck-run-{HEX24}")
@@ -92,6 +95,7 @@ def test_a_marker_that_is_a_symlink_or_a_fifo_is_not_a_marker(tmp_path: Path) ->
     assert (linked / "notes.txt").exists() and (fifo / "notes.txt").exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
 def test_a_run_root_of_another_user_is_left_alone(tmp_path: Path) -> None:
     theirs = make_dir(tmp_path, f"claimcheck-run-{HEX24}", dead_marker())
@@ -118,11 +122,13 @@ def test_a_marker_from_an_earlier_boot_is_stale(tmp_path: Path) -> None:
     assert remove_stale_roots(tmp_path) == [stale]
 
 
+@pytest.mark.subprocess
 def test_a_half_made_run_root_of_a_dead_process_is_removed(tmp_path: Path) -> None:
     staging = make_dir(tmp_path, f"claimcheck-run-{HEX24}.new", dead_marker())
     assert remove_stale_roots(tmp_path) == [staging]
 
 
+@pytest.mark.subprocess
 def test_the_run_root_of_a_killed_claimcheck_is_removed_at_the_next_start_and_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -31,7 +31,7 @@ def store(tmp_path: Path) -> Iterator[OutputStore]:
 
 
 @pytest.fixture
-def session(store: OutputStore) -> SessionStore:
+def session_store(store: OutputStore) -> SessionStore:
     return store.open_session()
 
 
@@ -64,7 +64,7 @@ def test_create_makes_a_missing_root_directory(tmp_path: Path) -> None:
     assert store.run_root.is_dir()
 
 
-def test_close_removes_the_run_root_and_can_be_repeated(store: OutputStore, session: SessionStore) -> None:
+def test_close_removes_the_run_root_and_can_be_repeated(store: OutputStore, session_store: SessionStore) -> None:
     store.close()
     assert not store.run_root.exists()
     store.close()
@@ -74,14 +74,14 @@ def test_close_removes_the_run_root_and_can_be_repeated(store: OutputStore, sess
 
 
 async def test_a_session_directory_is_private_and_its_handles_name_it(
-    store: OutputStore, session: SessionStore
+    store: OutputStore, session_store: SessionStore
 ) -> None:
-    assert session.path == store.run_root / session.name
-    assert re.fullmatch(f"session-{HEX32}", session.name)
-    assert mode_of(session.path) == 0o700
-    handle = session.new_handle()
-    assert re.fullmatch(f"{session.name}/{HEX32}", handle)
-    assert handle != session.new_handle()
+    assert session_store.path == store.run_root / session_store.name
+    assert re.fullmatch(f"session-{HEX32}", session_store.name)
+    assert mode_of(session_store.path) == 0o700
+    handle = session_store.new_handle()
+    assert re.fullmatch(f"{session_store.name}/{HEX32}", handle)
+    assert handle != session_store.new_handle()
     assert store.resolve(handle) is None  # a handle alone creates no file
 
 
@@ -91,34 +91,36 @@ async def test_a_session_directory_is_private_and_its_handles_name_it(
     ids=["ascii", "non-ascii", "crlf", "blank-lines", "no-trailing-newline", "larger-than-a-chunk"],
 )
 async def test_a_written_file_is_0600_and_round_trips_with_its_measurements(
-    store: OutputStore, session: SessionStore, text: str
+    store: OutputStore, session_store: SessionStore, text: str
 ) -> None:
-    handle = session.new_handle()
-    stored = await session.write(handle, text)
+    handle = session_store.new_handle()
+    stored = await session_store.write(handle, text)
     data = text.encode("utf-8")
     assert stored.handle == handle
     assert stored.path == store.resolve(handle)
     assert mode_of(stored.path) == 0o600
     assert stored.path.read_bytes() == data
-    assert await session.read_text(handle) == text
+    assert await session_store.read_text(handle) == text
     assert stored.bytes == len(data)
     assert stored.lines == len(text.splitlines())
     assert stored.sha256 == hashlib.sha256(data).hexdigest()
 
 
-async def test_a_lone_surrogate_is_stored_as_a_question_mark(session: SessionStore) -> None:
-    handle = session.new_handle()
-    stored = await session.write(handle, "a\ud800b\n")
-    assert await session.read_text(handle) == "a?b\n"
+async def test_a_lone_surrogate_is_stored_as_a_question_mark(session_store: SessionStore) -> None:
+    handle = session_store.new_handle()
+    stored = await session_store.write(handle, "a\ud800b\n")
+    assert await session_store.read_text(handle) == "a?b\n"
     assert (stored.bytes, stored.lines, stored.sha256) == (4, 1, hashlib.sha256(b"a?b\n").hexdigest())
 
 
-async def test_empty_text_is_stored_as_an_empty_file_of_zero_lines(store: OutputStore, session: SessionStore) -> None:
-    handle = session.new_handle()
-    stored = await session.write(handle, "")
+async def test_empty_text_is_stored_as_an_empty_file_of_zero_lines(
+    store: OutputStore, session_store: SessionStore
+) -> None:
+    handle = session_store.new_handle()
+    stored = await session_store.write(handle, "")
     assert (stored.bytes, stored.lines, stored.sha256) == (0, 0, hashlib.sha256(b"").hexdigest())
     assert store.resolve(handle) == stored.path
-    assert await session.read_text(handle) == ""
+    assert await session_store.read_text(handle) == ""
 
 
 async def test_removing_a_session_removes_only_that_session(store: OutputStore) -> None:
@@ -167,46 +169,52 @@ async def test_a_session_does_not_own_or_read_another_sessions_handle(store: Out
     ],
 )
 async def test_malformed_handles_are_neither_resolved_nor_owned(
-    store: OutputStore, session: SessionStore, bad: str
+    store: OutputStore, session_store: SessionStore, bad: str
 ) -> None:
-    real = session.new_handle()
-    await session.write(real, "x")
+    real = session_store.new_handle()
+    await session_store.write(real, "x")
     file_id = real.partition("/")[2]
-    handle = bad.format(session=session.name, file=file_id, FILE=file_id.upper())
+    handle = bad.format(session=session_store.name, file=file_id, FILE=file_id.upper())
     assert store.resolve(handle) is None
-    assert not session.owns(handle)
+    assert not session_store.owns(handle)
     with pytest.raises(StoreError):
-        await session.read_text(handle)
+        await session_store.read_text(handle)
 
 
-async def test_a_well_formed_handle_without_a_file_is_not_resolved(store: OutputStore, session: SessionStore) -> None:
-    handle = session.new_handle()
-    assert session.owns(handle)
+async def test_a_well_formed_handle_without_a_file_is_not_resolved(
+    store: OutputStore, session_store: SessionStore
+) -> None:
+    handle = session_store.new_handle()
+    assert session_store.owns(handle)
     assert store.resolve(handle) is None
     with pytest.raises(StoreError, match=re.escape(f'unknown handle "{handle}"')):
-        await session.read_text(handle)
+        await session_store.read_text(handle)
 
 
 # Write failures
 
 
-async def test_a_write_into_a_vanished_session_raises_a_store_error_naming_the_handle(session: SessionStore) -> None:
-    handle = session.new_handle()
-    session.remove()
+async def test_a_write_into_a_vanished_session_raises_a_store_error_naming_the_handle(
+    session_store: SessionStore,
+) -> None:
+    handle = session_store.new_handle()
+    session_store.remove()
     with pytest.raises(StoreError) as caught:
-        await session.write(handle, "lost")
+        await session_store.write(handle, "lost")
     assert str(caught.value) == f'could not store the output of handle "{handle}": No such file or directory'
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-async def test_a_write_into_a_read_only_session_raises_a_store_error_naming_the_handle(session: SessionStore) -> None:
-    handle = session.new_handle()
-    os.chmod(session.path, 0o500)
+async def test_a_write_into_a_read_only_session_raises_a_store_error_naming_the_handle(
+    session_store: SessionStore,
+) -> None:
+    handle = session_store.new_handle()
+    os.chmod(session_store.path, 0o500)
     try:
         with pytest.raises(StoreError) as caught:
-            await session.write(handle, "denied")
+            await session_store.write(handle, "denied")
     finally:
-        os.chmod(session.path, 0o700)
+        os.chmod(session_store.path, 0o700)
     assert str(caught.value) == f'could not store the output of handle "{handle}": Permission denied'
 
 
@@ -215,10 +223,10 @@ async def test_a_write_into_a_read_only_session_raises_a_store_error_naming_the_
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(text=st.text(st.characters(exclude_categories=())))
-async def test_any_text_reads_back_as_what_the_model_would_have_seen(session: SessionStore, text: str) -> None:
-    handle = session.new_handle()
-    stored = await session.write(handle, text)
+async def test_any_text_reads_back_as_what_the_model_would_have_seen(session_store: SessionStore, text: str) -> None:
+    handle = session_store.new_handle()
+    stored = await session_store.write(handle, text)
     seen = text.encode("utf-8", "replace")
-    assert await session.read_text(handle) == seen.decode("utf-8")
+    assert await session_store.read_text(handle) == seen.decode("utf-8")
     assert stored.bytes == len(seen)
     assert stored.sha256 == hashlib.sha256(seen).hexdigest()

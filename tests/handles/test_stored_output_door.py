@@ -21,10 +21,10 @@ from typing import Any
 
 import anyio
 import pytest
-from support import text_of
-from test_handles import Downstream, client_of, handle_in, handles_proxy
 
 from fs_sandbox import SandboxError, open_file
+from tests.support.handles import Downstream, client_of, handle_in, handles_proxy
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -33,32 +33,32 @@ SECRET = "the secret that must not be read"
 Plant = Callable[[Path, Path, Path, ExitStack], str]  # (stored file, another session's file, scratch) -> why
 
 
-def link_out_of_the_root(stored: Path, theirs: Path, scratch: Path, _: ExitStack) -> str:
-    (scratch / "outside").write_text(SECRET, encoding="utf-8")
+def link_out_of_the_root(stored: Path, theirs: Path, fifo_dir: Path, _: ExitStack) -> str:
+    (fifo_dir / "outside").write_text(SECRET, encoding="utf-8")
     stored.unlink()
-    stored.symlink_to(scratch / "outside")
+    stored.symlink_to(fifo_dir / "outside")
     return "its file is a symbolic link (links are not followed), not a regular file"
 
 
-def link_to_another_sessions_file(stored: Path, theirs: Path, scratch: Path, _: ExitStack) -> str:
+def link_to_another_sessions_file(stored: Path, theirs: Path, fifo_dir: Path, _: ExitStack) -> str:
     stored.unlink()
     stored.symlink_to(theirs)
     return "its file is a symbolic link (links are not followed), not a regular file"
 
 
-def link_to_dev_zero(stored: Path, theirs: Path, scratch: Path, _: ExitStack) -> str:
+def link_to_dev_zero(stored: Path, theirs: Path, fifo_dir: Path, _: ExitStack) -> str:
     stored.unlink()
     stored.symlink_to("/dev/zero")
     return "its file is a symbolic link (links are not followed), not a regular file"
 
 
-def fifo(stored: Path, theirs: Path, scratch: Path, _: ExitStack) -> str:
+def fifo(stored: Path, theirs: Path, fifo_dir: Path, _: ExitStack) -> str:
     stored.unlink()
     os.mkfifo(stored)
     return "its file is a FIFO, not a regular file"
 
 
-def unix_socket(stored: Path, theirs: Path, scratch: Path, cleanup: ExitStack) -> str:
+def unix_socket(stored: Path, theirs: Path, fifo_dir: Path, cleanup: ExitStack) -> str:
     short = tempfile.mkdtemp()  # a socket's path must be short; it is moved into place afterwards
     cleanup.callback(shutil.rmtree, short)
     listener = cleanup.enter_context(socket.socket(socket.AF_UNIX))
@@ -68,12 +68,12 @@ def unix_socket(stored: Path, theirs: Path, scratch: Path, cleanup: ExitStack) -
     return "its file is a socket, not a regular file"
 
 
-def session_directory_swapped_for_a_link(stored: Path, theirs: Path, scratch: Path, _: ExitStack) -> str:
-    decoy = scratch / "decoy"
+def session_directory_swapped_for_a_link(stored: Path, theirs: Path, fifo_dir: Path, _: ExitStack) -> str:
+    decoy = fifo_dir / "decoy"
     decoy.mkdir()
     (decoy / stored.name).write_text(SECRET, encoding="utf-8")
     directory = stored.parent
-    directory.rename(scratch / "moved-away")
+    directory.rename(fifo_dir / "moved-away")
     directory.symlink_to(decoy)
     return "the directory holding its file is a symbolic link; links are not followed"
 
@@ -98,7 +98,7 @@ REQUESTS: list[tuple[str, dict[str, Any]]] = [
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[Path]:
+def fifo_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
     try:  # a reader that ever blocked on the FIFO would be let go here
         for fifo_path in tmp_path.rglob("*"):
@@ -111,7 +111,7 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize(("tool", "arguments"), REQUESTS, ids=[f"{t}-{a.get('mode', '')}" for t, a in REQUESTS])
 @pytest.mark.parametrize("plant", PLANTS, ids=[plant.__name__ for plant in PLANTS])
 async def test_a_planted_file_is_refused_at_once_by_every_reader(
-    plant: Plant, tool: str, arguments: dict[str, Any], scratch: Path
+    plant: Plant, tool: str, arguments: dict[str, Any], fifo_dir: Path
 ) -> None:
     down = Downstream()
     async with handles_proxy(down) as proxy, client_of(proxy) as alice, client_of(proxy) as bob:
@@ -120,7 +120,7 @@ async def test_a_planted_file_is_refused_at_once_by_every_reader(
             theirs = handle_in(text_of(await bob.call_tool("down__echo", {"text": f"{SECRET} " * 500})))
         run_root = proxy.sessions.store.run_root
         with ExitStack() as cleanup:
-            why = plant(run_root / mine, run_root / theirs, scratch, cleanup)
+            why = plant(run_root / mine, run_root / theirs, fifo_dir, cleanup)
             key = "handle" if tool == "tool_output" else "file"
             with anyio.fail_after(1):
                 result = await alice.call_tool(tool, {key: mine, **arguments})

@@ -5,34 +5,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
-from support import running_proxy
-from test_handles import Downstream, client_of, start_in_background
 
-from server.proxy import Proxy
+from tests.support.handles import Downstream, client_of, start_in_background
+from tests.support.proxies import running_proxy
+from tests.support.status_api import api_proxy
 
 pytestmark = pytest.mark.anyio
-
-
-@asynccontextmanager
-async def api_proxy(
-    state: Path, down: Downstream, monkeypatch: pytest.MonkeyPatch, **api: Any
-) -> AsyncIterator[tuple[Proxy, httpx2.AsyncClient]]:
-    monkeypatch.setenv("CLAIMCHECK_API_ENABLED", "true")
-    monkeypatch.setenv("CLAIMCHECK_API_PORT", "0")
-    settings = {"stateDir": str(state), "asyncTokenThreshold": 1000, "api": api}
-    async with running_proxy({"down": down.server}, settings=settings) as proxy:
-        assert proxy.api_url is not None and proxy.api_token
-        headers = {"Authorization": f"Bearer {proxy.api_token}"}
-        async with httpx2.AsyncClient(base_url=proxy.api_url, timeout=10, headers=headers) as http:
-            yield proxy, http
 
 
 async def test_a_background_call_is_listed_filtered_and_detailed_with_its_log(

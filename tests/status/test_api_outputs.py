@@ -8,9 +8,10 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from support import text_of
-from test_api import api_proxy
-from test_handles import Downstream, client_of, handle_in, start_in_background
+
+from tests.support.handles import Downstream, client_of, handle_in, start_in_background
+from tests.support.proxies import text_of
+from tests.support.status_api import api_proxy
 
 pytestmark = pytest.mark.anyio
 

@@ -11,24 +11,13 @@ from typing import Any
 
 import anyio
 import httpx2
-import os_packages
 import pytest
 import redis.asyncio
-from test_replicas import RedisServer, Replica, background, call_text, client, replicas
 
 from server.status.ps import print_ps
+from tests.support.replicas import RedisServer, Replica, background, call_text, client, replicas
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def installed() -> None:
-    os_packages.require("install-replicas", os_packages.commands("redis-server", "haproxy"))
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.usefixtures("redis_and_haproxy")]
 
 
 @pytest.fixture(scope="module")

@@ -4,96 +4,29 @@ turns ready without a reload; a page from another local origin cannot read the A
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import os_packages
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import API_LINE, demo_server_entry, discovered, text_of, write_config
+
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, claimcheck_with_api, require_browser
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-MCP_URL = re.compile(rb"serving MCP over streamable HTTP at (http://\S+/mcp)")
-API_URL = re.compile(API_LINE.encode())
-
-
-def _require_browser() -> None:
-    """Chromium and Playwright, installed in CI by .ci/install-browser; locally, a skip."""
-    os_packages.require("install-browser", _browser_missing)
-
-
-def _browser_missing() -> list[str]:
-    missing = [] if Path(CHROMIUM).exists() else [CHROMIUM]
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        missing.append("the playwright package")
-    return missing
-
-
-@asynccontextmanager
-async def claimcheck_with_api(tmp_path: Path, *serve_args: str) -> AsyncIterator[tuple[str, str, str]]:
-    """`claimcheck serve --transport http` (and `serve_args`) with the status API on; yields (MCP URL, API URL,
-    dashboard URL)."""
-    # startupWaitSecs: on a busy machine the demo server may take longer than the default 3 s to start, and
-    # a call before it is listed would be an unknown tool; the tests list the tools first, which waits.
-    settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "startupWaitSecs": 60}
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
-    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
-    command = [
-        sys.executable,
-        "-m",
-        "server",
-        "serve",
-        "--config",
-        str(config),
-        "--transport",
-        "http",
-        "--port",
-        "0",
-        *serve_args,
-    ]
-    process = await anyio.open_process(command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        assert process.stderr is not None
-        seen = b""
-        with anyio.fail_after(60):
-            async for chunk in process.stderr:
-                seen += chunk
-                mcp, api = MCP_URL.search(seen), API_URL.search(seen)
-                if mcp and api:
-                    break
-        assert mcp and api, seen.decode(errors="replace")
-        yield mcp.group(1).decode(), api.group(1).decode(), discovered(api.group(2))["dashboard"]
-    finally:
-        process.terminate()
-        with anyio.fail_after(30, shield=True):
-            await process.wait()
 
 
 async def test_the_token_address_opens_the_dashboard_whose_calls_turn_ready_live_after_the_token_left_the_address_bar(
     tmp_path: Path,
 ) -> None:
-    _require_browser()
+    require_browser()
     from playwright.async_api import async_playwright, expect
 
     async with claimcheck_with_api(tmp_path) as (mcp_url, api_url, dashboard_url), async_playwright() as playwright:
@@ -168,7 +101,7 @@ async def another_local_origin() -> AsyncIterator[str]:
     from starlette.responses import HTMLResponse
     from starlette.routing import Route
 
-    from server.status.edges import edge_server, serve_until_cancelled
+    from server.http_edge import edge_server, serve_until_cancelled
 
     async def page(_: Any) -> HTMLResponse:
         return HTMLResponse(ATTACK_PAGE)
@@ -190,7 +123,7 @@ async def another_local_origin() -> AsyncIterator[str]:
 async def test_a_page_from_another_local_origin_reads_nothing_from_the_api_even_with_the_dashboard_cookie(
     tmp_path: Path,
 ) -> None:
-    _require_browser()
+    require_browser()
     from playwright.async_api import async_playwright, expect
 
     secret = "secret-argument-4711"
@@ -230,9 +163,9 @@ def test_the_browser_requirement_skips_locally_and_fails_in_ci(monkeypatch: pyte
     monkeypatch.setattr(subprocess, "run", lambda command, **_: installs.append(command))
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="install-browser"):
-        _require_browser()
+        require_browser()
     assert installs == []
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI is set"):
-        _require_browser()
+        require_browser()
     assert installs and installs[0][-1].endswith(".ci/install-browser")

@@ -17,10 +17,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import text_of
-from test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, _require_browser, claimcheck_with_api
 
 from server.status.history import History
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, claimcheck_with_api, require_browser
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
 
@@ -48,7 +48,7 @@ def seed_history(state: Path) -> None:
 async def test_each_calls_owner_is_shown_as_text_a_tokens_file_principal_by_name_and_no_owner_as_a_dash(
     tmp_path: Path,
 ) -> None:
-    _require_browser()
+    require_browser()
     from playwright.async_api import async_playwright, expect
 
     seed_history(tmp_path / "state")

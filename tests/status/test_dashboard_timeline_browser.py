@@ -5,12 +5,8 @@ size, first lines and a Grep that finds a term in it."""
 from __future__ import annotations
 
 import base64
-import os
 import re
-import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +14,9 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import demo_server_entry, discovered, text_of, write_config
-from test_dashboard_browser import API_URL, CHROMIUM, CHROMIUM_ARGS, MCP_URL, _require_browser
+
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, claimcheck_with_api, require_browser
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.browser]
 
@@ -45,32 +42,9 @@ COUNT_PIXELS = """async ([png, colours]) => {
 }"""
 
 
-@asynccontextmanager
-async def claimcheck_with_api(tmp_path: Path, pids: list[int] | None = None) -> AsyncIterator[tuple[str, str]]:
-    """`claimcheck serve --transport http` whose outputs are cut at 64 KiB; yields (MCP URL, dashboard URL), and
-    adds its pid to `pids`. Leaving stops it with SIGTERM (a clean stop)."""
-    settings = {"asyncTimeoutSecs": 0.5, "stateDir": str(tmp_path / "state"), "maxOutputBytes": KEPT_BYTES}
-    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
-    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
-    command = [sys.executable, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
-    process = await anyio.open_process(command, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if pids is not None:
-        pids.append(process.pid)
-    try:
-        assert process.stderr is not None
-        seen = b""
-        with anyio.fail_after(120):
-            async for chunk in process.stderr:
-                seen += chunk
-                mcp, api = MCP_URL.search(seen), API_URL.search(seen)
-                if mcp and api:
-                    break
-        assert mcp and api, seen.decode(errors="replace")
-        yield mcp.group(1).decode(), discovered(api.group(2))["dashboard"]
-    finally:
-        process.terminate()
-        with anyio.fail_after(30, shield=True):
-            await process.wait()
+def cut_claimcheck(tmp_path: Path, pids: list[int]) -> AbstractAsyncContextManager[tuple[str, str, str]]:
+    """`claimcheck serve --transport http` whose outputs are cut at 64 KiB (see `claimcheck_with_api`)."""
+    return claimcheck_with_api(tmp_path, settings={"maxOutputBytes": KEPT_BYTES}, pids=pids, within=120)
 
 
 def _handle(text: str) -> str:
@@ -82,11 +56,11 @@ def _handle(text: str) -> str:
 async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view_shows_and_greps_a_cut_output(
     tmp_path: Path,
 ) -> None:
-    _require_browser()
+    require_browser()
     from playwright.async_api import async_playwright, expect
 
     pids: list[int] = []
-    async with claimcheck_with_api(tmp_path, pids) as (mcp_url, dashboard_url), async_playwright() as playwright:
+    async with cut_claimcheck(tmp_path, pids) as (mcp_url, _, dashboard_url), async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": 900})
@@ -153,15 +127,15 @@ async def test_the_timeline_shows_a_running_and_a_ready_call_and_the_output_view
 
 
 async def test_a_call_of_a_claimcheck_that_has_exited_says_that_instance_ended_and_when(tmp_path: Path) -> None:
-    _require_browser()
+    require_browser()
     from playwright.async_api import async_playwright, expect
 
     pids: list[int] = []
     with anyio.fail_after(240):
-        async with claimcheck_with_api(tmp_path, pids) as (mcp_url, _):
+        async with cut_claimcheck(tmp_path, pids) as (mcp_url, _, _):
             async with Client(streamable_http_client(mcp_url), mode="legacy") as client:
                 big = _handle(text_of(await client.call_tool("demo__big", {"kb": 256})))
-        async with claimcheck_with_api(tmp_path, pids) as (_, dashboard_url), async_playwright() as playwright:
+        async with cut_claimcheck(tmp_path, pids) as (_, _, dashboard_url), async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
                 page = await browser.new_page(viewport={"width": 1400, "height": 900})

@@ -20,7 +20,6 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from support import text_of
 
 from server.config import parse_config
 from server.downstream.connect import DownstreamSpec
@@ -31,6 +30,7 @@ from server.status.events import EventHub
 from server.status.history import History
 from server.upstream.bearer import Tokens
 from server.upstream.transports import serve_http, serve_sse
+from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -221,7 +221,7 @@ async def test_connections_that_send_no_complete_request_in_time_are_closed_and_
 async def test_a_client_that_leaves_mid_request_is_a_debug_line_not_an_error_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="server.status.edges")
+    caplog.set_level(logging.DEBUG, logger="server.http_edge")
     half = (
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n"
@@ -242,7 +242,7 @@ async def test_a_client_that_leaves_mid_request_is_a_debug_line_not_an_error_tra
 
 
 def left(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "server.status.edges" and "left before" in r.getMessage()]
+    return [r for r in caplog.records if r.name == "server.http_edge" and "left before" in r.getMessage()]
 
 
 async def chunks(total: int) -> AsyncIterator[bytes]:

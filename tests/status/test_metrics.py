@@ -10,14 +10,14 @@ from pathlib import Path
 
 import anyio
 import httpx2
-import os_packages
 import pytest
-from test_api import api_proxy
-from test_handles import Downstream, client_of, start_in_background
-from test_replicas import _stop, free_port
 
 from server.handles.meters import meters
 from server.status.metrics import MISSING
+from tests.support import os_packages
+from tests.support.handles import Downstream, client_of, start_in_background
+from tests.support.replicas import free_port, stop_processes
+from tests.support.status_api import api_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -77,6 +77,7 @@ async def test_without_prometheus_client_metrics_answers_501_naming_the_extra(
     assert "mcp-claimcheck[metrics]" in MISSING and health.status_code == 200
 
 
+@pytest.mark.subprocess
 def test_counting_a_call_imports_nothing() -> None:
     """The counters are plain numbers: a call's path never loads prometheus-client (the first scrape does)."""
     code = (
@@ -136,6 +137,6 @@ async def test_a_real_prometheus_scrapes_metrics_and_its_query_answers_the_call_
                             answer = reply.json()["data"]["result"]
                     up = (await prometheus.get("/api/v1/query", params={"query": 'up{job="claimcheck"}'})).json()
         finally:
-            await _stop([process])
+            await stop_processes([process])
     assert float(answer[0]["value"][1]) == expected >= 3  # type: ignore[index]
     assert up["data"]["result"][0]["value"][1] == "1"

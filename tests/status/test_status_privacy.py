@@ -19,12 +19,12 @@ import httpx2
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from support import running_proxy
-from test_handles import client_of, handle_in
 
 from server.config import HistorySettings
 from server.proxy import Proxy
 from server.status.history import History, TaskQuery
+from tests.support.handles import client_of, handle_in
+from tests.support.proxies import running_proxy
 
 pytestmark = pytest.mark.anyio
 

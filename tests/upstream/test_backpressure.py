@@ -10,7 +10,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from wire import MIB, Wire, serving
+
+from tests.support.wire import MIB, Wire, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

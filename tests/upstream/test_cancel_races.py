@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from wire import Wire, serving
 
 from fs_sandbox import INDEX_SUFFIX
+from tests.support.wire import Wire, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

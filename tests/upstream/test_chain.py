@@ -18,9 +18,6 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from raw_downstream import big_text_sha256
-from support import OWN_TOOLS, PYTHON, announced_url, demo_server_entry, text_of, write_config
-from wire import MIB, Wire, serving
 
 from server.config import parse_config
 from server.downstream.chain import CAPABILITY, OWN, PASSTHROUGH, PROXIED
@@ -28,6 +25,10 @@ from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import CUT_MARKER
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, program_entry, write_config
+from tests.support.proxies import OWN_TOOLS, text_of
+from tests.support.servers.raw_downstream import big_text_sha256
+from tests.support.wire import MIB, Wire, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -38,9 +39,8 @@ INNER_SETTINGS = {
     "asyncTokenThreshold": 2000,
     "startupWaitSecs": 60,
 }
-TESTS = Path(__file__).resolve().parents[1]
-RAW = {"command": PYTHON, "args": [str(TESTS / "raw_downstream.py")]}
-META_ECHO = {"command": PYTHON, "args": [str(TESTS / "meta_echo_downstream.py")]}
+RAW = program_entry("raw_downstream")
+META_ECHO = program_entry("meta_echo_downstream")
 
 
 @asynccontextmanager

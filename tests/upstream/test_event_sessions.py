@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from support import PYTHON, announced_url, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

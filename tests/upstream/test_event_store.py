@@ -24,7 +24,7 @@ async def replay(store: BoundedEventStore, after: str) -> tuple[str | None, list
         sent.append(event)
 
     stream = await store.replay_events_after(after, send)
-    return stream, [event.message.params["n"] for event in sent]  # type: ignore[union-attr]  # notifications only
+    return stream, [event.message.params["n"] for event in sent]  # type: ignore[union-attr,index]  # notifications only
 
 
 async def test_replay_sends_the_later_events_of_the_same_stream_in_order() -> None:

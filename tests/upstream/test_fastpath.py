@@ -20,8 +20,10 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from support import PYTHON, demo_server_entry, text_of, write_config
-from wire import Wire
+
+from tests.support.processes import PYTHON, demo_server_entry, write_config
+from tests.support.proxies import text_of
+from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

@@ -53,7 +53,7 @@ finite_arguments = st.dictionaries(
 client_infos = st.sampled_from(
     [{"name": "mcp", "version": "0.1.0"}, {"name": "é 中", "version": "", "title": "t"}, {"name": 1}, {}, "mcp", None]
 )
-capabilities = st.sampled_from(
+capabilities: st.SearchStrategy[object] = st.sampled_from(
     [{}, {"sampling": {}}, {"elicitation": {"form": {}}, "roots": {"listChanged": True}}, {"sampling": 1}, [], None]
 )
 envelopes = st.fixed_dictionaries(

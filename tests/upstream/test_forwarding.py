@@ -11,9 +11,9 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from support import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
 from server.downstream.naming import public_name
+from tests.support.proxies import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -111,7 +111,10 @@ async def test_results_pass_through_unchanged_including_structured_content(mode:
 
 
 async def test_include_and_exclude_globs_filter_tools_and_disabled_servers_are_absent() -> None:
-    fields = {"a": {"tools": {"include": ["a*", "echo"], "exclude": ["admin_*"]}}, "b": {"disabled": True}}
+    fields: dict[str, dict[str, Any]] = {
+        "a": {"tools": {"include": ["a*", "echo"], "exclude": ["admin_*"]}},
+        "b": {"disabled": True},
+    }
     async with proxied({"a": simple_tools(), "b": simple_tools()}, fields=fields) as client:
         with anyio.fail_after(5):
             names = proxied_names((await client.list_tools()).tools)

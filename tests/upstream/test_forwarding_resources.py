@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import peers
 import pytest
 from mcp import Client
 from mcp.server import Server
@@ -16,12 +15,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
-from support import proxied, text_of
 
 from server.config import parse_config
-from server.downstream.catalog import parse_template, template_matches
+from server.downstream.offerings import parse_template, template_matches
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support import peers
+from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -286,7 +286,7 @@ async def test_when_two_servers_list_the_same_uri_the_first_in_config_order_wins
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fields = {"one": {"prefix": ""}, "two": {"prefix": ""}}
-    with caplog.at_level(logging.WARNING, logger="server.downstream.catalog"):
+    with caplog.at_level(logging.WARNING, logger="server.downstream.offerings"):
         async with proxied({"one": docs_server("First"), "two": docs_server("Second")}, fields=fields) as client:
             with anyio.fail_after(5):
                 listed = [(r.name, r.uri) for r in (await client.list_resources()).resources]
@@ -295,7 +295,7 @@ async def test_when_two_servers_list_the_same_uri_the_first_in_config_order_wins
     assert listed == [("readme", "docs://readme"), ("logo", "docs://logo")]
     assert only_text(readme.contents) == "First readme"
     assert prompt_text(got) == "First Ed (plain) from docs"
-    warnings = [r.getMessage() for r in caplog.records if r.name == "server.downstream.catalog"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "server.downstream.offerings"]
     assert "resource 'docs://readme' of server 'two' hides behind the one of server 'one'" in " ".join(warnings)
     assert any("prompt 'greet' of server 'two'" in w for w in warnings)
     resource = next(w for w in warnings if "resource 'docs://readme'" in w)

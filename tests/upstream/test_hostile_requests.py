@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from support import PYTHON, announced_url, demo_server_entry, write_config
-from wire import serving
 
 from server.budget import MAX_DEPTH
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.wire import serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -135,9 +135,9 @@ async def test_requests_past_the_budget_over_sse_get_a_json_rpc_error_and_the_se
         ):
             lines = stream.aiter_lines()
             endpoint = ""
-            async for line in lines:
-                if line.startswith("data:"):
-                    endpoint = line[5:].strip()
+            async for event_line in lines:
+                if event_line.startswith("data:"):
+                    endpoint = event_line[5:].strip()
                     break
             post = url.removesuffix("/sse") + endpoint
             await http.post(post, json=INIT)
@@ -148,7 +148,7 @@ async def test_requests_past_the_budget_over_sse_get_a_json_rpc_error_and_the_se
                 assert response.status_code == 400, what
                 assert response.json()["id"] == ident and response.json()["error"]["code"] == code, what
             assert (await http.post(post, json=ECHO)).status_code == 202
-            async for line in lines:
-                if line.startswith("data:") and '"id":99' in line:
-                    assert json.loads(line[5:])["result"]["content"][0]["text"] == "ok"
+            async for event_line in lines:
+                if event_line.startswith("data:") and '"id":99' in event_line:
+                    assert json.loads(event_line[5:])["result"]["content"][0]["text"] == "ok"
                     break

@@ -27,9 +27,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from support import announced_url, demo_server_entry, write_config
 
 from server.upstream.http_fast import PRIME_ENV
+from tests.support.processes import announced_url, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -269,7 +269,7 @@ async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_
                 crossed = await owners["a"].post(b_call, **{"claimcheck-session": "b"})  # b's request, a's connection
                 answers = [await owners["a"].call(1, "demo__slow", {"seconds": 2}), await owners["b"].post(b_call)]
                 made = [handle.findall(messages(answer)[-1]["result"]["content"][0]["text"]) for answer in answers]
-                listed: dict[str, list[str]] = {}
+                listed: dict[str, str] = {}
                 while not listed or any("running" in text for text in listed.values()):
                     for name, other in owners.items():
                         response = await other.call("list", "list_tool_outputs", {})

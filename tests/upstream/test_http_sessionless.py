@@ -31,14 +31,15 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from support import demo_server_entry, write_config
+
+from tests.support.processes import announcing, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 CALL_S = 120
 VERSION = "2026-07-28"
 TOKEN = "sessionless-token"
-_SERVING = re.compile(rb"serving MCP over streamable HTTP at (http://\S+/mcp)")
+_SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 _TAKEN = re.compile(r"the HTTP fast path takes call (\S+) of a sessionless client")
 HANDLE = re.compile(r"session-[0-9a-f]+/[0-9a-f]+")
 
@@ -63,30 +64,8 @@ async def claimcheck(tmp_path: Path, fast: str, settings: dict[str, Any], token:
     command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
     command += ["--port", "0", *(["--auth-token-env", "SESSIONLESS_TOKEN"] if token else [])]
     env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, "CLAIMCHECK_LOG": "debug", "SESSIONLESS_TOKEN": TOKEN}
-    process = await anyio.open_process(command, env=env, stdin=-1, stdout=-1, stderr=-1)
-    async with process, anyio.create_task_group() as tg:
-        assert process.stderr is not None
-        stderr = process.stderr
-        seen: list[bytes] = []
-        announced = anyio.Event()
-
-        async def read() -> None:
-            async for chunk in stderr:
-                seen.append(chunk)
-                if not announced.is_set() and _SERVING.search(b"".join(seen)):
-                    announced.set()
-            announced.set()
-
-        tg.start_soon(read)
-        with anyio.fail_after(30):
-            await announced.wait()
-        match = _SERVING.search(b"".join(seen))
-        assert match is not None, b"".join(seen).decode(errors="replace")
-        try:
-            yield Server(match.group(1).decode(), seen)
-        finally:
-            process.terminate()
-            tg.cancel_scope.cancel()
+    async with announcing(command, _SERVING, env=env) as started:
+        yield Server(started.url, started.said)
 
 
 class Client:

@@ -16,7 +16,6 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
-from support import running_proxy, text_of
 
 from server.handles import messages
 from server.handles.calls import Call
@@ -24,6 +23,7 @@ from server.handles.resources import SCHEME
 from server.handles.session import reads_links
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.proxies import running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from server.auth_config import AuthSettings
 from server.errors import ConfigError
 from server.handles.owners import IDENTITY, PRINCIPAL_NAME
-from server.status.edges import reply
+from server.http_edge import reply
 from server.upstream.bearer import Tokens
 from server.upstream.jwks import Unavailable
 from server.upstream.oauth_tokens import Refused, Verdict

@@ -1,7 +1,7 @@
 """A downstream's `roots/list`: forwarded to the client in a call, after the hand-off and outside any request,
 the spec's error when the client has no roots, a clear error when nobody answers; the client's
-`notifications/roots/list_changed` reaches the downstreams. Real subprocess downstream (tests/roots_server.py),
-real claimcheck process where the transport matters, the real SDK client."""
+`notifications/roots/list_changed` reaches the downstreams. Real subprocess downstream
+(tests/support/servers/roots_server.py), real claimcheck process where the transport matters, the real SDK client."""
 
 from __future__ import annotations
 
@@ -15,18 +15,19 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from support import PYTHON, running_proxy, text_of, write_config
-from test_handles import handle_in
-from test_mcp_tasks import TaskClient
 
 from server.handles import questions
 from server.upstream.surface import build_server
+from tests.support.handles import handle_in
+from tests.support.processes import PYTHON, program_entry, write_config
+from tests.support.proxies import running_proxy, text_of
+from tests.support.tasks import TaskClient
 
 pytestmark = pytest.mark.anyio
 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ROOTS_SERVER = {"command": PYTHON, "args": [str(Path(__file__).resolve().parents[1] / "roots_server.py")]}
+ROOTS_SERVER = program_entry("roots_server")
 
 
 class Roots:
@@ -172,7 +173,7 @@ async def test_a_task_whose_downstream_asks_for_roots_is_input_required_and_task
 
 
 async def test_a_server_that_asks_when_told_of_a_new_client_gets_its_roots_before_any_call() -> None:
-    import roots_server
+    from tests.support.servers import roots_server
 
     asked = anyio.Event()
 

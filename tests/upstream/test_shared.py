@@ -11,7 +11,6 @@ import re
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -23,12 +22,11 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support import PROC, PYTHON, demo_server_entry, text_of, write_config
 
 from server.platform import boot_identity
 from server.upstream.shared_relay import shared_paths
-
-ASKING_SERVER = str(Path(__file__).resolve().parents[1] / "asking_server.py")
+from tests.support.processes import PROC, PYTHON, demo_server_entry, program_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -83,13 +81,6 @@ class Shared:
     def stop(self) -> None:
         for pid in self.pids():
             os.kill(pid, signal.SIGTERM)
-
-
-@pytest.fixture
-def runtime() -> Iterator[Path]:
-    """A short private directory (Unix socket paths are limited to 107 bytes)."""
-    with tempfile.TemporaryDirectory(prefix="cc-rt-", dir="/tmp") as directory:
-        yield Path(directory)
 
 
 @pytest.fixture
@@ -153,8 +144,8 @@ async def test_progress_and_both_protocol_eras_pass_through_the_relay(shared: Sh
     with anyio.fail_after(240):
         for mode, seen in progress.items():
 
-            async def note(value: float, total: float | None, message: str | None, seen: list[float] = seen) -> None:
-                seen.append(value)
+            async def note(progress: float, total: float | None, message: str | None, seen: list[float] = seen) -> None:
+                seen.append(progress)
 
             async with shared.relay(mode) as client:
                 done = await client.call_tool("demo__slow", {"seconds": 1}, progress_callback=note)
@@ -304,7 +295,7 @@ async def test_a_directory_that_is_not_private_is_refused(tmp_path: Path, runtim
 async def test_a_question_of_a_handed_off_call_reaches_the_client_through_the_relay(
     tmp_path: Path, runtime: Path
 ) -> None:
-    asking = {"command": PYTHON, "args": [ASKING_SERVER]}
+    asking = program_entry("asking_server")
     shared = Shared(tmp_path, runtime, {"asyncTimeoutSecs": 1}, {"ask": asking})
     seen: list[str] = []
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,14 +28,6 @@ def test_serve_relays_with_the_flag_or_the_setting_and_only_over_stdio(tmp_path:
     assert not wants_shared(["serve", "--shared", "--transport=sse", "--config", str(plain)])
     assert not wants_shared(["tools", "--config", str(shared)])
     assert not wants_shared(["serve", "--config", str(shared), "--shared-socket", "/x.sock"])  # the shared one itself
-
-
-@pytest.fixture
-def runtime() -> Iterator[Path]:
-    """A short runtime directory: under a long one (pytest's tmp_path) the socket's path would not fit, and the
-    relay would go to /tmp."""
-    with tempfile.TemporaryDirectory(prefix="cc-rt-", dir="/tmp") as directory:
-        yield Path(directory)
 
 
 def test_the_key_follows_the_resolved_config_and_the_flags(tmp_path: Path, runtime: Path) -> None:

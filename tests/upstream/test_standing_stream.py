@@ -1,6 +1,6 @@
 """Over streamable HTTP, a downstream's question after the hand-off goes at once on the session's standing GET
 stream while it is open (server.upstream.standing); without one it rides `wait_for_tool_output`.
-A real claimcheck process (uvicorn), tests/asking_server.py and tests/roots_server.py, the real SDK client."""
+A real claimcheck process (uvicorn), tests/support/servers/asking_server.py and roots_server.py, the real SDK client."""
 
 from __future__ import annotations
 
@@ -17,21 +17,22 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from support import PYTHON, announced_url, text_of, write_config
-from test_handles import handle_in
+
+from tests.support.handles import handle_in
+from tests.support.processes import PYTHON, announced_url, program_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only
 
-HERE = Path(__file__).resolve().parents[1]  # the test helpers
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 
 
 @asynccontextmanager
 async def claimcheck_http(tmp_path: Path) -> AsyncIterator[str]:
     servers = {
-        "ask": {"command": PYTHON, "args": [str(HERE / "asking_server.py")]},
-        "fs": {"command": PYTHON, "args": [str(HERE / "roots_server.py")]},
+        "ask": program_entry("asking_server"),
+        "fs": program_entry("roots_server"),
     }
     config = write_config(tmp_path, {"mcpServers": servers, "settings": {"asyncTimeoutSecs": 0.5}})
     command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "http"]

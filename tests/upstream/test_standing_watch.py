@@ -40,7 +40,11 @@ async def test_a_refused_get_with_a_sessions_id_leaves_that_sessions_open_stream
     app = streams.app(endpoint)
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(app, get("open"), receive, send)
+
+            async def held_open() -> None:
+                await app(get("open"), receive, send)
+
+            tg.start_soon(held_open)
             await anyio.wait_all_tasks_blocked()
             assert streams.open == {SESSION}
             await app(get("refused"), receive, send)  # another principal's, or a second GET of the session

@@ -12,11 +12,12 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, demo_server_entry, text_of, write_config
-from test_handles import handle_in
 
 from server.status.discovery import instances
 from server.status.ps import print_ps
+from tests.support.handles import handle_in
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.proxies import text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 

@@ -15,14 +15,14 @@ from mcp import Client
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from support import OWN_TOOLS, PYTHON, proxied, running_proxy, text_of
-from test_down_server import CRASHES_THEN_FAILS
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
 from server.downstream.tool_index import ToolIndex, words_of
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.processes import program_entry
+from tests.support.proxies import OWN_TOOLS, proxied, running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -244,10 +244,9 @@ async def test_a_server_that_cannot_start_is_named_with_its_reason() -> None:
     assert '(Server "broken" is down: it could not start (ConnectionRefusedError: broken is down on purpose)' in text
 
 
+@pytest.mark.subprocess
 async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_path: Path) -> None:
-    script = tmp_path / "flaky.py"
-    script.write_text(CRASHES_THEN_FAILS, encoding="utf-8")
-    servers = {"flaky": {"command": PYTHON, "args": [str(script), str(tmp_path / "crashed.flag")]}}
+    servers = {"flaky": program_entry("crashes_then_fails", str(tmp_path / "crashed.flag"))}
     settings = {**SEARCH, "startupWaitSecs": 120, "asyncTimeoutSecs": 120}
     proxy = Proxy(parse_config({"mcpServers": servers, "settings": settings}), connect_timeout=120)
     with anyio.fail_after(120):

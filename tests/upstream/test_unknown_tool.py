@@ -5,9 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
-from support import proxied, text_of
 
 from server.upstream.surface import did_you_mean
+from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,5 @@
-"""Resources, resource templates and prompts of every downstream, and where a request about one goes.
+"""What every downstream offers besides tools (resources, resource templates and prompts), and where a request
+about one goes. (The tool catalog of `settings.catalog` is another thing: `handles/tool_catalog.py`.)
 
 Prompt names, and the `name` of resources and templates, are public names like tool names
 (`<prefix><separator><name>`; unchanged with `prefix: ""`). URIs and URI templates are not rewritten:
@@ -25,7 +26,7 @@ from server.downstream.requests import forward_request
 from server.downstream.server import Downstream
 from server.errors import clip
 
-__all__ = ["Announcer", "Catalog", "PromptRoute", "Subscriptions", "offers", "template_matches"]
+__all__ = ["Announcer", "Offerings", "PromptRoute", "Subscriptions", "offers", "template_matches"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def offers(downstream: Downstream, feature: Feature) -> bool:
     return capabilities is not None and getattr(capabilities, feature) is not None
 
 
-class Catalog:
+class Offerings:
     """The routing tables of resources, templates and prompts, rebuilt when a server's lists change."""
 
     def __init__(self, downstreams: Sequence[Downstream], separator: str, announcer: Announcer) -> None:

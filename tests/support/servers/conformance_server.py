@@ -2,8 +2,8 @@
 
 Built from the "Server Implementation Requirements" of `@modelcontextprotocol/conformance` 0.1.16
 (`docs/conformance.md`). It runs over stdio, the way claimcheck starts a downstream
-(`python tests/conformance_server.py`), or over streamable HTTP at `/mcp` so the suite can be run
-against it alone (`python tests/conformance_server.py --http PORT`; 0 picks a free port, and the URL
+(`python -m tests.support.servers.conformance_server`), or over streamable HTTP at `/mcp` so the suite can be run
+against it alone (`python -m tests.support.servers.conformance_server --http PORT`; 0 picks a free port, and the URL
 is announced on stderr). Sampling and elicitation use the handshake era's server-to-client requests,
 which is what the suite speaks (2025-11-25).
 """
@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
-from conformance_tools import PNG_1X1_RED, RETRY_MS, Context, ToolFixtures
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from server.upstream.event_store import BoundedEventStore
+from tests.support.servers.conformance_tools import PNG_1X1_RED, RETRY_MS, Context, ToolFixtures
 
 __all__ = ["build_server"]
 

@@ -1,10 +1,11 @@
 """Reads one large stored output through claimcheck's own readers and reports each one's peak memory.
 
-Run by tests/handles/test_reading_large_outputs.py as `python read_probe.py BIG_FILE LINES WORKDIR PROBE...`; prints
-one JSON object: per probe its answer and its memory (KiB of VmHWM above the RSS it started from), and the
-peak RSS (VmHWM) of the grep worker processes. Each probe first runs on a small output (so imports and
-workers are warm), then the peak is reset (/proc/self/clear_refs) and it runs on the big one. The text
-is made by `line`, so the test knows every answer without reading the file.
+Run by tests/handles/test_reading_large_outputs.py as
+`python -m tests.support.servers.read_probe BIG_FILE LINES WORKDIR PROBE...`; prints one JSON object: per probe
+its answer and its memory (KiB of VmHWM above the RSS it started from), and the peak RSS (VmHWM) of the grep
+worker processes. Each probe first runs on a small output (so imports and workers are warm), then the peak is
+reset (/proc/self/clear_refs) and it runs on the big one. The text is made by `line`, so the test knows every
+answer without reading the file.
 """
 
 from __future__ import annotations
@@ -225,6 +226,4 @@ def _text(result: types.CallToolResult) -> str:
 
 
 if __name__ == "__main__":
-    repository = Path(__file__).resolve().parent.parent
-    sys.path[:0] = [str(repository)]
     print(json.dumps(anyio.run(main, Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:])))

@@ -31,7 +31,7 @@ EVERYTHING_VERSION = "2026.8.31"
 FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory"
 REFERENCE_SERVERS_VERSION = "2026.8.31"
-NPM_PEERS_DIR = Path(__file__).resolve().parent.parent / ".cache" / "npm-peers"
+NPM_PEERS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "npm-peers"
 
 _INSTALL_TIMEOUT_S = 600
 

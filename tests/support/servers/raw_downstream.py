@@ -5,9 +5,9 @@ JSON must escape), written in pieces; `fast {mib}` answers with the same kind of
 takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against);
 `endless {}` starts an answer and never finishes it; `echo {text}`. `big` and `fast` answer an error result
 (`isError: true`) with `error: true`.
-Run: `python tests/raw_downstream.py` (stdio), or `--http PORT` for streamable HTTP at `/mcp` (answers as JSON
-bodies; `--sse` answers as SSE events), the URL announced on stderr. Used by the bounded-memory tests and by
-bench/large_outputs.py.
+Run: `python tests/support/servers/raw_downstream.py` (stdio; stdlib only, so by path too), or `--http PORT` for
+streamable HTTP at `/mcp` (answers as JSON bodies; `--sse` answers as SSE events), the URL announced on stderr.
+Used by the bounded-memory tests and by bench/large_outputs.py.
 """
 
 from __future__ import annotations

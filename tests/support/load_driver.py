@@ -19,7 +19,8 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from support import PYTHON, announced_url, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
 
 __all__ = ["LoadResult", "claimcheck_http", "peak_rss_kib", "run_load"]
 

@@ -1,6 +1,6 @@
 """A stdio MCP server that asks its client for roots (`roots/list`), in a call and outside any.
 
-Run: `python tests/roots_server.py`. Used by the roots tests over real stdio.
+Run: `python tests/support/servers/roots_server.py`. Used by the roots tests over real stdio.
 - tool `roots` (`after`: seconds to wait first): asks during the call, returns the URIs or the error;
 - on `notifications/roots/list_changed` it asks again outside any request, as servers that follow
   the client's roots do; tool `heard` tells how many such notifications came and what the last asking got;

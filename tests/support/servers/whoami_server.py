@@ -1,7 +1,8 @@
 """A tiny stdio MCP server that says which process it is, for the config reload tests.
 
 Tools: `whoami` answers "<label> <pid> <parent pid>" (the label is its first argument); `hold {path}` answers once
-`path` exists, so a test keeps a call in flight for as long as it needs. Run: `python tests/whoami_server.py LABEL`.
+`path` exists, so a test keeps a call in flight for as long as it needs.
+Run: `python tests/support/servers/whoami_server.py LABEL`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A stdio MCP server whose `confirm` tool asks the client (elicitation) 1 s after it is called.
 
-Run: `python tests/asking_server.py`. Used by the questions tests over real stdio.
+Run: `python tests/support/servers/asking_server.py`. Used by the questions tests over real stdio.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 
 __all__ = ["in_ci", "require"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def in_ci() -> bool:

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from raw_downstream import handshake
+from tests.support.servers.raw_downstream import handshake
 
 MARKERS = {"sdk": "/_rust.abi3.so", "re2": "/_re2."}
 TOOLS = [{"name": "pid", "description": "This server's process id.", "inputSchema": {"type": "object"}}]

@@ -1,6 +1,6 @@
 """A real OpenID provider for the OAuth tests: `oidc-provider` from npm on node, on 127.0.0.1 and a free port.
 
-The package is installed on first use into the git-ignored `.cache/oidc-provider`; `tests/oidc_provider.mjs`
+The package is installed on first use into the git-ignored `.cache/oidc-provider`; `tests/support/oidc_provider.mjs`
 configures it. Missing `node`/`npm` skips the tests that need it on a developer's machine and fails them in CI
 (env `CI` set), where a silent skip would hide that OAuth was never tested against a real provider.
 
@@ -14,7 +14,6 @@ import fcntl
 import functools
 import json
 import os
-import re
 import secrets
 import shutil
 import subprocess
@@ -31,11 +30,13 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from tests.support.processes import announcing, stop
+
 __all__ = ["OIDC_PACKAGE", "OIDC_VERSION", "SCOPES", "Provider", "oidc_provider"]
 
 OIDC_PACKAGE = "oidc-provider"
 OIDC_VERSION = "9.13.3"  # warns that it wants Node 22 but runs on the Node 20 CI has; tests say if it stops
-OIDC_DIR = Path(__file__).resolve().parent.parent / ".cache" / "oidc-provider"
+OIDC_DIR = Path(__file__).resolve().parents[2] / ".cache" / "oidc-provider"
 SCRIPT = Path(__file__).resolve().parent / "oidc_provider.mjs"
 SCOPES = ("mcp:tools", "mcp:read")
 CLIENTS = {
@@ -47,7 +48,7 @@ CLIENTS = {
 }
 
 _INSTALL_TIMEOUT_S = 600
-_LISTENING = re.compile(rb"oidc-provider at (http://127\.0\.0\.1:\d+)")
+_LISTENING = r"oidc-provider at (http://127\.0\.0\.1:\d+)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ class Provider:
 
     async def stop(self) -> None:
         """Stop the provider before its context ends: its metadata, keys and tokens are gone."""
-        await _stop(self.process)
+        await stop(self.process)
 
     async def token(self, client: str, resource: str, scope: str = "mcp:tools") -> str:
         """An access token for `resource` by the client credentials grant."""
@@ -93,18 +94,9 @@ async def oidc_provider(directory: Path, *, opaque: Iterable[str] = ()) -> Async
     path = directory / "oidc-setup.json"
     path.write_text(json.dumps(setup), encoding="utf-8")
     path.chmod(0o600)
-    process = await anyio.open_process([node, str(SCRIPT), entry.as_uri(), str(path)], stdin=-1, stdout=-1, stderr=-1)
-    try:
-        issuer = await _announced(process)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, process.stderr)
-            tg.start_soon(_drain, process.stdout)
-            yield Provider(issuer, client_secrets, key, process)
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _stop(process)
-            await process.aclose()
+    command = [node, str(SCRIPT), entry.as_uri(), str(path)]
+    async with announcing(command, _LISTENING, stream="stdout", within=60) as started:  # stopped: stdin closed
+        yield Provider(started.url, client_secrets, key, started.process)
 
 
 @functools.cache
@@ -147,33 +139,3 @@ def _require(program: str) -> str:
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         raise RuntimeError(f"{reason} (CI is set, so this is a failure, not a skip)")
     pytest.skip(reason)
-
-
-async def _announced(process: anyio.abc.Process) -> str:
-    assert process.stdout is not None
-    seen = b""
-    with anyio.fail_after(60):
-        async for chunk in process.stdout:
-            seen += chunk
-            if match := _LISTENING.search(seen):
-                return match.group(1).decode()
-    assert process.stderr is not None
-    said = b"".join([chunk async for chunk in process.stderr])
-    raise AssertionError(f"oidc-provider exited before listening: {(seen + said).decode(errors='replace')}")
-
-
-async def _drain(stream: anyio.abc.ByteReceiveStream | None) -> None:
-    if stream is not None:
-        async for _ in stream:
-            pass
-
-
-async def _stop(process: anyio.abc.Process) -> None:
-    if process.returncode is None:
-        if process.stdin is not None:
-            await process.stdin.aclose()  # the script exits when its stdin closes
-        with anyio.move_on_after(10):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

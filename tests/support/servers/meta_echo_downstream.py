@@ -1,14 +1,14 @@
 """A stdio server whose one tool is marked as a claimcheck's forwarded tool (`io.claimcheck/proxied`), and which
 answers each call with the `_meta` of its request as text: what a claimcheck in front sends the one behind (over
 HTTP, with the request's `traceparent` header as `header:traceparent`).
-Run: `python tests/meta_echo_downstream.py` (stdio), or with `--http PORT`."""
+Run: `python -m tests.support.servers.meta_echo_downstream` (stdio), or with `--http PORT`."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from raw_downstream import handshake, main
+from tests.support.servers.raw_downstream import handshake, main
 
 TOOLS = [{"name": "meta", "inputSchema": {"type": "object"}, "_meta": {"io.claimcheck/proxied": {}}}]
 

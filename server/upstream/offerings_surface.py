@@ -1,4 +1,4 @@
-"""The MCP requests about resources, prompts and completion; each goes to the server the catalog names, except
+"""The MCP requests about resources, prompts and completion; each goes to the server `Offerings` names, except
 the session's own stored outputs (`claimcheck://output/…`, `server.handles.resources`), which claimcheck serves.
 
 Lists are served whole, in one page. A downstream's failure comes back as a JSON-RPC error naming
@@ -19,7 +19,7 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from server import sdk_compat
-from server.downstream.catalog import offers
+from server.downstream.offerings import offers
 from server.downstream.relay import RequestRelay
 from server.downstream.requests import forward_request
 from server.errors import clip
@@ -40,20 +40,20 @@ _CLEANUP_KEY = "claimcheck.resource-subscriptions"
 
 def install(server: Server[Proxy], proxy: Proxy) -> None:
     """Serve resources, prompts and completion on `server`, and follow the URIs listen streams name."""
-    catalog = proxy.catalog
+    offerings = proxy.offerings
 
     async def list_resources(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourcesResult:
         await proxy.pool.listable()
         session = _watched(ctx, proxy)
-        return types.ListResourcesResult(resources=[*catalog.resources(), *listed(session)])
+        return types.ListResourcesResult(resources=[*offerings.resources(), *listed(session)])
 
     async def list_templates(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListResourceTemplatesResult:
         await proxy.pool.listable()
-        return types.ListResourceTemplatesResult(resource_templates=catalog.templates())
+        return types.ListResourceTemplatesResult(resource_templates=offerings.templates())
 
     async def list_prompts(ctx: ServerRequestContext[Proxy], params: Any) -> types.ListPromptsResult:
         await proxy.pool.listable()
-        return types.ListPromptsResult(prompts=catalog.prompts())
+        return types.ListPromptsResult(prompts=offerings.prompts())
 
     async def routed(find: Callable[[], _T]) -> _T:
         """What `find` names once the servers are listable; a name not known yet waits (at most the start-up
@@ -77,14 +77,14 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
                 return await read_output(uri, _watched(ctx, proxy), proxy.sessions, threshold=threshold)
             except OutputUnknown as exc:
                 raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        server = await routed(lambda: catalog.resource_server(uri))
+        server = await routed(lambda: offerings.resource_server(uri))
         relay = _relay(ctx, proxy, f'resources/read "{clip(uri)}"')
         return await forward_request(server, "resources/read", lambda client: client.read_resource(uri), relay)
 
     async def get_prompt(
         ctx: ServerRequestContext[Proxy], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        route = await routed(lambda: catalog.prompt(params.name))
+        route = await routed(lambda: offerings.prompt(params.name))
         arguments = params.arguments
         relay = _relay(ctx, proxy, f'prompts/get "{route.public}"')
         return await forward_request(
@@ -95,11 +95,11 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         ref = params.ref
         if isinstance(ref, types.PromptReference):
             name = ref.name
-            route = await routed(lambda: catalog.prompt(name))
+            route = await routed(lambda: offerings.prompt(name))
             downstream, ref = route.downstream, ref.model_copy(update={"name": route.name})
         else:
             uri_template = ref.uri
-            downstream = await routed(lambda: catalog.template_server(uri_template))
+            downstream = await routed(lambda: offerings.template_server(uri_template))
         if not offers(downstream, "completions"):
             return types.CompleteResult(completion=types.Completion(values=[]))
         argument = {"name": params.argument.name, "value": params.argument.value}
@@ -116,8 +116,8 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
             proxy.output_watch.subscribe(_client_key(ctx, proxy), session.id, ctx.session, params.uri)
             return types.EmptyResult()
         await proxy.pool.listable()
-        downstream = catalog.resource_server(params.uri)
-        await catalog.subscriptions.follow(_client_key(ctx, proxy), ctx.session, params.uri, downstream)
+        downstream = offerings.resource_server(params.uri)
+        await offerings.subscriptions.follow(_client_key(ctx, proxy), ctx.session, params.uri, downstream)
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -126,7 +126,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         if handle_of(params.uri) is not None:
             proxy.output_watch.unsubscribe(_client_key(ctx, proxy), params.uri)
             return types.EmptyResult()
-        await catalog.subscriptions.unfollow(_client_key(ctx, proxy), params.uri)
+        await offerings.subscriptions.unfollow(_client_key(ctx, proxy), params.uri)
         return types.EmptyResult()
 
     server.add_request_handler("resources/list", types.PaginatedRequestParams, list_resources)
@@ -154,7 +154,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
             if handle_of(uri) is not None:
                 continue  # the session's own output: told by `proxy.output_watch`, no server to subscribe
             try:
-                await catalog.subscriptions.hold(uri, catalog.resource_server(uri))
+                await offerings.subscriptions.hold(uri, offerings.resource_server(uri))
             except MCPError as exc:  # honoured all the same: it never fires, as for a URI nobody has
                 logger.info("a listen stream follows %s, which no server updates: %s", clip(uri), exc.error.message)
             else:
@@ -164,7 +164,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         finally:
             with anyio.CancelScope(shield=True):
                 for uri in held:
-                    await catalog.subscriptions.release(uri)
+                    await offerings.subscriptions.release(uri)
 
     server.add_request_handler("subscriptions/listen", types.SubscriptionsListenRequestParams, listen_following)
 
@@ -209,7 +209,7 @@ def _client_key(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> object:
         return ctx.session
     if _CLEANUP_KEY not in connection.state:
         connection.state[_CLEANUP_KEY] = True
-        connection.exit_stack.push_async_callback(proxy.catalog.subscriptions.forget, connection)
+        connection.exit_stack.push_async_callback(proxy.offerings.subscriptions.forget, connection)
 
         async def unwatch() -> None:
             proxy.output_watch.forget(connection)

