@@ -6,12 +6,19 @@ slice at any character then start from the nearest entry instead of the start of
 `SPACING` bytes and the one line are scanned, whatever the file's size. Lines end at LF, CRLF or a lone CR
 (as `fs_sandbox._lines` reads them); characters are those of the UTF-8 text as stored (CR kept).
 
+An index is used only when it is the one written for this file: after its entries it holds a digest of the
+file's size and its first and last `END_BLOCK` bytes, and a digest of everything before it. A damaged or
+hand-edited index (even one whose numbers are all plausible) or one left beside another file of the same size
+fails them and is rebuilt. (Whoever can rewrite both digests can rewrite the output itself: the run root is the
+user's own, 0700.)
+
 Stdlib only: the grep worker imports it.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -20,10 +27,23 @@ __all__ = ["SUFFIX", "IndexBuilder", "LineIndex", "build"]
 
 SPACING = 1 << 20
 SUFFIX = ".lines"
-_MAGIC = b"claimcheck-lines-2\n"
+_MAGIC = b"claimcheck-lines-3\n"
 _HEAD = struct.Struct("<QQQQQ")  # size, lines, chars, entries, carriage returns
 _ENTRY = struct.Struct("<QQQQ")  # offset, line, chars before, 1 when a line starts there
 _CONTINUATION = bytes(range(0x80, 0xC0))
+END_BLOCK = 64 << 10
+_DIGEST = 32  # sha256
+
+
+def ends_digest(fd: int, size: int) -> bytes:
+    """The digest that binds an index to its file: the size, the first and the last `END_BLOCK` bytes."""
+    first = os.pread(fd, min(size, END_BLOCK), 0)
+    last = os.pread(fd, min(size, END_BLOCK), max(0, size - END_BLOCK))
+    return _ends(size, first, last)
+
+
+def _ends(size: int, first: bytes, last: bytes) -> bytes:
+    return hashlib.sha256(size.to_bytes(8, "little") + first + last).digest()
 
 
 def _chars(data: bytes | memoryview) -> int:
@@ -71,14 +91,19 @@ class LineIndex:
         return (self.offsets[at], self.char_counts[at]) if at >= 0 else (0, 0)
 
     @classmethod
-    def parse(cls, data: bytes, size: int) -> LineIndex | None:
-        """The index in `data`, or None when it is not one, is for another size of file, or cannot be true of
-        one (a file on disk may be damaged or changed by hand: its numbers are checked, not trusted)."""
-        if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size:
+    def parse(cls, data: bytes, size: int, ends: bytes | None = None) -> LineIndex | None:
+        """The index in `data`, or None when it is not one, is for another file (`ends`: the file's
+        `ends_digest`, checked where given) or another size of file, or cannot be true of one (a file on disk
+        may be damaged or changed by hand: its digests and numbers are checked, not trusted)."""
+        if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size + 2 * _DIGEST:
             return None
         total, lines, chars, count, crs = _HEAD.unpack_from(data, len(_MAGIC))
         body = len(_MAGIC) + _HEAD.size
-        if total != size or len(data) != body + count * _ENTRY.size:
+        if total != size or len(data) != body + count * _ENTRY.size + 2 * _DIGEST:
+            return None
+        if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
+            return None
+        if ends is not None and data[-2 * _DIGEST : -_DIGEST] != ends:
             return None
         entries = [_ENTRY.unpack_from(data, body + i * _ENTRY.size) for i in range(count)]
         if not _possible(size, lines, chars, crs, entries):
@@ -125,6 +150,9 @@ class IndexBuilder:
         self._last = b""
         self._next = SPACING
         self._entries: list[tuple[int, int, int, int]] = []
+        self._first = bytearray()  # the file's first END_BLOCK bytes
+        self._tail: list[bytes] = []  # the last pieces, END_BLOCK bytes or more of them (kept, not copied)
+        self._tail_size = 0
 
     def feed(self, data: bytes, chars: int | None = None) -> None:
         """The next bytes of the file; `chars`, when the writer knows it, is how many characters they hold (then
@@ -171,6 +199,12 @@ class IndexBuilder:
         self._chars += chars
         self._last = data[-1:]
         self.size += len(data)
+        if len(self._first) < END_BLOCK:
+            self._first += data[: END_BLOCK - len(self._first)]
+        self._tail.append(data)
+        self._tail_size += len(data)
+        while self._tail_size - len(self._tail[0]) >= END_BLOCK:
+            self._tail_size -= len(self._tail.pop(0))
         return chars
 
     @property
@@ -179,7 +213,10 @@ class IndexBuilder:
 
     def finish(self) -> bytes:
         head = _HEAD.pack(self.size, self.lines, self._chars, len(self._entries), self._crs)
-        return _MAGIC + head + b"".join(_ENTRY.pack(*entry) for entry in self._entries)
+        last = b"".join(self._tail)[-END_BLOCK:] if self.size else b""
+        ends = _ends(self.size, bytes(self._first), last)
+        data = _MAGIC + head + b"".join(_ENTRY.pack(*entry) for entry in self._entries) + ends
+        return data + hashlib.sha256(data).digest()
 
 
 def build(fd: int, size: int, piece: int = 256 << 10) -> bytes:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from fs_sandbox._index import SUFFIX, LineIndex
+from fs_sandbox._index import SUFFIX, LineIndex, ends_digest
 from fs_sandbox._index import build as build_index
 from fs_sandbox.errors import NotAFile, NotFound, PathRefused, SandboxError
 from fs_sandbox.platform import DIRECTORY_FLAGS, FILE_FLAGS, NEW_FILE_FLAGS, require_confinement
@@ -104,7 +104,7 @@ def open_file(root: Path | str, name: str) -> OpenFile:
             os.close(directory)
             directory = inner
         opened = _open_regular(directory, parts[-1], name)
-        opened.index = _read_index(directory, parts[-1], opened.size)
+        opened.index = _read_index(directory, parts[-1], opened)
         opened.root = os.fspath(root)
         return opened
     finally:
@@ -196,8 +196,9 @@ def _open_regular(directory: int, part: str, name: str) -> OpenFile:
     return OpenFile(fd, opened.st_size, name)
 
 
-def _read_index(directory: int, part: str, size: int) -> LineIndex | None:
-    """The line index beside the file, opened the same way (a regular file, no link), if there is a valid one."""
+def _read_index(directory: int, part: str, opened: OpenFile) -> LineIndex | None:
+    """The line index beside the file, opened the same way (a regular file, no link), if there is a valid one
+    written for this file."""
     try:
         index = _open_regular(directory, part + SUFFIX, part + SUFFIX)
     except (NotFound, NotAFile):
@@ -205,7 +206,7 @@ def _read_index(directory: int, part: str, size: int) -> LineIndex | None:
     with index:
         if index.size > _MAX_INDEX_BYTES:
             return None
-        return LineIndex.parse(index.read(0, index.size), size)
+        return LineIndex.parse(index.read(0, index.size), opened.size, ends_digest(opened.fd, opened.size))
 
 
 def _refused_root(root: Path | str, name: str, exc: OSError) -> Exception:

@@ -198,8 +198,14 @@ def _tampered(index: bytes, how: str) -> bytes:
         entries[1][1] = 0
     elif how == "more lines than bytes between entries":
         entries[1][1] = entries[0][1] + (entries[1][0] - entries[0][0]) + 1
+    elif how == "line numbers off by one":  # every number still possible
+        entries = [[offset, line + 1, chars_before, start] for offset, line, chars_before, start in entries]
+        lines += 1
+    elif how == "character counts zero":  # every number still possible
+        entries = [[offset, line, 0, start] for offset, line, _, start in entries]
     body = b"".join(_index._ENTRY.pack(*entry) for entry in entries)
-    return index[:head] + _index._HEAD.pack(total, lines, chars, count, crs) + body
+    digests = index[head + _index._HEAD.size + count * _index._ENTRY.size :]  # kept as written
+    return index[:head] + _index._HEAD.pack(total, lines, chars, count, crs) + body + digests
 
 
 @pytest.mark.anyio
@@ -212,6 +218,8 @@ def _tampered(index: bytes, how: str) -> bytes:
         "entries out of order",
         "line number going back",
         "more lines than bytes between entries",
+        "line numbers off by one",
+        "character counts zero",
     ],
 )
 async def test_a_tampered_index_is_rebuilt_and_read_counts_the_true_lines(how: str) -> None:
@@ -232,3 +240,15 @@ async def test_a_tampered_index_is_rebuilt_and_read_counts_the_true_lines(how: s
     assert "lines 59999-60000 of 60000:" in text_of(read), text_of(read)
     assert "line 59999 of the big output" in text_of(read)
     assert rebuilt == good  # rebuilt as it was written
+
+
+@pytest.mark.parametrize("size", [10, 3 << 20])  # under one end block, and several entries long
+def test_an_index_is_used_only_beside_the_file_it_was_written_for(tmp_path: Path, size: int) -> None:
+    written = (b"a line\n" * (size // 7 + 1))[:size]
+    other = written[:-2] + b"!\n"  # the same size, another end
+    index = built(written, [size // 3, size // 2])
+    for name, data in (("written", written), ("other", other)):
+        (tmp_path / name).write_bytes(data)
+    with open(tmp_path / "written", "rb") as same, open(tmp_path / "other", "rb") as changed:
+        assert LineIndex.parse(index, size, _index.ends_digest(same.fileno(), size)) is not None
+        assert LineIndex.parse(index, size, _index.ends_digest(changed.fileno(), size)) is None
