@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from extraction.marks import EXCERPT_MARK, excerpt_line
 from extraction.source import Source, text_pieces
 from extraction.tokens import count_tokens
 from extraction.wording import plural
@@ -31,7 +32,7 @@ NEIGHBOURS = 2  # lines (or segments of a long line) shown on each side of a cho
 HEAD_SEGMENTS = 5
 TAIL_SEGMENTS = 10
 HEAD_TAIL_SHARE = 0.15  # of the budget, each: a bundle's 400-character segments must not fill it alone
-MARK = "→ "  # before a chosen line, as Grep marks a match; the lines around it get two spaces
+MARK = EXCERPT_MARK  # before a chosen line, as Grep marks a match; the lines around it get two spaces
 CANDIDATES = 200  # chosen lines read back at most: a page of ~1 500 tokens never holds more, and the text read
 # back stays under a megabyte whatever the output (200 x 5 neighbours and headings x 400 characters)
 RELEVANT = 0.25  # a group is shown when its words weigh at least this share of the best group's
@@ -190,7 +191,7 @@ def _render(
     for index in sorted(shown):
         if index > last + 1:
             lines.append(f"  [… {plural(index - last - 1, 'line')} not shown …]")
-        lines.append((MARK if index in chosen else "  ") + wanted.get(index, ""))
+        lines.append(excerpt_line(wanted.get(index, ""), chosen=index in chosen))
         last = index
     if last < total - 1:
         lines.append(f"  [… {plural(total - 1 - last, 'line')} not shown …]")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from extraction.marks import without_marks
 from extraction.source import Source, text_windows
 
 __all__ = ["Evidence", "settle", "split_evidence", "verify", "with_evidence"]
@@ -57,11 +58,15 @@ def split_evidence(answer: str) -> tuple[str, list[str]]:
 def verify(quotes: list[str], document: Source) -> list[Evidence]:
     """Each distinct quote with where it first occurs in `document` (exactly, or else with whitespace
     differences), found in one pass over the stored output; blocking."""
-    wanted: list[str] = []
+    asked: list[str] = []
     for quote in quotes:
         quote = quote.strip()
-        if len(quote) >= _MIN_QUOTE_CHARS and quote not in wanted:
-            wanted.append(quote)
+        if len(quote) >= _MIN_QUOTE_CHARS and quote not in asked:
+            asked.append(quote)
+    # A line copied as claimcheck showed it (a Read or Grep gutter, an arrow) is also looked for without those marks.
+    bare = {quote: plain for quote in asked if len(plain := without_marks(quote).strip()) >= _MIN_QUOTE_CHARS}
+    bare = {quote: plain for quote, plain in bare.items() if plain != quote}
+    wanted = list(dict.fromkeys([*asked, *bare.values()]))
     exact: dict[str, tuple[int, int]] = {}
     loose: dict[str, tuple[int, int]] = {}
     patterns = {quote: re.compile(r"\s+".join(re.escape(word) for word in quote.split())) for quote in wanted}
@@ -79,8 +84,11 @@ def verify(quotes: list[str], document: Source) -> list[Evidence]:
         if len(exact) == len(wanted):
             break
     evidence = []
-    for quote in wanted:
+    for quote in asked:
         found = exact.get(quote) or loose.get(quote)
+        if found is None and quote in bare:  # only as shown with claimcheck's marks: the text is what was found
+            quote = bare[quote]
+            found = exact.get(quote) or loose.get(quote)
         evidence.append(Evidence(quote, *found) if found else Evidence(quote, None, None))
     return evidence
 

@@ -15,6 +15,7 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from extraction import count_tokens
+from extraction.marks import grep_line, grep_snippet, read_line
 from extraction.wording import plural
 from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
@@ -74,7 +75,7 @@ async def run_file_tool(
                 max_chars=max_chars,
             )
             numbered = [
-                f"{number:>6}  {_clip(text, length)}"
+                read_line(number, _clip(text, length))
                 for (number, text), length in zip(result.lines, result.lengths, strict=True)
             ]
             if not numbered:
@@ -140,12 +141,12 @@ def _grep_text(args: GrepArgs, found: GrepResult, budget: int) -> str:
             lines.append("───")
         for line in block:
             if not line.snippets:
-                lines.append(f"{line.number:>6}{' →' if line.is_match else '  '} {_clip(line.text, line.length)}")
+                lines.append(grep_line(line.number, _clip(line.text, line.length), match=line.is_match))
                 continue
             # A long line: each match in a window of its own, with the column (characters into the line).
             for snippet in line.snippets:
                 text = ("…" if snippet.cut_before else "") + snippet.text + ("…" if snippet.cut_after else "")
-                lines.append(f"{line.number:>6} → col {snippet.column}: {text}")
+                lines.append(grep_snippet(line.number, snippet.column, text))
             if line.more_in_line:
                 lines.append(f"{line.number:>6}   [more matches on this line of {line.length} characters not shown]")
     return _capped(header, lines, budget, left_out=found.omitted_lines + found.omitted_blocks)
