@@ -6,6 +6,7 @@ or broken clients are kept from holding it is `server.http_edge`'s; this module 
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -52,6 +53,15 @@ _MAX_REGEX = 500
 
 class BadParameter(ValueError):
     """A query parameter that is not what the route takes; answered 400 with this message."""
+
+
+def known_params(params: QueryParams, known: tuple[str, ...]) -> None:
+    """Refuse a query parameter the route does not take (a misspelt filter would otherwise filter nothing)."""
+    for name in params:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise BadParameter(f"unknown query parameter {name[:40]!r} (this route takes {', '.join(known)}){hint}")
 
 
 def int_param(params: QueryParams, name: str, default: int, low: int, high: int) -> int:
@@ -186,12 +196,13 @@ class StatusApi:
 
     async def tasks(self, request: Request) -> Response:
         params = request.query_params
+        filters = ("status", "server", "tool", "session", "search", "instance")
         try:
+            known_params(params, ("limit", "offset", *filters))
             limit = int_param(params, "limit", 50, 1, _MAX_LIMIT)
             offset = int_param(params, "offset", 0, 0, _MAX_OFFSET)
         except BadParameter as exc:
             return _error(400, str(exc))
-        filters = ("status", "server", "tool", "session", "search", "instance")
         query = TaskQuery(**{key: params.get(key) for key in filters})
         tasks, total = await self._run(self.history.tasks, query, limit, offset)
         body: dict[str, Any] = {"tasks": tasks, "total": total, "limit": limit, "offset": offset}
@@ -221,6 +232,7 @@ class StatusApi:
         if self.outputs is None:
             return _error(404, "outputs are not served here")
         try:
+            known_params(request.query_params, ("lines",))
             lines = int_param(request.query_params, "lines", 40, 1, HEAD_LINES_MAX)
             return JSONResponse(await self.outputs.head(request.path_params["handle"], lines))
         except BadParameter as exc:
@@ -233,6 +245,10 @@ class StatusApi:
         if self.outputs is None:
             return _error(404, "outputs are not served here")
         params = request.query_params
+        try:
+            known_params(params, ("regex", "maxMatches", "caseSensitive"))
+        except BadParameter as exc:
+            return _error(400, str(exc))
         regex = params.get("regex", "")
         if not regex or len(regex) > _MAX_REGEX:
             return _error(400, f"regex must be 1..{_MAX_REGEX} characters")

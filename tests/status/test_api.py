@@ -258,3 +258,20 @@ def test_a_history_made_before_owners_were_recorded_gains_the_column_and_its_old
         columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
     assert {"produced", "owner"} <= columns
     assert task["owner"] is None and task["handle"] == "session-a/b" and task["cut"] is False
+
+
+async def test_a_misspelt_or_unknown_query_parameter_is_a_400_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with api_proxy(tmp_path, Downstream(), monkeypatch) as (_, http):
+        with anyio.fail_after(10):
+            misspelt = await http.get("/v1/tasks", params={"statuss": "running"})
+            unknown = await http.get("/v1/tasks", params={"colour": "red"})
+            known = await http.get("/v1/tasks", params={"status": "running", "limit": 5})
+            grep = await http.get("/v1/tasks/session-x/y/output/grep", params={"regex": "a", "max": 3})
+    assert misspelt.status_code == 400
+    assert misspelt.json()["error"].startswith("unknown query parameter 'statuss'")
+    assert misspelt.json()["error"].endswith("did you mean 'status'?")
+    assert unknown.status_code == 400 and "did you mean" not in unknown.json()["error"]
+    assert known.status_code == 200
+    assert grep.status_code == 400 and "'max'" in grep.json()["error"]
