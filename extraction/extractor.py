@@ -112,6 +112,8 @@ class Extractor:
         answer, evidence = await anyio.to_thread.run_sync(settle, result.answer, source)
         not_found = answer.startswith(NOT_FOUND)
         body = with_evidence(answer, evidence)
+        if note := result.note():
+            body = f"{note}\n\n{body}"
         if not evidence and not not_found:  # nothing quoted: show where the answer's values stand in the output
             if located := await anyio.to_thread.run_sync(locate, answer, source):
                 body += "\n\nEVIDENCE:\n" + "\n".join(item.describe() for item in located)

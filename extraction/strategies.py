@@ -79,6 +79,19 @@ class StrategyResult:
     answer: str  # the FINAL content, evidence section included
     chunks_searched: int
     chunks_total: int
+    unanswered: tuple[int, ...] = ()  # the parts (1-based) whose answer could not be read, after retries
+
+    def note(self) -> str:
+        """The line saying which parts gave no answer (empty when every part answered)."""
+        if not self.unanswered:
+            return ""
+        numbers = [str(index) for index in self.unanswered]
+        named = numbers[0] if len(numbers) == 1 else ", ".join(numbers[:-1]) + " and " + numbers[-1]
+        parts = "Part" if len(numbers) == 1 else "Parts"
+        return (
+            f"{parts} {named} of {self.chunks_total} gave no answer: this answer is from the others. "
+            "Search those parts with Grep, or read them with Read."
+        )
 
 
 MIN_CHUNK_TOKENS = 256
@@ -111,17 +124,29 @@ def plan_chunks(
 
 
 async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy) -> list[str]:
-    """The FINAL content of one answer per prompt, each tried `1 + retries` times.
+    """The FINAL content of one answer per prompt, each tried `1 + retries` times; the first prompt that keeps
+    failing fails them all (see `_ask_parts` for answers without the parts that fail)."""
+    answers = await _ask_parts(llm, usage, prompts, nonce, policy, partial=False)
+    return [answer or "" for answer in answers]
+
+
+async def _ask_parts(
+    llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy, *, partial: bool = True
+) -> list[str | None]:
+    """The FINAL content of one answer per prompt, each tried `1 + retries` times; None for a prompt whose answer
+    could not be read (`partial`: the model gave none for that part, and the others go on), unless none answered,
+    which raises the first failure. A failing backend (an error, a context overflow: the caller splits smaller)
+    stops them all.
 
     A prompt is made only when its call is about to start, so at most `policy.concurrency` chunks are held.
 
     Backends that take batches (`complete_batch`, e.g. sampling through a 2026-07-28 client) get all
     prompts at once and a batch of the failed ones per retry; others get concurrent calls under
-    `policy.concurrency`, and the first prompt that keeps failing stops the rest.
+    `policy.concurrency`.
     """
     if getattr(llm, "complete_batch", None) is not None:
-        return await _ask_in_batches(llm, usage, prompts, nonce, policy)
-    answers: list[str] = [""] * len(prompts)
+        return await _ask_in_batches(llm, usage, prompts, nonce, policy, partial=partial)
+    answers: list[str | None] = [None] * len(prompts)
     failures: list[ExtractionError] = []
     limiter = anyio.CapacityLimiter(in_flight(llm, policy))
 
@@ -145,18 +170,22 @@ async def _ask_all(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, po
                 failure = NoFinalReport("the model gave an empty answer, or repeated the instructions")
                 conversation = _reminded(conversation, nonce)
             assert failure is not None
-            failures.append(failure)  # one part that cannot be read spoils the whole answer
-            scope.cancel()
+            failures.append(failure)
+            if not (partial and isinstance(failure, NoFinalReport)):  # the backend failed, not this part: stop
+                scope.cancel()
 
     async with anyio.create_task_group() as tg:
         for index in range(len(prompts)):
             tg.start_soon(one, index, tg.cancel_scope)
-    if failures:
-        raise failures[0]
+    broken = [failure for failure in failures if not isinstance(failure, NoFinalReport)]
+    if broken or (failures and (not partial or all(answer is None for answer in answers))):
+        raise (broken or failures)[0]
     return answers
 
 
-async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy) -> list[str]:
+async def _ask_in_batches(
+    llm: LLM, usage: Usage, prompts: list[Prompt], nonce: str, policy: Policy, *, partial: bool
+) -> list[str | None]:
     conversations = [_conversation(await prompt()) for prompt in prompts]  # a batch goes out whole
     answers: list[str | None] = [None] * len(prompts)
     failures: dict[int, ExtractionError] = {}
@@ -176,7 +205,9 @@ async def _ask_in_batches(llm: LLM, usage: Usage, prompts: list[Prompt], nonce: 
                 answers[index] = answer
         pending = [index for index in pending if answers[index] is None]
         if not pending:
-            return [answer or "" for answer in answers]
+            return answers
+    if partial and len(pending) < len(prompts) and all(isinstance(failures[i], NoFinalReport) for i in pending):
+        return answers
     raise failures[pending[0]]
 
 
@@ -257,18 +288,20 @@ async def full_chunked(
 
         return made
 
-    answers = await _ask_all(llm, usage, [map_step(chunk) for chunk in searched], nonce, policy)
-    if len(answers) == 1:
-        return StrategyResult(answers[0], 1, len(chunks))
-    relevant = [answer for answer in answers if not answer.startswith(NOT_FOUND)]
+    parts = await _ask_parts(llm, usage, [map_step(chunk) for chunk in searched], nonce, policy)
+    unanswered = tuple(chunk.index for chunk, answer in zip(searched, parts, strict=True) if answer is None)
+    answers = [(chunk.index, answer) for chunk, answer in zip(searched, parts, strict=True) if answer is not None]
+    if len(parts) == 1:
+        return StrategyResult(answers[0][1], 1, len(chunks))
+    relevant = [answer for _, answer in answers if not answer.startswith(NOT_FOUND)]
     if not relevant:
-        summary = "\n".join(f"- chunk {i}: {a.removeprefix(NOT_FOUND).strip()}" for i, a in enumerate(answers, 1))
-        return StrategyResult(f"{NOT_FOUND}\n{summary}", len(searched), len(chunks))
+        summary = "\n".join(f"- chunk {i}: {a.removeprefix(NOT_FOUND).strip()}" for i, a in answers)
+        return StrategyResult(f"{NOT_FOUND}\n{summary}", len(searched), len(chunks), unanswered)
     if len(relevant) == 1:
-        return StrategyResult(relevant[0], len(searched), len(chunks))
+        return StrategyResult(relevant[0], len(searched), len(chunks), unanswered)
     reduce = _ready(reduce_prompt(document, extract, relevant, nonce))
     (answer,) = await _ask_all(llm, usage, [reduce], nonce, policy)
-    return StrategyResult(answer, len(searched), len(chunks))
+    return StrategyResult(answer, len(searched), len(chunks), unanswered)
 
 
 async def excerpts(

@@ -422,7 +422,32 @@ async def test_after_the_retries_the_extractor_falls_back_to_truncate(failure: R
     assert result.strategy == "truncate"
     assert result.body.startswith(WARNING)
     assert reason in result.body.split(")", 1)[0]
-    assert len(llm.calls) == 3  # the first chunk, tried 1 + 2 times, spoils the whole answer
+    if isinstance(failure, LLMUnavailable) or lines == 3:
+        assert len(llm.calls) == 3  # the backend fails (or the one part): the first part, tried 1 + 2 times
+    else:  # every part was tried and none answered
+        assert len(llm.calls) == 3 * chunk_count(text, llm, Policy(retries=2, concurrency=1))
+
+
+async def test_parts_that_give_no_answer_are_named_and_the_others_answers_kept() -> None:
+    text = log_text(500)
+
+    def reply(call: Call) -> Reply:
+        if call.is_reduce:
+            return "merged from the parts that answered"
+        index, _ = call.chunk or (0, 0)
+        return Completion("") if index in (2, 4) else f"fact {index}"
+
+    llm = FakeLLM(answering(reply), context_window=2000, max_output_tokens=200)
+    total = chunk_count(text, llm, Policy(retries=1))
+
+    result = await extract(llm, text, mode="full-chunked", extractor=Extractor(Policy(retries=1)))
+
+    assert result.strategy == "full-chunked"
+    assert result.body.startswith(f"Parts 2 and 4 of {total} gave no answer: this answer is from the others.")
+    assert "merged from the parts that answered" in result.body
+    reduce = next(call for call in llm.calls if call.is_reduce)
+    assert "fact 1" in reduce.user and "fact 3" in reduce.user and "fact 2" not in reduce.user
+    assert sum(1 for call in llm.calls if call.chunk == (2, total)) == 2  # asked once more, then given up
 
 
 async def test_max_chunks_hard_limits_the_chunks_searched_and_the_source_line_says_so() -> None:
