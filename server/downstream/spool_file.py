@@ -104,7 +104,7 @@ class SpoolFile:
                     free = _free_bytes(self.path.parent)
                     size = sum(map(len, pieces))
                     if free is not None and free < size + _DISK_RESERVE:
-                        raise OSError(28, f"only {free // (1 << 20)} MiB free on the disk")
+                        raise OSError(28, _no_room(free, size))
                     _write_all(fd, pieces, size)
                 except OSError as exc:
                     self.failure = f"{exc.strerror or exc} ({self.written} bytes were written)"
@@ -184,6 +184,15 @@ def _write_all(fd: int, pieces: list[bytes], size: int) -> None:
     view = memoryview(b"".join(pieces))[written:]
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _no_room(free: int, size: int) -> str:
+    """Why a piece was not written: the disk's free space, the reserve claimcheck leaves, the piece."""
+    mib = 1 << 20
+    return (
+        f"the disk has {free / mib:.1f} MiB free and claimcheck leaves the last {_DISK_RESERVE // mib} MiB of it to "
+        f"everything else, so the next {size / mib:.1f} MiB did not fit; free some space"
+    )
 
 
 def _free_bytes(directory: Path) -> int | None:
