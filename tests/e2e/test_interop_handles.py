@@ -29,7 +29,7 @@ RUNNING = re.compile(  # claimcheck has no extraction endpoint here and the clie
     r"shows its shape\.$"
 )
 TOO_LARGE = re.compile(
-    r"^Tool output is too large \((\d+) bytes, (\d+) lines, (~?\d+) tokens\)\.\n"
+    r"^Tool output is too large \((\d+) bytes, (\d+) lines?, (~?\d+) tokens\)\.\n"
     r"No LLM is available here, so read it with these:\n"
     r'- Grep\(file = "(' + HANDLE + r')", regex = "\w+"\) finds the lines that match a regular expression\.\n'
     r'- Read\(file = "\4", start = 0, lines = 100\) reads numbered lines\.\n'
