@@ -105,6 +105,7 @@ def _prometheus_config(directory: Path, target: str, token: str) -> Path:
     return config
 
 
+@pytest.mark.subprocess  # Debian's prometheus, installed by .ci/install-metrics where missing
 async def test_a_real_prometheus_scrapes_metrics_and_its_query_answers_the_call_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
