@@ -72,7 +72,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         uri = params.uri
         if handle_of(uri) is not None:
             settings = proxy.config.settings
-            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            threshold = settings.async_token_threshold
             try:
                 return await read_output(uri, _watched(ctx, proxy), proxy.sessions, threshold=threshold)
             except OutputUnknown as exc:

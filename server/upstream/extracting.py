@@ -36,7 +36,7 @@ from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
-from server.handles.meters import meters
+from server.handles.meters import Meters
 from server.handles.own_tools import ExtractFn
 from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
@@ -209,14 +209,14 @@ def llm_available(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) 
 class _CallUsage(Usage):
     """Counts into the session's usage and writes each LLM call into the call's log."""
 
-    def __init__(self, session_usage: Usage, call: Call) -> None:
+    def __init__(self, session_usage: Usage, call: Call, meters: Meters) -> None:
         super().__init__()
-        self._session_usage, self._call = session_usage, call
+        self._session_usage, self._call, self._meters = session_usage, call, meters
 
     def add(self, model: str, completion: Completion) -> None:
         super().add(model, completion)
         self._session_usage.add(model, completion)
-        meters.extracted(completion.input_tokens, completion.output_tokens)
+        self._meters.extracted(completion.input_tokens, completion.output_tokens)
         self._call.note("extraction", f"{model}: {completion.input_tokens} tokens in, {completion.output_tokens} out")
 
 
@@ -263,7 +263,7 @@ def extract_function(
                     request,
                     mode,
                     llm=chosen,
-                    usage=_CallUsage(session.usage, call),
+                    usage=_CallUsage(session.usage, call, proxy.meters),
                     tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
                     threshold=threshold,
                     unavailable_reason=reason,

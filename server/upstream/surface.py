@@ -104,7 +104,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
             return await _answer(ctx, tool_catalog.inner_call(params), session)  # a direct call's very path
         if params.name in OWN_TOOLS:
             settings = proxy.config.settings
-            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            threshold = settings.async_token_threshold
             result = await run_own_tool(
                 params.name,
                 params.arguments,
@@ -125,7 +125,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 session=session,
                 sessions=proxy.sessions,
                 sandbox=proxy.sandbox,
-                threshold=proxy.cli.async_token_threshold or settings.async_token_threshold,
+                threshold=settings.async_token_threshold,
             )
             return result, None
         route = proxy.pool.route(params.name)
