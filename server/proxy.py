@@ -286,7 +286,7 @@ class Proxy:
         if session is None:
             return no_roots()
         answer = await questions.ask_or_wait(
-            None, session.id, RootsParams(), tool=f'server "{server}"', handle=None, lists_roots=True
+            None, session.inbox, RootsParams(), tool=f'server "{server}"', handle=None, lists_roots=True
         )
         return questions.roots_answer(answer)
 

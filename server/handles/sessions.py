@@ -293,7 +293,7 @@ class Sessions:
 
     def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
         """Run `call` (made by `new_call`) in the lifespan task group; its relay follows `upstream` until detached."""
-        relay = CallRelay(call, upstream, lambda: session.lists_roots)
+        relay = CallRelay(call, upstream, session.inbox, lambda: session.lists_roots)
         session.calls[call.handle] = call
         call.note("created", f"{call.server}/{call.tool}")
         self._tg.start_soon(self._traced if tracing.ENABLED else self._run, session, call, invoke, relay, policy)

@@ -172,7 +172,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
 def _relay(ctx: ServerRequestContext[Proxy], proxy: Proxy, about: str) -> RequestQuestions:
     """The request's relay; a sampling or elicitation request it cannot carry waits in the session's inbox."""
     session = proxy.sessions.for_request(ctx)
-    return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.id, about, lists_roots=session.lists_roots)
+    return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.inbox, about, lists_roots=session.lists_roots)
 
 
 def _watched(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> Session:

@@ -19,7 +19,6 @@ from support import PYTHON, running_proxy, text_of, write_config
 from test_handles import handle_in
 from test_mcp_tasks import TaskClient
 
-from server.handles import questions
 from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
@@ -135,7 +134,7 @@ async def test_a_roots_question_is_not_shown_to_the_model_and_its_client_answers
         with anyio.fail_after(20):
             started = await client.call_tool("ask__where", {"background": True})
             (session,) = proxy.sessions.live
-            inbox = questions.inbox(session.id)
+            inbox = session.inbox
             inbox.channel = None  # as over HTTP without a standing stream: only wait_for_tool_output carries it
             asking.gate.set()
             while not inbox.pending:
