@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -19,6 +19,7 @@ from extraction import (
     Completion,
     Document,
     Extraction,
+    Extractor,
     FileTool,
     LLMBadResponse,
     LLMError,
@@ -45,6 +46,7 @@ from server.proxy import Proxy
 __all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function", "llm_available"]
 
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
+_CONFIGURED = "an endpoint is configured"  # choose_llm's answer, asked without an extractor, where one is
 _ROUNDS = "sampling in rounds"  # choose_llm's answer for a 2026-07-28 client that can sample
 
 
@@ -143,10 +145,8 @@ def _sampling_window(settings: ExtractionSettings) -> tuple[int, int]:
     return window, settings.max_output_tokens or default_answer_tokens(window)
 
 
-@functools.lru_cache(maxsize=16)
 def _endpoint(settings: ExtractionSettings, base_url: str, model: str, api_key: str | None) -> OpenAICompatible:
-    """One backend per endpoint and settings, kept: what it learned about the endpoint (its window, tokenizer,
-    slots) is asked once per process, not once per extraction."""
+    """The backend of an OpenAI-compatible endpoint; the proxy's `Extractor.backend` keeps one per endpoint."""
     return OpenAICompatible(
         base_url,
         model,
@@ -178,8 +178,11 @@ def _answer_of(response: object) -> Completion | LLMError:
     return LLMBadResponse("the client's answer to a sampling request is missing or not text")
 
 
-def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> tuple[LLM | None, str]:
-    """The backend `provider` selects, or None and why there is none."""
+def choose_llm(
+    settings: ExtractionSettings, ctx: ServerRequestContext[Any], extractor: Extractor | None
+) -> tuple[LLM | None, str]:
+    """The backend `provider` selects, kept by `extractor`, or None and why there is none (without an extractor,
+    None and `_CONFIGURED` where an endpoint would be chosen: `llm_available` asks no more)."""
     provider = settings.provider
     if provider == "none":
         return None, 'LLM extraction is turned off (settings.extraction.provider is "none")'
@@ -187,7 +190,10 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
         api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
         if settings.api_key_env and not api_key:
             return None, f"the API key variable {settings.api_key_env} is not set"
-        return _endpoint(settings, settings.base_url, settings.model, api_key), ""
+        if extractor is None:
+            return None, _CONFIGURED
+        key = (settings, settings.base_url, settings.model, api_key)
+        return extractor.backend(key, partial(_endpoint, *key)), ""
     if provider == "openai":
         return None, "the openai provider needs settings.extraction.baseUrl and model"
     if not ctx.session.check_client_capability(_SAMPLING):
@@ -202,8 +208,8 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
 def llm_available(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> bool:
     """Whether `tool_output`'s `extract` can be answered for this client: an endpoint, or its sampling
     (what `choose_llm` would find, without making a backend). The messages name `extract` only then."""
-    llm, reason = choose_llm(settings, ctx) if settings.provider != "none" else (None, "")
-    return llm is not None or reason == _ROUNDS
+    llm, reason = choose_llm(settings, ctx, None) if settings.provider != "none" else (None, "")
+    return llm is not None or reason in (_ROUNDS, _CONFIGURED)
 
 
 class _CallUsage(Usage):
@@ -231,7 +237,7 @@ def extract_function(
 
     async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction
-        llm, reason = choose_llm(settings, ctx)
+        llm, reason = choose_llm(settings, ctx, proxy.extractor)
         document = Document(call.public_name, call.arguments_json, call.handle, call.bytes, call.lines, call.tokens)
 
         def file_tool(name: str) -> FileTool:

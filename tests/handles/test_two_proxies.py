@@ -1,9 +1,10 @@
-"""Two proxies in one process share nothing: each counts its own calls, keeps its own sessions, and its sessions'
-questions wait in their own inboxes."""
+"""Two proxies in one process share nothing: each counts its own calls, keeps its own sessions and LLM backends,
+and its sessions' questions wait in their own inboxes."""
 
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import anyio
 import pytest
@@ -12,6 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 from support import running_proxy, text_of
 
+from extraction import LLM
 from server.upstream.surface import build_server
 
 pytestmark = pytest.mark.anyio
@@ -66,3 +68,15 @@ async def test_two_proxies_in_one_process_count_keep_sessions_and_hold_questions
         assert [q.kind for q in mine.inbox.pending.values()] == ["elicitation"] and not theirs.inbox.pending
         assert QUESTION.search(text_of(asked)) and not QUESTION.search(text_of(elsewhere))
         assert first.sessions.store.run_root != second.sessions.store.run_root
+
+
+async def test_two_proxies_keep_their_own_llm_backends() -> None:
+    async with (
+        running_proxy({"down": downstream(anyio.Event())}) as first,
+        running_proxy({"down": downstream(anyio.Event())}) as second,
+    ):
+        key = ("http://127.0.0.1:1/v1", "model")
+        made = first.extractor.backend(key, lambda: cast(LLM, object()))
+        theirs = second.extractor.backend(key, lambda: cast(LLM, object()))
+        assert first.extractor.backend(key, lambda: cast(LLM, object())) is made
+        assert theirs is not made
