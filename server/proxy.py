@@ -105,8 +105,6 @@ class Proxy:
         first output that needs it.
         """
         settings = self.config.settings
-        if tracing.ENABLED:  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
-            tracing.setup()
         state_url = settings.state.url
         root = Path(settings.root) if settings.root else None
         try:
@@ -117,6 +115,9 @@ class Proxy:
         for downstream in self.pool.downstreams:
             self._prepare(downstream)
         self._warmed = warmed = anyio.Event()
+        traced = tracing.ENABLED  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
+        if traced:
+            tracing.setup()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
@@ -160,7 +161,7 @@ class Proxy:
                     tg.cancel_scope.cancel()
         finally:
             store.close()
-            if tracing.ENABLED:
+            if traced:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     def _prepare(self, downstream: Downstream) -> None:
