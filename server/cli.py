@@ -113,8 +113,8 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     if args.shared_socket:
         from server.upstream.shared_serve import serve_shared
 
-        proxy = Proxy(config, api_token=token, shared=True, config_path=_config_file(args), load=load)
-        return _exit_0(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
+        make = partial(Proxy, config, api_token=token, config_path=_config_file(args), load=load)
+        return _exit_0(partial(serve_shared, make, Path(args.shared_socket), restarted=args.shared_restarted))
     if args.shared or (config.settings.shared and args.transport == "stdio"):
         if args.transport != "stdio":
             print("claimcheck: --shared serves over stdio only (it relays to the shared claimcheck)", file=sys.stderr)

@@ -65,18 +65,25 @@ class Proxy:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         api_token: str | None = None,
         shared: bool = False,
+        many_clients: bool = False,
+        relay_count: Callable[[], int] | None = None,
+        restarted_at: str | None = None,
         serving: bool = True,
         config_path: Path | None = None,
         load: Callable[[Path], Config] = load_config,
     ) -> None:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
         again the same way. `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what
-        clients see."""
+        clients see. `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's:
+        `relay_count`, its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
-        self.relay_count: Callable[[], int] | None = None  # the shared claimcheck's relays attached now
+        self.relay_count = relay_count
+        self._restarted_at = restarted_at
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
         self.pool = Pool(config, specs, connect_timeout=connect_timeout, serving=serving)
+        if many_clients:
+            self.pool.serve_many()
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`
@@ -143,6 +150,7 @@ class Proxy:
                     observer=status.observe if status is not None else None,
                     on_output=self.output_watch.changed,
                     meters=self.meters,
+                    restarted_at=self._restarted_at,
                 )
                 tg.start_soon(self.output_watch.run, self.bus.publish)
                 self.sandbox = Sandbox(store.run_root)

@@ -108,6 +108,7 @@ class Sessions:
         observer: Callable[[Call, str], None] | None = None,
         on_output: Callable[[Session, Call, bool], None] | None = None,
         meters: Meters | None = None,
+        restarted_at: str | None = None,
     ) -> None:
         """`backend`: where handles live (default: this process), reading `live`, the set of live sessions this
         registry fills; `observer`: told of every call's events (the status API's hub); `on_output`: told when a
@@ -125,7 +126,7 @@ class Sessions:
         self._on_output = on_output
         self.shared = shared  # the shared claimcheck: every connection is the user's
         self.keep_outputs_secs = keep_outputs_secs
-        self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
+        self.restarted_at = restarted_at  # the shared claimcheck took over from one that died (its time)
         self.backend: StateBackend = backend if backend is not None else LocalBackend(self.live)
         self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
         task_group.start_soon(self._expire_forever)
