@@ -262,13 +262,9 @@ async def bench_load(url: str, redis_port: int, clients: int, calls: int, kind: 
 async def bench_drops(redis_url: str, redis_port: int, completions: int, every: int) -> dict[str, Any]:
     from server.handles.redis_state import RedisBackend
 
-    class NoSessions:
-        def __init__(self) -> None:
-            self.live: set[Any] = set()
-
     settings = StateSettings(pollSecs=0.5, keyPrefix="bench:")  # the default lease: no stall reaps the owner
-    owner = RedisBackend(redis_url, settings, NoSessions())  # type: ignore[arg-type]
-    waiter = RedisBackend(redis_url, settings, NoSessions())  # type: ignore[arg-type]
+    owner = RedisBackend(redis_url, settings, set())
+    waiter = RedisBackend(redis_url, settings, set())
     missed = 0
     woken_late: list[float] = []
     drops = 0

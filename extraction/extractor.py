@@ -8,7 +8,7 @@ falling back. A model that answered read-grep without looking (`Ungrounded`) is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +29,7 @@ __all__ = ["Extraction", "Extractor", "Mode"]
 Mode = Literal["auto", "full-chunked", "read-grep", "excerpts"]
 Strategy = Literal["full-chunked", "read-grep", "excerpts"]
 _CACHE_LIMIT = 256
+_BACKENDS_KEPT = 16
 _REPLANS = 3  # plans after a context-length error: each smaller than the one before
 _SHRINK = 1.3  # when the error names no window: each new plan's chunks this much smaller
 
@@ -42,12 +43,23 @@ class Extraction:
 
 
 class Extractor:
-    """Answers extraction requests for one process; results are cached by content, request and model."""
+    """Answers extraction requests for one proxy; results are cached by content, request and model."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy or Policy()
         self._cache: dict[tuple[str, str, str, str, str], Extraction] = {}
+        self._backends: dict[Hashable, LLM] = {}
         self._looks_without_tools: set[str] = set()  # models that answered read-grep without one Read or Grep
+
+    def backend(self, key: Hashable, make: Callable[[], LLM]) -> LLM:
+        """The backend for `key` (an endpoint and its settings), made once and kept: what it learned about its
+        endpoint (window, tokenizer, slots) is asked once, not once per extraction."""
+        found = self._backends.get(key)
+        if found is None:
+            if len(self._backends) >= _BACKENDS_KEPT:
+                self._backends.pop(next(iter(self._backends)))
+            found = self._backends[key] = make()
+        return found
 
     def route(self, document: Document, source: Source, llm: LLM, extract: str, ratio: float = 1.0) -> Strategy:
         """auto: few chunks → full-chunked; otherwise excerpts for a small model (then full-chunked if they do not

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from extraction.wording import plural
 from server.cli_args import parse
-from server.config import CliOverrides, Config, default_config_path, load_config, state_dir
+from server.config import CliOverrides, Config, default_config_path, load_config, resolved, state_dir
 from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
 from server.errors import EXIT_USAGE, ConfigError
@@ -96,6 +96,8 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         no_api=args.no_api,
         state_url=args.state_url,
     )
+    config = resolved(config, cli)  # the one place the command line meets the file: settings say it from here on
+    load = partial(_load_resolved, cli=cli)
     token: str | None = None
     if args.auth_token_env:
         token = os.environ.get(args.auth_token_env, "")
@@ -111,8 +113,8 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     if args.shared_socket:
         from server.upstream.shared_serve import serve_shared
 
-        proxy = Proxy(config, cli=cli, api_token=token, shared=True, config_path=_config_file(args))
-        return _exit_0(partial(serve_shared, proxy, Path(args.shared_socket), restarted=args.shared_restarted))
+        make = partial(Proxy, config, api_token=token, config_path=_config_file(args), load=load)
+        return _exit_0(partial(serve_shared, make, Path(args.shared_socket), restarted=args.shared_restarted))
     if args.shared or (config.settings.shared and args.transport == "stdio"):
         if args.transport != "stdio":
             print("claimcheck: --shared serves over stdio only (it relays to the shared claimcheck)", file=sys.stderr)
@@ -120,7 +122,7 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         from server.upstream.shared_relay import relay_main
 
         return relay_main(argv)
-    proxy = Proxy(config, cli=cli, api_token=token, config_path=_config_file(args))
+    proxy = Proxy(config, api_token=token, config_path=_config_file(args), load=load)
     return _exit_0(partial(serve, proxy, args.transport, args.host, args.port, auth, oauth))
 
 
@@ -158,6 +160,11 @@ def _config_file(args: argparse.Namespace) -> Path:
     return Path(args.config).expanduser() if args.config else default_config_path()
 
 
+def _load_resolved(path: Path, *, cli: CliOverrides) -> Config:
+    """The config file read again (`server.reload`), the command line merged in as at start."""
+    return resolved(load_config(path), cli)
+
+
 def _config_if_any() -> Config:
     """The default config when there is one (for its stateDir), else the defaults."""
     return load_config() if default_config_path().exists() else Config()
@@ -169,7 +176,7 @@ async def _print_tools(config: Config, wait_secs: float) -> int:
     if supervisors.getEffectiveLevel() > logging.INFO:  # each server's state and error are printed below, once;
         supervisors.setLevel(logging.CRITICAL)  # its supervisor's "trying again in 1 s" is for serving
     # a server's own connect timeout ends after this wait: one still starting then is reported once, here
-    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs + 1, serving=False)
+    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=wait_secs + 1, serving=False)
     failures: list[str] = []
     async with proxy.running():
         with anyio.move_on_after(wait_secs):

@@ -52,6 +52,7 @@ __all__ = [
     "parse_config",
     "policy_for",
     "resolve_policy",
+    "resolved",
     "state_dir",
     "workspace_of",
 ]
@@ -187,24 +188,48 @@ class Policy:
     call_timeout_secs: float
 
 
+def resolved(config: Config, cli: CliOverrides) -> Config:
+    """The config with the command line merged in, once at start (and for each reload): a flag beats the server's
+    own field and `settings`, so it is set in `settings` and the servers' own values of it are dropped."""
+    updates: dict[str, Any] = {}
+    own: dict[str, None] = {}
+    if cli.no_async:
+        updates["async_"] = False
+        own["async_"] = None
+    if cli.async_timeout_secs is not None:
+        updates["async_timeout_secs"] = cli.async_timeout_secs
+        own["async_timeout_secs"] = None
+    if cli.async_token_threshold is not None:
+        updates["async_token_threshold"] = cli.async_token_threshold
+        own["async_token_threshold"] = None
+    settings = config.settings
+    if cli.no_api:
+        updates["api"] = settings.api.model_copy(update={"enabled": False})
+    if cli.state_url:
+        updates["state"] = settings.state.model_copy(update={"url": cli.state_url})
+    if not updates:
+        return config
+    servers = {name: server.model_copy(update=own) for name, server in config.mcp_servers.items()}
+    return config.model_copy(update={"settings": settings.model_copy(update=updates), "mcp_servers": servers})
+
+
 def policy_for(config: Config, server: str, cli: CliOverrides | None = None) -> Policy:
     """Resolve CLI > per-server > settings > default for `server`."""
-    return resolve_policy(config.settings, config.mcp_servers[server], cli)
+    if cli is not None:
+        config = resolved(config, cli)
+    return resolve_policy(config.settings, config.mcp_servers[server])
 
 
-def resolve_policy(settings: Settings, own: ServerConfig, cli: CliOverrides | None = None) -> Policy:
-    """The effective policy of a server configured as `own`."""
-    cli = cli if cli is not None else CliOverrides()
+def resolve_policy(settings: Settings, own: ServerConfig) -> Policy:
+    """The effective policy of a server configured as `own`, under resolved settings (`resolved`)."""
 
-    def pick(cli_value: Any, own_value: Any, base_value: Any) -> Any:
-        return next(v for v in (cli_value, own_value, base_value) if v is not None)
+    def pick(own_value: Any, base_value: Any) -> Any:
+        return base_value if own_value is None else own_value
 
     return Policy(
-        async_enabled=pick(False if cli.no_async else None, own.async_, settings.async_),
-        async_timeout_secs=pick(cli.async_timeout_secs, own.async_timeout_secs, settings.async_timeout_secs),
-        async_token_threshold=pick(
-            cli.async_token_threshold, own.async_token_threshold, settings.async_token_threshold
-        ),
+        async_enabled=pick(own.async_, settings.async_),
+        async_timeout_secs=pick(own.async_timeout_secs, settings.async_timeout_secs),
+        async_token_threshold=pick(own.async_token_threshold, settings.async_token_threshold),
         call_timeout_secs=own.timeout,
     )
 

@@ -29,7 +29,7 @@ import httpx2
 from server import tracing
 from server.client_configs import read_config_data
 from server.client_files import CLIENTS, ClientFile, config_of_entry, locate, points_at_claimcheck, usual_paths
-from server.config import CliOverrides, Config, ServerConfig, default_config_path, load_config, state_dir
+from server.config import CliOverrides, Config, ServerConfig, default_config_path, load_config, resolved, state_dir
 from server.distribution import foreign_files, install_command
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
@@ -155,7 +155,7 @@ async def check_servers(report: Report, config: Config, missing: set[str], wait_
 
 async def _start_and_report(report: Report, config: Config, wait_secs: float) -> None:
     servers = config.mcp_servers
-    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=wait_secs)
+    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=wait_secs)
     async with proxy.running():
         with anyio.move_on_after(wait_secs):
             await proxy.pool.settled()

@@ -6,6 +6,7 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from mcp.server.subscriptions import (
 from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
 from server import tracing
-from server.config import CliOverrides, Config, ExtractionSettings, api_port, resolve_policy, state_dir
+from server.config import Config, ExtractionSettings, api_port, load_config, resolve_policy, state_dir
 from server.downstream.connect import DownstreamSpec
 from server.downstream.offerings import Offerings
 from server.downstream.pool import Pool, specs_from_config
@@ -35,9 +36,12 @@ from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
 from server.downstream.spool import SpoolPolicy
 from server.errors import StartupError
 from server.handles import questions
-from server.handles.meters import meters
+from server.handles.calls import Call
+from server.handles.meters import Meters
 from server.handles.output_watch import OutputWatch
+from server.handles.session import Session
 from server.handles.sessions import Sessions
+from server.handles.state import LocalBackend, StateBackend
 from server.handles.store import OutputStore, StoreError
 from server.reload import Changes, ConfigWatch, changes
 from server.version import VERSION
@@ -57,23 +61,32 @@ class Proxy:
         self,
         config: Config,
         *,
-        cli: CliOverrides | None = None,
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         api_token: str | None = None,
         shared: bool = False,
+        many_clients: bool = False,
+        relay_count: Callable[[], int] | None = None,
+        restarted_at: str | None = None,
         serving: bool = True,
         config_path: Path | None = None,
+        load: Callable[[Path], Config] = load_config,
     ) -> None:
-        """`serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see."""
+        """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
+        again the same way. `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what
+        clients see. `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's:
+        `relay_count`, its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
-        self.relay_count: Callable[[], int] | None = None  # the shared claimcheck's relays attached now
+        self.relay_count = relay_count
+        self._restarted_at = restarted_at
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
-        self.cli = cli if cli is not None else CliOverrides()
-        self.pool = Pool(config, specs, cli=self.cli, connect_timeout=connect_timeout, serving=serving)
+        self.pool = Pool(config, specs, connect_timeout=connect_timeout, serving=serving)
+        if many_clients:
+            self.pool.serve_many()
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
+        self.meters = Meters()  # what this proxy's calls count, for `/metrics`
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
         self._client_sessions: Sessions | None = None
@@ -87,7 +100,7 @@ class Proxy:
             self._prepare(downstream)
         self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
         # the file the config came from, watched while running: a change is applied without a restart
-        self.config_watch = ConfigWatch(config_path, self.reload) if config_path is not None else None
+        self.config_watch = ConfigWatch(config_path, self.reload, load=load) if config_path is not None else None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
@@ -99,9 +112,7 @@ class Proxy:
         first output that needs it.
         """
         settings = self.config.settings
-        if tracing.ENABLED:  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
-            tracing.setup()
-        state_url = self.cli.state_url or settings.state.url
+        state_url = settings.state.url
         root = Path(settings.root) if settings.root else None
         try:
             self._store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
@@ -111,32 +122,40 @@ class Proxy:
         for downstream in self.pool.downstreams:
             self._prepare(downstream)
         self._warmed = warmed = anyio.Event()
+        traced = tracing.ENABLED  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
+        if traced:
+            tracing.setup()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
-                keep = settings.keep_outputs_secs
+                live: set[Session] = set()
+                backend: StateBackend = LocalBackend(live)
+                redis = None
+                if state_url:  # replicas: handles in Redis (redis is imported only here)
+                    from server.handles.redis_state import RedisBackend
+
+                    backend = redis = RedisBackend(state_url, settings.state, live)
+                    await tg.start(redis.run)
+                port = api_port(settings)
+                status = await self._start_api(tg, port, backend) if port is not None else None
                 self._client_sessions = Sessions(
                     store,
                     tg,
                     settings.max_output_bytes,
                     spooled=self.pool.spooled,
                     shared=self.shared,
-                    keep_outputs_secs=keep,
+                    keep_outputs_secs=settings.keep_outputs_secs,
+                    live=live,
+                    backend=backend,
+                    observer=status.observe if status is not None else None,
+                    on_output=self.output_watch.changed,
+                    meters=self.meters,
+                    restarted_at=self._restarted_at,
                 )
-                self._client_sessions.on_output = self.output_watch.changed
                 tg.start_soon(self.output_watch.run, self.bus.publish)
-                backend = None
-                if state_url:  # replicas: handles in Redis (redis is imported only here)
-                    from server.handles.redis_state import RedisBackend
-
-                    backend = self._client_sessions.backend = RedisBackend(state_url, settings.state, self.sessions)
-                    await tg.start(backend.run)
                 self.sandbox = Sandbox(store.run_root)
-                port = None if self.cli.no_api else api_port(settings)
-                history = None
-                if port is not None:
-                    history, self.api_url = await self._start_api(tg, port)
-                tg.start_soon(self._warm_up, history, warmed)
+                self.api_url = status.url if status is not None else None
+                tg.start_soon(self._warm_up, status.history if status is not None else None, warmed)
                 if self.config_watch is not None:
                     await tg.start(self.config_watch.run)
                 try:
@@ -145,12 +164,12 @@ class Proxy:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
                         await self.sandbox.aclose()
-                        if backend is not None:
-                            await backend.aclose()
+                        if redis is not None:
+                            await redis.aclose()
                     tg.cancel_scope.cancel()
         finally:
             store.close()
-            if tracing.ENABLED:
+            if traced:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     def _prepare(self, downstream: Downstream) -> None:
@@ -158,7 +177,7 @@ class Proxy:
         store exists, a spool for long messages (except in a plain pass-through)."""
         downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
         settings = self.config.settings
-        if self._store is not None and resolve_policy(settings, downstream.config, self.cli).async_enabled:
+        if self._store is not None and resolve_policy(settings, downstream.config).async_enabled:
             downstream.spool = SpoolPolicy(self._store.run_root, settings.max_output_bytes, self.pool.spooled)
 
     async def reload(self, new: Config) -> Changes:
@@ -191,8 +210,9 @@ class Proxy:
             await history.ready()
         warmed.set()
 
-    async def _start_api(self, tg: anyio.abc.TaskGroup, port: int) -> tuple[History, str]:
-        """History, the event hub and the status API, all in this event loop.
+    async def _start_api(self, tg: anyio.abc.TaskGroup, port: int, backend: StateBackend) -> _Api:
+        """History, the event hub and the status API, all in this event loop, made before the sessions (the hub
+        hears of their every call).
 
         At once: the database opened (its files private), calls recorded from now on, the port bound and the
         discovery file written. After the first listing: the history's maintenance, then the API answers.
@@ -209,7 +229,6 @@ class Proxy:
         settings = self.config.settings
         directory = state_dir(settings)
         history = History(directory / "history.sqlite3", settings.history)
-        backend = self.sessions.backend  # with replicas, the others' running calls join `GET /v1/tasks`
         try:
             await anyio.to_thread.run_sync(history.open)
         except (OSError, sqlite3.Error) as exc:
@@ -222,7 +241,6 @@ class Proxy:
         if backend.replicated and isinstance(backend, RedisBackend):  # every replica's calls, through Redis
             feed = ClusterFeed(backend.shared(), backend.replica, lambda: api.local_stats())
         hub = EventHub(history, feed)
-        self.sessions.observer = hub.observe
         tg.start_soon(partial(history.run, after=self.pool.listable))
         api = StatusApi(
             hub,
@@ -234,15 +252,15 @@ class Proxy:
             allow_origins=settings.api.allow_origins,
             relays=self.relay_count,
             outputs=OutputView(lambda: self._client_sessions, lambda: self.sandbox),
-            time_rule_secs=self.cli.async_timeout_secs or settings.async_timeout_secs,
+            time_rule_secs=settings.async_timeout_secs,
             cluster=ClusterView(backend, settings.tool_separator, feed) if backend.replicated else None,
-            metrics=PrometheusText(meters, self.server_states, self.handles_alive),
+            metrics=PrometheusText(self.meters, self.server_states, self.handles_alive),
         )
         self.api_token = api.token
         if feed is not None:
             await tg.start(feed.run)
         url: str = await tg.start(partial(serve_api, api, port, directory, begin=history.ready))
-        return history, url
+        return _Api(history, hub.observe, url)
 
     def usage_totals(self) -> dict[str, int]:
         """Extraction usage summed over the live sessions."""
@@ -277,7 +295,7 @@ class Proxy:
         if session is None:
             return no_roots()
         answer = await questions.ask_or_wait(
-            None, session.id, RootsParams(), tool=f'server "{server}"', handle=None, lists_roots=True
+            None, session.inbox, RootsParams(), tool=f'server "{server}"', handle=None, lists_roots=True
         )
         return questions.roots_answer(answer)
 
@@ -329,6 +347,15 @@ class Proxy:
                 logger.debug("dropping a client session that can no longer be notified", exc_info=True)
                 self._sessions.remove(session)
         await self.bus.publish(event)
+
+
+@dataclass(frozen=True, slots=True)
+class _Api:
+    """The status API started: its history, what hears of every call, and its URL."""
+
+    history: History
+    observe: Callable[[Call, str], None]
+    url: str
 
 
 def _policy(settings: ExtractionSettings) -> Policy:

@@ -39,15 +39,19 @@ def enabled_by(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
+# Process-wide on purpose: OpenTelemetry has one tracer provider per process (`set_tracer_provider` takes once)
+# and the OTEL_* variables are the process's; the proxies running in it share the provider, counted in `_users`.
 ENABLED = enabled_by(os.environ)
 _tracer: Any = None
 _provider: Any = None
+_users = 0
 
 
 def setup() -> None:
     """Install the tracer provider and its exporter, once, when tracing is on; off (with a warning) without the
-    extra."""
-    global ENABLED, _tracer, _provider
+    extra. Each running proxy calls it, and `shutdown` once it stops."""
+    global ENABLED, _tracer, _provider, _users
+    _users += 1
     if not ENABLED or _tracer is not None:
         return
     try:
@@ -78,8 +82,10 @@ def setup() -> None:
 
 
 def shutdown() -> None:
-    """Export what is left (bounded by the exporter's timeout)."""
-    if _provider is not None:
+    """Export what is left (bounded by the exporter's timeout) once the last proxy using the provider stops."""
+    global _users
+    _users -= 1
+    if _provider is not None and _users <= 0:
         _provider.shutdown()
 
 

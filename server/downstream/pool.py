@@ -10,7 +10,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import PRIMARY_INSTANCE, CliOverrides, Config, Policy, for_instance, resolve_policy
+from server.config import PRIMARY_INSTANCE, Config, Policy, for_instance, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.naming import public_name, tool_allowed
@@ -58,12 +58,10 @@ class Pool:
         config: Config,
         specs: Sequence[DownstreamSpec] | None = None,
         *,
-        cli: CliOverrides | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         serving: bool = True,
     ) -> None:
         self.config = config
-        self.cli = cli
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
         self.many_clients = False  # several clients (`serve_many`): each server's scope applies
         self.connect_timeout = connect_timeout
@@ -243,7 +241,7 @@ class Pool:
         routes: dict[str, Route] = {}
         for downstream in self.downstreams:
             prefix = self._prefix(downstream)
-            policy = resolve_policy(settings, downstream.config, self.cli)
+            policy = resolve_policy(settings, downstream.config)
             for tool in downstream.tools.values():
                 if not tool_allowed(tool.name, downstream.config.tools) or mark_of(tool, OWN):
                     continue  # filtered out, or the handle tools of a claimcheck behind this one

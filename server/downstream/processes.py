@@ -126,4 +126,4 @@ class HeadStart:
 
 HEAD_START = HeadStart()
 """This process's head start: filled by `server.launch` for `serve` over stdio (one client, so one process per
-server), empty otherwise."""
+server), empty otherwise. Process-wide on purpose: it is filled before the SDK is imported and any proxy exists."""

@@ -21,8 +21,16 @@ class CallRelay:
     `lists_roots` says whether the session's client declared roots (else roots get the spec's error).
     """
 
-    def __init__(self, call: Call, upstream: Relay | None, lists_roots: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        call: Call,
+        upstream: Relay | None,
+        inbox: questions.Inbox,
+        lists_roots: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """`inbox`: the questions of the call's session, where what the request cannot carry waits."""
         self._call = call
+        self._inbox = inbox
         self.upstream = upstream
         self._lists_roots = lists_roots
 
@@ -51,11 +59,11 @@ class CallRelay:
         call, upstream = self._call, self.upstream
         if upstream is None or not upstream.reaches_client():
             call.note("question", f"a {kind} request waits for an answer")
-        session, tool, handle = call.session_id, call.public_name, call.handle
+        tool, handle = call.public_name, call.handle
         roots = self._lists_roots()
         task = call.ttl_ms is not None  # an MCP task: its questions go through tasks/result
         answer = await questions.ask_or_wait(
-            upstream, session, params, tool=tool, handle=handle, lists_roots=roots, task=task
+            upstream, self._inbox, params, tool=tool, handle=handle, lists_roots=roots, task=task
         )
         call.note("answered", f"the {kind} request was answered")
         return answer

@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 
 from server.framing import dump_json
-from server.handles.meters import meters, outcome_of
+from server.handles.meters import Meters, outcome_of
 from server.handles.outcome import NO_OUTPUT, Failed, Inline, Lost, Outcome, Output, Stored
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class Call:
         "_handoff",
         "_home",
         "_log",
+        "_meters",
         "_observer",
         "_on_finish",
         "_outcome",
@@ -89,6 +90,7 @@ class Call:
         description: Description,
         *,
         observer: Callable[[Call, str], None] | None = None,
+        meters: Meters | None = None,
         home: SessionStore | None = None,
     ) -> None:
         self._description = description
@@ -97,6 +99,7 @@ class Call:
         self._scope = anyio.CancelScope()
         self._log: list[tuple[float, str, str]] = []
         self._observer = observer
+        self._meters = meters  # where it is counted once it finishes (its proxy's); a mirror has none
         self._status: Status = "running"
         self._finished_mono: float | None = None
         self._outcome: Outcome | None = None
@@ -349,8 +352,9 @@ class Call:
         self._outcome, self._output, self._error, self._status = outcome, output, error, status
         self._finished_mono = time.monotonic()
         self._finished.set()
-        kind = outcome_of(status, outcome, self._handed_out)  # a mirror's call is counted by its replica
-        meters.finished(self.server, self.tool, kind, self.elapsed(), output.bytes if output.stored else 0)
+        if self._meters is not None:  # a mirror's call is counted by its replica
+            kind = outcome_of(status, outcome, self._handed_out)
+            self._meters.finished(self.server, self.tool, kind, self.elapsed(), output.bytes if output.stored else 0)
         self.note("finished", status if error is None else f"{status}: {error.strip()[:500]}")
         if self._on_finish is not None:
             on_finish, self._on_finish = self._on_finish, None

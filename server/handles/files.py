@@ -21,7 +21,6 @@ from fs_sandbox import GrepResult, Sandbox, SandboxError
 from server.errors import ClaimcheckError, clip, problems
 from server.handles.calls import Call
 from server.handles.messages import cut_answer_note, not_ready_message
-from server.handles.meters import meters
 from server.handles.mirrors import lookup
 from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
 from server.handles.sessions import Session, Sessions
@@ -98,7 +97,7 @@ async def run_file_tool(
             max_line_chars=MAX_LINE_CHARS,
             max_chars=max_chars,
         )
-        meters.grepped(time.monotonic() - begun)
+        sessions.meters.grepped(time.monotonic() - begun)
     except SandboxError as exc:
         raise FileToolError(f"{name} failed: {exc}") from None
     finally:

@@ -1,8 +1,8 @@
 """What this process counts for `/metrics`: plain integers and floats, bumped on the calls' own path.
 
 Counting is a dict update and a bisect, with nothing imported: prometheus-client is imported by the status API
-on the first scrape only (`server.status.metrics`), which reads these totals. One set per process, as
-prometheus-client keeps one registry per process.
+on the first scrape only (`server.status.metrics`), which reads these totals. One set per running proxy (its
+sessions count into it), so two proxies in one process count apart.
 
     calls         (server, tool, outcome) → finished calls; outcome is one of OUTCOMES
     durations     server → a histogram of finished calls' durations (DURATION_BUCKETS, seconds)
@@ -18,7 +18,7 @@ from bisect import bisect_left
 
 from server.handles.outcome import Failed, Lost, Outcome, Stored
 
-__all__ = ["DURATION_BUCKETS", "OUTCOMES", "Meters", "meters", "outcome_of"]
+__all__ = ["DURATION_BUCKETS", "OUTCOMES", "Meters", "outcome_of"]
 
 OUTCOMES = ("inline", "stored", "handed_off", "failed", "cancelled")
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
@@ -38,7 +38,7 @@ def outcome_of(status: str, outcome: Outcome | None, handed_out: bool) -> str:
 
 
 class Meters:
-    """The process's totals; every method is a few dict and float operations."""
+    """A proxy's totals; every method is a few dict and float operations."""
 
     def __init__(self) -> None:
         self.calls: dict[tuple[str, str, str], int] = {}
@@ -74,7 +74,3 @@ class Meters:
 
     def passed_through(self, server: str) -> None:
         self.passthroughs[server] = self.passthroughs.get(server, 0) + 1
-
-
-meters = Meters()
-"""This process's totals."""

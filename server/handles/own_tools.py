@@ -154,7 +154,7 @@ async def _wait(
     args: WaitArgs, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
 ) -> types.CallToolResult:
     """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
-    inbox = questions.inbox(session.id)  # held while this wait runs
+    inbox = session.inbox
     answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
     if args.handles is not None:
         found = await lookup(sessions, session, args.handles)

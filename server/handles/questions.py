@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -40,8 +39,6 @@ __all__ = [
     "deliver",
     "either",
     "elicitation_answer",
-    "find",
-    "inbox",
     "kind_of",
     "model_answer",
     "roots_answer",
@@ -177,23 +174,6 @@ class Inbox:
         return question
 
 
-_INBOXES: weakref.WeakValueDictionary[str, Inbox] = weakref.WeakValueDictionary()
-"""Inboxes by session id, for as long as something holds them: a waiting question, a waiting
-`wait_for_tool_output`, or the connection that registered a standing channel."""
-
-
-def inbox(session_id: str) -> Inbox:
-    """The inbox of a session (hold it for as long as it is needed)."""
-    found = _INBOXES.get(session_id)
-    if found is None:
-        found = _INBOXES[session_id] = Inbox()
-    return found
-
-
-def find(session_id: str) -> Inbox | None:
-    return _INBOXES.get(session_id)
-
-
 def kind_of(params: Params) -> Kind:
     if isinstance(params, RootsParams):
         return "roots"
@@ -202,7 +182,7 @@ def kind_of(params: Params) -> Kind:
 
 async def ask_or_wait(
     upstream: Relay | None,
-    session_id: str,
+    inbox: Inbox,
     params: Params,
     *,
     tool: str,
@@ -222,7 +202,7 @@ async def ask_or_wait(
         return await upstream.elicit(params)
     if isinstance(params, RootsParams) and not lists_roots:
         return no_roots()
-    return await inbox(session_id).ask(kind_of(params), params, tool=tool, handle=handle, task=task)
+    return await inbox.ask(kind_of(params), params, tool=tool, handle=handle, task=task)
 
 
 def sampling_answer(answer: Answer) -> types.CreateMessageResult | types.ErrorData:
@@ -247,9 +227,9 @@ class RequestQuestions:
     """The relay of a forwarded request that is not a tool call (`prompts/get`, `resources/read`): like the
     request's own, except that a question it cannot carry waits in the session's inbox."""
 
-    def __init__(self, upstream: Relay, session_id: str, about: str, *, lists_roots: bool = False) -> None:
+    def __init__(self, upstream: Relay, inbox: Inbox, about: str, *, lists_roots: bool = False) -> None:
         self._upstream = upstream
-        self._session_id = session_id
+        self._inbox = inbox
         self._about = about
         self._lists_roots = lists_roots
 
@@ -273,7 +253,7 @@ class RequestQuestions:
 
     async def _ask(self, params: Params) -> Answer:
         return await ask_or_wait(
-            self._upstream, self._session_id, params, tool=self._about, handle=None, lists_roots=self._lists_roots
+            self._upstream, self._inbox, params, tool=self._about, handle=None, lists_roots=self._lists_roots
         )
 
 

@@ -20,7 +20,8 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -29,7 +30,10 @@ import anyio.abc
 from server.config import StateSettings
 from server.distribution import install_command
 from server.errors import StartupError
-from server.handles.state import HandleState, LiveSessions, StateUnavailable
+from server.handles.state import HandleState, StateUnavailable
+
+if TYPE_CHECKING:
+    from server.handles.session import Session
 
 __all__ = ["RedisBackend", "subscribe_forever"]
 
@@ -91,7 +95,8 @@ class RedisBackend:
 
     replicated = True
 
-    def __init__(self, url: str, settings: StateSettings, sessions: LiveSessions) -> None:
+    def __init__(self, url: str, settings: StateSettings, live: AbstractSet[Session]) -> None:
+        """`live`: the live sessions (`Sessions.live`), whose calls a cancel from another replica reaches."""
         try:
             import redis.asyncio as aioredis  # the optional extra, only when a state URL is set
             from redis.exceptions import RedisError
@@ -114,7 +119,7 @@ class RedisBackend:
         self._put_script = self._redis.register_script(_PUT)
         self._cancel_script = self._redis.register_script(_CANCEL)
         self._reap_script = self._redis.register_script(_REAP)
-        self._sessions = sessions
+        self._live = live
         self._mine: dict[str, HandleState] = {}  # this replica's handles, written again when Redis lost them
         self._unsent: set[str] = set()
         self._changed = anyio.Event()
@@ -303,7 +308,7 @@ class RedisBackend:
         await subscribe_forever(self._redis, [self._p + "done", cancels], received, self._errors, on_change=self._pulse)
 
     def _cancel_local(self, handle: str) -> None:
-        for session in list(self._sessions.live):
+        for session in list(self._live):
             call = session.calls.get(handle)
             if call is not None and call.status == "running":
                 call.note("cancel-requested", "by another replica")

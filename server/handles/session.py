@@ -11,6 +11,7 @@ from mcp_types.version import is_version_at_least
 
 from extraction import Usage
 from server.handles.calls import Call
+from server.handles.questions import Inbox
 from server.handles.store import SessionStore
 
 __all__ = ["LINKS_SINCE", "Session", "reads_links"]
@@ -43,6 +44,7 @@ class Session:
         self.listing: tuple[str, list[str]] = ("", [])  # list_tool_outputs' order, kept while it is paged
         self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
         self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
+        self.inbox = Inbox()  # the questions its calls wait to have answered, and its standing channel
         self._changed = anyio.Event()
         self.closed = False
         self.lists_roots = False

@@ -43,7 +43,7 @@ from server.handles.call_relay import CallRelay
 from server.handles.calls import Call, Description, render_output
 from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
-from server.handles.meters import outcome_of
+from server.handles.meters import Meters, outcome_of
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
 from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
@@ -103,22 +103,31 @@ class Sessions:
         spooled: SpooledOutputs,
         shared: bool = False,
         keep_outputs_secs: float = 600,
+        live: set[Session] | None = None,
+        backend: StateBackend | None = None,
+        observer: Callable[[Call, str], None] | None = None,
+        on_output: Callable[[Session, Call, bool], None] | None = None,
+        meters: Meters | None = None,
+        restarted_at: str | None = None,
     ) -> None:
+        """`backend`: where handles live (default: this process), reading `live`, the set of live sessions this
+        registry fills; `observer`: told of every call's events (the status API's hub); `on_output`: told when a
+        handed-out call finishes, and (True) when a session's ready outputs change (`server.handles.output_watch`);
+        `meters`: what its calls count into (`/metrics`)."""
         self.store = store
+        self.meters = meters if meters is not None else Meters()
         self._tg = task_group
         self._max_output_bytes = max_output_bytes
         self._spooled = spooled  # the pool's: where the outputs of spooled results wait for `settle`
         self._default: Session | None = None
         self._owned: dict[str, Session] = {}  # by owner key (server.handles.owners)
-        self.live: set[Session] = set()
-        self.observer: Callable[[Call, str], None] | None = None
-        self.on_output: Callable[[Session, Call, bool], None] | None = None
-        """Told when a handed-out call finishes, and (True) when the session's ready outputs change
-        (`server.handles.output_watch`)."""
+        self.live: set[Session] = live if live is not None else set()
+        self._observer = observer
+        self._on_output = on_output
         self.shared = shared  # the shared claimcheck: every connection is the user's
         self.keep_outputs_secs = keep_outputs_secs
-        self.restarted_at: str | None = None  # the shared claimcheck took over from one that died (its time)
-        self.backend: StateBackend = LocalBackend(self)
+        self.restarted_at = restarted_at  # the shared claimcheck took over from one that died (its time)
+        self.backend: StateBackend = backend if backend is not None else LocalBackend(self.live)
         self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
         task_group.start_soon(self._expire_forever)
 
@@ -281,11 +290,11 @@ class Sessions:
             running[-1].batch_id if running else random_hex()[:12],
             ttl_ms,
         )
-        return Call(description, observer=self.observer)
+        return Call(description, observer=self._observer, meters=self.meters)
 
     def start(self, session: Session, call: Call, invoke: Invoke, policy: Policy, upstream: Relay | None) -> CallRelay:
         """Run `call` (made by `new_call`) in the lifespan task group; its relay follows `upstream` until detached."""
-        relay = CallRelay(call, upstream, lambda: session.lists_roots)
+        relay = CallRelay(call, upstream, session.inbox, lambda: session.lists_roots)
         session.calls[call.handle] = call
         call.note("created", f"{call.server}/{call.tool}")
         self._tg.start_soon(self._traced if tracing.ENABLED else self._run, session, call, invoke, relay, policy)
@@ -332,8 +341,8 @@ class Sessions:
         session.pulse()
 
     def _output_changed(self, session: Session, call: Call, *, listed: bool) -> None:
-        if self.on_output is not None:
-            self.on_output(session, call, listed)
+        if self._on_output is not None:
+            self._on_output(session, call, listed)
 
     async def hand_out(self, call: Call, why: str) -> None:
         """Give the call a handle: its state is recorded (for every replica) before the handle is returned."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "TERMINAL",
     "HandleState",
-    "LiveSessions",
     "LocalBackend",
     "StateBackend",
     "StateUnavailable",
@@ -68,13 +68,6 @@ class HandleState:
         return self.status in TERMINAL
 
 
-class LiveSessions(Protocol):
-    """What a backend needs of the session registry (`server.handles.sessions.Sessions`): its live sessions."""
-
-    @property
-    def live(self) -> set[Session]: ...
-
-
 class StateBackend(Protocol):
     """Where handles live: in this process, or in Redis for replicas."""
 
@@ -113,9 +106,10 @@ class LocalBackend:
     replicated = False
     poll_secs = 5.0
 
-    def __init__(self, sessions: LiveSessions) -> None:
+    def __init__(self, live: AbstractSet[Session]) -> None:
+        """`live`: the live sessions (`Sessions.live`), read here, written by the registry alone."""
         self.replica = "local"
-        self._sessions = sessions
+        self._live = live
         self._changed = anyio.Event()
 
     async def put(self, state: HandleState) -> None:
@@ -124,20 +118,20 @@ class LocalBackend:
             self._changed = anyio.Event()
 
     async def get(self, handles: Sequence[str]) -> list[HandleState | None]:
-        calls = {h: c for s in self._sessions.live for h, c in s.calls.items() if c.handed_out}
+        calls = {h: c for s in self._live for h, c in s.calls.items() if c.handed_out}
         return [snapshot(calls[h], self.replica) if h in calls else None for h in handles]
 
     async def of_session(self, session: str) -> list[HandleState]:
-        found = [s for s in self._sessions.live if s.id == session]
+        found = [s for s in self._live if s.id == session]
         return [snapshot(c, self.replica) for s in found for c in s.handed_out()]
 
     async def running(self, limit: int) -> tuple[list[HandleState], int]:
-        calls = [c for s in self._sessions.live for c in s.handed_out() if c.status == "running"]
+        calls = [c for s in self._live for c in s.handed_out() if c.status == "running"]
         calls.sort(key=lambda c: c.started, reverse=True)
         return [snapshot(c, self.replica) for c in calls[:limit]], len(calls)
 
     async def request_cancel(self, handle: str) -> bool:
-        for session in self._sessions.live:
+        for session in self._live:
             call = session.calls.get(handle)
             if call is not None and call.status == "running":
                 call.cancel("cancel_tool_output was called for it from another session")

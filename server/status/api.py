@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from server.handles.meters import meters
+from server.handles.meters import Meters
 from server.http_edge import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.access import Access, dashboard_url
 from server.status.cluster import ClusterView, summed
@@ -110,7 +110,7 @@ class StatusApi:
         self.outputs = outputs  # stored outputs, for the dashboard's output view
         self.time_rule_secs = time_rule_secs  # asyncTimeoutSecs: the dashboard marks it on the timeline
         self.cluster = cluster  # replicas sharing handles: the others' running calls join the live part
-        self.metrics = metrics or PrometheusText(meters, servers, None)
+        self.metrics = metrics or PrometheusText(Meters(), servers, None)
 
     def app(self, port: int) -> ASGIApp:
         """The routes behind the access checks of an API served on 127.0.0.1:`port`."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -19,6 +19,7 @@ from extraction import (
     Completion,
     Document,
     Extraction,
+    Extractor,
     FileTool,
     LLMBadResponse,
     LLMError,
@@ -36,7 +37,7 @@ from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
-from server.handles.meters import meters
+from server.handles.meters import Meters
 from server.handles.own_tools import ExtractFn
 from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
@@ -45,6 +46,7 @@ from server.proxy import Proxy
 __all__ = ["BatchSamplingLLM", "InputRequired", "SamplingLLM", "choose_llm", "extract_function", "llm_available"]
 
 _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
+_CONFIGURED = "an endpoint is configured"  # choose_llm's answer, asked without an extractor, where one is
 _ROUNDS = "sampling in rounds"  # choose_llm's answer for a 2026-07-28 client that can sample
 
 
@@ -143,10 +145,8 @@ def _sampling_window(settings: ExtractionSettings) -> tuple[int, int]:
     return window, settings.max_output_tokens or default_answer_tokens(window)
 
 
-@functools.lru_cache(maxsize=16)
 def _endpoint(settings: ExtractionSettings, base_url: str, model: str, api_key: str | None) -> OpenAICompatible:
-    """One backend per endpoint and settings, kept: what it learned about the endpoint (its window, tokenizer,
-    slots) is asked once per process, not once per extraction."""
+    """The backend of an OpenAI-compatible endpoint; the proxy's `Extractor.backend` keeps one per endpoint."""
     return OpenAICompatible(
         base_url,
         model,
@@ -178,8 +178,11 @@ def _answer_of(response: object) -> Completion | LLMError:
     return LLMBadResponse("the client's answer to a sampling request is missing or not text")
 
 
-def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> tuple[LLM | None, str]:
-    """The backend `provider` selects, or None and why there is none."""
+def choose_llm(
+    settings: ExtractionSettings, ctx: ServerRequestContext[Any], extractor: Extractor | None
+) -> tuple[LLM | None, str]:
+    """The backend `provider` selects, kept by `extractor`, or None and why there is none (without an extractor,
+    None and `_CONFIGURED` where an endpoint would be chosen: `llm_available` asks no more)."""
     provider = settings.provider
     if provider == "none":
         return None, 'LLM extraction is turned off (settings.extraction.provider is "none")'
@@ -187,7 +190,10 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
         api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
         if settings.api_key_env and not api_key:
             return None, f"the API key variable {settings.api_key_env} is not set"
-        return _endpoint(settings, settings.base_url, settings.model, api_key), ""
+        if extractor is None:
+            return None, _CONFIGURED
+        key = (settings, settings.base_url, settings.model, api_key)
+        return extractor.backend(key, partial(_endpoint, *key)), ""
     if provider == "openai":
         return None, "the openai provider needs settings.extraction.baseUrl and model"
     if not ctx.session.check_client_capability(_SAMPLING):
@@ -202,21 +208,21 @@ def choose_llm(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> 
 def llm_available(settings: ExtractionSettings, ctx: ServerRequestContext[Any]) -> bool:
     """Whether `tool_output`'s `extract` can be answered for this client: an endpoint, or its sampling
     (what `choose_llm` would find, without making a backend). The messages name `extract` only then."""
-    llm, reason = choose_llm(settings, ctx) if settings.provider != "none" else (None, "")
-    return llm is not None or reason == _ROUNDS
+    llm, reason = choose_llm(settings, ctx, None) if settings.provider != "none" else (None, "")
+    return llm is not None or reason in (_ROUNDS, _CONFIGURED)
 
 
 class _CallUsage(Usage):
     """Counts into the session's usage and writes each LLM call into the call's log."""
 
-    def __init__(self, session_usage: Usage, call: Call) -> None:
+    def __init__(self, session_usage: Usage, call: Call, meters: Meters) -> None:
         super().__init__()
-        self._session_usage, self._call = session_usage, call
+        self._session_usage, self._call, self._meters = session_usage, call, meters
 
     def add(self, model: str, completion: Completion) -> None:
         super().add(model, completion)
         self._session_usage.add(model, completion)
-        meters.extracted(completion.input_tokens, completion.output_tokens)
+        self._meters.extracted(completion.input_tokens, completion.output_tokens)
         self._call.note("extraction", f"{model}: {completion.input_tokens} tokens in, {completion.output_tokens} out")
 
 
@@ -231,7 +237,7 @@ def extract_function(
 
     async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction
-        llm, reason = choose_llm(settings, ctx)
+        llm, reason = choose_llm(settings, ctx, proxy.extractor)
         document = Document(call.public_name, call.arguments_json, call.handle, call.bytes, call.lines, call.tokens)
 
         def file_tool(name: str) -> FileTool:
@@ -263,7 +269,7 @@ def extract_function(
                     request,
                     mode,
                     llm=chosen,
-                    usage=_CallUsage(session.usage, call),
+                    usage=_CallUsage(session.usage, call, proxy.meters),
                     tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
                     threshold=threshold,
                     unavailable_reason=reason,

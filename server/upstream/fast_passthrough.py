@@ -35,7 +35,6 @@ from server.downstream.pool import Route
 from server.downstream.rawcall import RawResult, RawSent, call_raw, send_now
 from server.downstream.spooled import SpooledOutput, materialize
 from server.errors import ClaimcheckError
-from server.handles.meters import meters
 from server.proxy import Proxy
 from server.upstream.forwarding import inline_result, text_result
 from server.upstream.line_writer import LineWriter
@@ -104,7 +103,7 @@ class Passthrough:
     def start(self) -> None:
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
         sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the task starts
-        meters.passed_through(self.route.downstream.name)
+        self.proxy.meters.passed_through(self.route.downstream.name)
         self.proxy.sessions.spawn(functools.partial(self._run, args, sent))
 
     def cancel(self) -> None:

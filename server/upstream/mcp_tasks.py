@@ -88,14 +88,14 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
     sdk_compat.wrap_initialization_options(server, with_tasks)
 
 
-def task_of(call: Call) -> types.Task:
-    """The task view of a call (its handle is the task id)."""
+def task_of(call: Call, inbox: questions.Inbox) -> types.Task:
+    """The task view of a call (its handle is the task id); `inbox`: its session's questions."""
     updated = call.log[-1][0] if call.log else call.started
     message = call.error if call.status == "failed" and call.error else None
     status = _STATUS[call.status]
     if call.status == "running" and call.progress is not None:
         message = call.progress.describe()
-    if call.status == "running" and (asked := _questions_of(call)):
+    if call.status == "running" and (asked := inbox.of_handle(call.handle)):
         status, message = "input_required", f'waiting for an answer to its {asked[0].kind} request ("{asked[0].id}")'
     return types.Task(
         task_id=call.handle,
@@ -146,18 +146,17 @@ class _Tasks:
         ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
         call, _ = begin(self.proxy, route, args, session, None, background=True, ttl_ms=ttl_ms)
         await self.proxy.sessions.hand_out(call, "started as a task")
-        self.proxy.sessions.spawn(lambda: _announce(ctx.session, call))
-        created = types.CreateTaskResult(task=task_of(call))
+        self.proxy.sessions.spawn(lambda: _announce(ctx.session, call, session.inbox))
+        created = types.CreateTaskResult(task=task_of(call, session.inbox))
         return created.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def get(self, ctx: ServerRequestContext[Any], params: types.GetTaskRequestParams) -> types.GetTaskResult:
-        call = await self._find(ctx, params.task_id)
-        return types.GetTaskResult(**task_of(call).model_dump())
+        call, inbox = await self._find(ctx, params.task_id)
+        return types.GetTaskResult(**task_of(call, inbox).model_dump())
 
     async def result(self, ctx: ServerRequestContext[Any], params: types.GetTaskPayloadRequestParams) -> HandlerResult:
         """Blocks until the task is done (per the spec), then the call's result under the size rule."""
-        call = await self._find(ctx, params.task_id)
-        inbox = questions.inbox(call.session_id)  # held while this request waits
+        call, inbox = await self._find(ctx, params.task_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_carry_questions, ctx, call, inbox)
             await until_finished(self.proxy.sessions, call)  # another replica's task: read again until final
@@ -186,12 +185,12 @@ class _Tasks:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListTasksResult:
         session = self._session(ctx)
-        return types.ListTasksResult(tasks=[task_of(call) for call in session.handed_out()])
+        return types.ListTasksResult(tasks=[task_of(call, session.inbox) for call in session.handed_out()])
 
     async def cancel(
         self, ctx: ServerRequestContext[Any], params: types.CancelTaskRequestParams
     ) -> types.CancelTaskResult:
-        call = await self._find(ctx, params.task_id)
+        call, inbox = await self._find(ctx, params.task_id)
         if call.finished.is_set():
             raise MCPError(
                 code=types.INVALID_PARAMS,
@@ -203,19 +202,21 @@ class _Tasks:
             await self.proxy.sessions.backend.request_cancel(call.handle)
         with anyio.move_on_after(5):
             await until_finished(self.proxy.sessions, call)
-        return types.CancelTaskResult(**task_of(call).model_dump())
+        return types.CancelTaskResult(**task_of(call, inbox).model_dump())
 
     def _session(self, ctx: ServerRequestContext[Any]) -> Session:
         session = self.proxy.sessions.for_request(ctx)
         _expire(session)
         return session
 
-    async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> Call:
-        """The task's call: this replica's, or a mirror of another replica's (the task id is the handle)."""
-        call = (await lookup(self.proxy.sessions, self._session(ctx), [task_id]))[0]
+    async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> tuple[Call, questions.Inbox]:
+        """The task's call: this replica's, or a mirror of another replica's (the task id is the handle); and the
+        inbox of its session, the client's."""
+        session = self._session(ctx)
+        call = (await lookup(self.proxy.sessions, session, [task_id]))[0]
         if call is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f'Failed to retrieve task: no task "{clip(task_id)}".')
-        return call
+        return call, session.inbox
 
 
 def _expire(session: Session) -> None:
@@ -225,11 +226,6 @@ def _expire(session: Session) -> None:
         if call.ttl_ms is not None and call.finished.is_set() and now > call.started + call.ttl_ms / 1000:
             session.calls.pop(call.handle, None)
             session.store.discard(call.handle)
-
-
-def _questions_of(call: Call) -> list[questions.Question]:
-    inbox = questions.find(call.session_id)
-    return inbox.of_handle(call.handle) if inbox is not None else []
 
 
 async def _carry_questions(ctx: ServerRequestContext[Any], call: Call, inbox: questions.Inbox) -> None:
@@ -259,21 +255,20 @@ def request_asker(
     return ask
 
 
-async def _announce(session: ServerSession, call: Call) -> None:
+async def _announce(session: ServerSession, call: Call, inbox: questions.Inbox) -> None:
     """`notifications/tasks/status` when the task comes to need input, and once it reaches its end."""
-    inbox = questions.inbox(call.session_id)  # held while the task runs
     announced = "working"
     while not call.finished.is_set():
         await questions.either(call.finished, inbox.changed())
-        status = task_of(call).status
+        status = task_of(call, inbox).status
         if status != announced and not call.finished.is_set():
             announced = status
-            await _send_status(session, call)
-    await _send_status(session, call)
+            await _send_status(session, call, inbox)
+    await _send_status(session, call, inbox)
 
 
-async def _send_status(session: ServerSession, call: Call) -> None:
-    task = task_of(call)
+async def _send_status(session: ServerSession, call: Call, inbox: questions.Inbox) -> None:
+    task = task_of(call, inbox)
     notification = types.TaskStatusNotification(params=types.TaskStatusNotificationParams(**task.model_dump()))
     try:
         await session.send_notification(notification)  # type: ignore[arg-type]  # types-only in the SDK's union

@@ -72,7 +72,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
         uri = params.uri
         if handle_of(uri) is not None:
             settings = proxy.config.settings
-            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            threshold = settings.async_token_threshold
             try:
                 return await read_output(uri, _watched(ctx, proxy), proxy.sessions, threshold=threshold)
             except OutputUnknown as exc:
@@ -172,7 +172,7 @@ def install(server: Server[Proxy], proxy: Proxy) -> None:
 def _relay(ctx: ServerRequestContext[Proxy], proxy: Proxy, about: str) -> RequestQuestions:
     """The request's relay; a sampling or elicitation request it cannot carry waits in the session's inbox."""
     session = proxy.sessions.for_request(ctx)
-    return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.id, about, lists_roots=session.lists_roots)
+    return RequestQuestions(RequestRelay(ctx, proxy.log_level), session.inbox, about, lists_roots=session.lists_roots)
 
 
 def _watched(ctx: ServerRequestContext[Proxy], proxy: Proxy) -> Session:

@@ -28,8 +28,6 @@ from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, run_file_tool
 from server.handles.own_tools import OWN_TOOLS, run_own_tool
-from server.handles.questions import find as find_inbox
-from server.handles.questions import inbox as session_inbox
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream import mcp_tasks, offerings_surface, tool_catalog
@@ -104,7 +102,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
             return await _answer(ctx, tool_catalog.inner_call(params), session)  # a direct call's very path
         if params.name in OWN_TOOLS:
             settings = proxy.config.settings
-            threshold = proxy.cli.async_token_threshold or settings.async_token_threshold
+            threshold = settings.async_token_threshold
             result = await run_own_tool(
                 params.name,
                 params.arguments,
@@ -125,7 +123,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 session=session,
                 sessions=proxy.sessions,
                 sandbox=proxy.sandbox,
-                threshold=proxy.cli.async_token_threshold or settings.async_token_threshold,
+                threshold=settings.async_token_threshold,
             )
             return result, None
         route = proxy.pool.route(params.name)
@@ -242,8 +240,7 @@ def footer_lines(session: Session, about: Call | None, *, questions: bool = True
     others = [call for call in session.handed_out() if call is not about]
     running = [call for call in others if call.status == "running"]
     ready = [call for call in others if call.status == "ready" and not call.seen]
-    inbox = find_inbox(session.id)
-    waiting = inbox.for_model() if questions and inbox is not None else []
+    waiting = session.inbox.for_model() if questions else []
     return [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
 
 
@@ -252,7 +249,7 @@ async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session
     (over HTTP its response stream is open for as long as `wait_for_tool_output` waits)."""
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return await answer
-    inbox = session_inbox(session.id)
+    inbox = session.inbox
     failure: ClaimcheckError | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(inbox.carry_all, request_asker(ctx), ClientChannel(ctx.session).can_ask)
@@ -277,8 +274,8 @@ def _keep_channel(ctx: ServerRequestContext[Proxy], session: Session, standing: 
     mcp_session_id = headers.get("mcp-session-id") if headers is not None else None
     if mcp_session_id is not None and standing is None:
         return  # streamable HTTP without a watch on its GET streams: questions ride wait_for_tool_output
-    inbox = session_inbox(session.id)
-    connection.state[_CHANNEL_KEY] = inbox  # holds the inbox for as long as the connection lives
+    inbox = session.inbox
+    connection.state[_CHANNEL_KEY] = inbox  # marks the connection's channel as given
     if mcp_session_id is not None and standing is not None:
         standing.bind(mcp_session_id, inbox, ClientChannel(ctx.session))
 

@@ -12,7 +12,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from server.config import CliOverrides, Config, parse_config
+from server.config import CliOverrides, Config, parse_config, resolved
 from server.errors import DownstreamError
 from server.proxy import Proxy
 
@@ -72,7 +72,7 @@ def _served(message: dict[str, Any]) -> tuple[int, bytes]:
 @asynccontextmanager
 async def proxied_by(config: Config) -> AsyncIterator[Proxy]:
     """A running proxy (no status API) once every server has connected or failed once."""
-    proxy = Proxy(config, cli=CliOverrides(no_api=True), connect_timeout=10)
+    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=10)
     with anyio.fail_after(20):
         async with proxy.running():
             await proxy.pool.settled()

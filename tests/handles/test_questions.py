@@ -15,7 +15,6 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
-from server.handles import questions
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 from tests.support.handles import handle_in
@@ -166,7 +165,7 @@ async def test_cancelling_a_call_withdraws_its_question() -> None:
             asking.gate.set()
             asked = await client.call_tool("wait_for_tool_output", {})
             (session,) = proxy.sessions.live
-            inbox = questions.inbox(session.id)
+            inbox = session.inbox
             await client.call_tool("cancel_tool_output", {"handle": handle})
             while inbox.pending:
                 await inbox.changed().wait()
@@ -237,7 +236,7 @@ async def test_a_question_during_prompts_get_of_a_2026_client_is_answered_throug
 
                 await client.call_tool("list_tool_outputs", {})  # opens the session
                 (session,) = proxy.sessions.live
-                inbox = questions.inbox(session.id)
+                inbox = session.inbox
                 tg.start_soon(get)
                 while not inbox.pending:
                     await inbox.changed().wait()

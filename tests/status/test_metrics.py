@@ -12,7 +12,6 @@ import anyio
 import httpx2
 import pytest
 
-from server.handles.meters import meters
 from server.status.metrics import MISSING
 from tests.support import os_packages
 from tests.support.handles import Downstream, client_of, start_in_background
@@ -81,10 +80,12 @@ async def test_without_prometheus_client_metrics_answers_501_naming_the_extra(
 def test_counting_a_call_imports_nothing() -> None:
     """The counters are plain numbers: a call's path never loads prometheus-client (the first scrape does)."""
     code = (
-        "import sys, anyio; from server.handles.meters import meters\n"
+        "import sys, anyio; from server.handles.meters import Meters\n"
         "from server.handles.calls import Call, Description; from server.handles.outcome import Inline\n"
+        "meters = Meters()\n"
         "async def main():\n"
-        "    call = Call(Description('h', 'down__echo', 'down', 'echo', {})); call.settle(Inline(), 'ready')\n"
+        "    call = Call(Description('h', 'down__echo', 'down', 'echo', {}), meters=meters)\n"
+        "    call.settle(Inline(), 'ready')\n"
         "anyio.run(main)\n"
         "assert 'prometheus_client' not in sys.modules and 'opentelemetry.sdk' not in sys.modules, 'imported'\n"
         "print(meters.calls)"
@@ -115,7 +116,7 @@ async def test_a_real_prometheus_scrapes_metrics_and_its_query_answers_the_call_
         with anyio.fail_after(20):
             for text in ("a", "b", "c"):
                 await client.call_tool("down__echo", {"text": text})
-        expected = meters.calls[("down", "echo", "inline")]  # this process's total: other tests counted too
+        expected = proxy.meters.calls[("down", "echo", "inline")]  # this proxy's total
         assert proxy.api_url is not None and proxy.api_token is not None
         target = proxy.api_url.removeprefix("http://").rstrip("/")
         config = _prometheus_config(tmp_path, target, proxy.api_token)

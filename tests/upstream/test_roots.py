@@ -16,7 +16,6 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from server.handles import questions
 from server.upstream.surface import build_server
 from tests.support.handles import handle_in
 from tests.support.processes import PYTHON, program_entry, write_config
@@ -136,7 +135,7 @@ async def test_a_roots_question_is_not_shown_to_the_model_and_its_client_answers
         with anyio.fail_after(20):
             started = await client.call_tool("ask__where", {"background": True})
             (session,) = proxy.sessions.live
-            inbox = questions.inbox(session.id)
+            inbox = session.inbox
             inbox.channel = None  # as over HTTP without a standing stream: only wait_for_tool_output carries it
             asking.gate.set()
             while not inbox.pending:
