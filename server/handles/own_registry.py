@@ -27,6 +27,7 @@ __all__ = [
     "LIST_PAGE_MAX",
     "OWN_TOOLS_BY_NAME",
     "OWN_TOOL_REGISTRY",
+    "WAIT_HANDLES_MAX",
     "AnswerArgs",
     "CancelArgs",
     "GrepArgs",
@@ -75,8 +76,11 @@ class AnswerArgs(_Args):
     text: str | None = Field(default=None, description="for a question for a completion: its text")
 
 
+WAIT_HANDLES_MAX = 64  # one wait's handles: its work and its answer stay small whatever a client sends
+
+
 class WaitArgs(_Args):
-    handles: list[str] | None = None
+    handles: list[str] | None = Field(default=None, max_length=WAIT_HANDLES_MAX)
     timeout_secs: float | None = Field(default=None, ge=0)  # its maximum, waitMaxSecs, is added per settings
     answer: AnswerArgs | None = Field(default=None, description="the answer to a question a running call asked")
 

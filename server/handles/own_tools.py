@@ -157,8 +157,9 @@ async def _wait(
     inbox = session.inbox
     answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
     if args.handles is not None:
-        found = await lookup(sessions, session, args.handles)
-        unknown = [h for h, call in zip(args.handles, found, strict=True) if call is None]
+        wanted = list(dict.fromkeys(args.handles))  # a handle named twice is waited for once
+        found = await lookup(sessions, session, wanted)
+        unknown = [h for h, call in zip(wanted, found, strict=True) if call is None]
         if unknown:
             shown = ", ".join(f'"{clip(h)}"' for h in unknown[:UNKNOWN_SHOWN])
             more = f", and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""

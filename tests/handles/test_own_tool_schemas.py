@@ -41,7 +41,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "wait_for_tool_output": {
         **OBJECT,
         "properties": {
-            "handles": {"type": "array", "items": {"type": "string"}},
+            "handles": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
             "timeout_secs": {"type": "number", "minimum": 0, "maximum": 50},
             "answer": {
                 **OBJECT,
