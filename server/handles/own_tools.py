@@ -150,6 +150,32 @@ def _json_view(source: Source, query: str | None, call: Call, threshold: int) ->
     return "\n".join([head, *([f"({note})"] if note else []), text])
 
 
+class _ProgressRelay:
+    """What a wait reports as its progress: the server's own (progress, total, message) while it waits for one call
+    that reports some, else the seconds waited and a summary of the calls' progress. Sent only when it has grown:
+    a request's progress must increase."""
+
+    def __init__(self, report: Reporter, started: float) -> None:
+        self._report = report
+        self._started = started
+        self._last = -1.0
+
+    async def send(self, running: list[Call]) -> None:
+        own = running[0].progress if len(running) == 1 else None
+        if own is not None:
+            message = f"{running[0].public_name}: {own.message}" if own.message else running[0].public_name
+            value, total = own.progress, own.total
+        else:
+            shown = [f"{call.public_name} {p.describe()}" for call in running[:3] if (p := call.progress) is not None]
+            message = f"waiting for {plural(len(running), 'running output')}" + (
+                f" ({'; '.join(shown)})" if shown else ""
+            )
+            value, total = time.monotonic() - self._started, None
+        if value > self._last:
+            self._last = value
+            await self._report(value, total, message)
+
+
 async def _wait(
     args: WaitArgs, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
 ) -> types.CallToolResult:
@@ -178,6 +204,7 @@ async def _wait(
     started = time.monotonic()
     reported = started - PROGRESS_EVERY_S  # the first round reports at once
     remote = any(call.home is not None for call in targets)  # other replicas' calls: read again, and poll
+    relay = _ProgressRelay(report, started)
     with anyio.move_on_after(limit):
         while not any(call.finished.is_set() for call in targets) and not inbox.unshown():
             with anyio.move_on_after(sessions.backend.poll_secs if remote else PROGRESS_EVERY_S):
@@ -185,8 +212,7 @@ async def _wait(
             await refresh(sessions, targets)
             if not remote or time.monotonic() - reported >= PROGRESS_EVERY_S:
                 reported = time.monotonic()
-                running = sum(1 for call in targets if not call.finished.is_set())
-                await report(reported - started, None, f"waiting for {plural(running, 'running output')}")
+                await relay.send([call for call in targets if not call.finished.is_set()])
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
     asked = inbox.for_model()
