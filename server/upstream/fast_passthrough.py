@@ -37,9 +37,9 @@ from server.downstream.spooled import SpooledOutput, materialize
 from server.errors import ClaimcheckError
 from server.handles.meters import meters
 from server.proxy import Proxy
-from server.upstream.forwarding import inline_result, text_result
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, FastRelay, RequestId, line, result_line
+from server.upstream.replies import inline_result, text_result
 from server.upstream.streamed import streamable, write_spooled
 
 __all__ = ["Passthrough", "PassthroughRelay"]

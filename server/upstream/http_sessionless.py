@@ -36,7 +36,6 @@ import asyncio
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -50,11 +49,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.pool import Route
-from server.downstream.relay import RequestRelay
 from server.handles.owners import OWNER, SESSION_HEADER, USER, client_owner
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.fastpath import plain_route, respond
+from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
 from server.upstream.plain_call import CallContext, Envelope, read_envelope
 from server.upstream.sessionless import SessionlessWire, client_of
@@ -183,17 +181,18 @@ class SessionlessHttp:
             return False  # a session still to be made: the SDK's path makes it
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
-        relay = RequestRelay(cast(Any, context), proxy.log_level)
-        cancel, watch = anyio.CancelScope(), anyio.CancelScope()
-        watching = functools.partial(_cancel_on_disconnect, receive, cancel, watch)
+        answered = Answer()
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        watch = anyio.CancelScope()
+        watching = functools.partial(_cancel_on_disconnect, receive, request, watch)
         timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)
         try:
-            with cancel:
-                data = await respond(proxy, envelope, route, session, relay, context)
+            request.start()
+            data = await answered.of(request)
         finally:
             timer.cancel()
             watch.cancel()
-        if cancel.cancelled_caught:
+        if data is None:
             return True  # the client left: its call was cancelled, as on the SDK's path, and is never answered
         headers_out = [(b"content-length", str(len(data)).encode()), (b"content-type", _JSON_HEADERS)]
         await send({"type": "http.response.start", "status": 200, "headers": headers_out})
@@ -212,12 +211,12 @@ class SessionlessHttp:
         return known[1]
 
 
-async def _cancel_on_disconnect(receive: Receive, cancel: anyio.CancelScope, watch: anyio.CancelScope) -> None:
+async def _cancel_on_disconnect(receive: Receive, request: FastRequest, watch: anyio.CancelScope) -> None:
     """Cancel the call when its client leaves (in the lifespan task group, until `watch` is cancelled)."""
     with watch:
         while (await receive())["type"] != "http.disconnect":
             pass
-        cancel.cancel()
+        request.cancel()
 
 
 def _accepts(request: Request) -> bool:
