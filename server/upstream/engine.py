@@ -15,23 +15,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, cast
 
 import anyio
 import mcp_types as types
 
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, raw_capable, send_now
+from server.downstream.rawcall import RawResult, RawSent, raw_capable, send_now
 from server.downstream.relay import RequestRelay
 from server.errors import ClaimcheckError
 from server.handles.call_relay import CallRelay
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS
+from server.handles.meters import meters
 from server.handles.outcome import Inline
 from server.handles.own_tools import OWN_TOOLS
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
+from server.upstream.fast_passthrough import Streamed, pass_through
 from server.upstream.forwarding import answer, begin, drop
 from server.upstream.plain_call import CallContext, Envelope, FastRelay
 from server.upstream.replies import error_line, error_result, response_line
@@ -47,8 +50,8 @@ class Responder(Protocol):
     def write_nowait(self, data: bytes) -> None:
         """The answer, from the call's finish callback (no task to wait in)."""
 
-    async def write(self, data: bytes) -> None:
-        """The answer, from the task that built it."""
+    async def write(self, data: bytes | Streamed) -> None:
+        """The answer, from the task that built it (a pass-through's spooled output only over stdio)."""
 
     def forget(self, request: FastRequest) -> None:
         """`request` is over: answered (after its `write`), or cancelled (never answered)."""
@@ -79,7 +82,7 @@ class FastRequest:
         envelope: Envelope,
         route: Route,
         context: CallContext,
-        session: Session,
+        session: Session | None,
         relay: RequestRelay,
     ) -> None:
         self.proxy = proxy
@@ -98,9 +101,14 @@ class FastRequest:
     def start(self) -> None:
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
         sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
+        if self.envelope.passthrough:  # no rules, no `Call`: the claimcheck in front makes the handles
+            meters.passed_through(self.route.downstream.name)
+            self._answering(functools.partial(self._pass_through, sent))
+            return
+        session = self._session()
         try:
             self.call, self.call_relay = begin(
-                self.proxy, self.route, args, self.session, self.relay, background=False, raw=True, sent=sent
+                self.proxy, self.route, args, session, self.relay, background=False, raw=True, sent=sent
             )
         except ClaimcheckError as exc:
             if sent is not None:
@@ -115,7 +123,7 @@ class FastRequest:
         """The call finished (in its own task): a plain answer is written at once; any other is built by `answer`."""
         if self.state != "waiting":
             return
-        call, session = self.call, self.session
+        call, session = self.call, self._session()
         assert call is not None
         match call.outcome:
             case Inline(raw=dict() as raw):
@@ -137,29 +145,48 @@ class FastRequest:
         """Build the answer in a task: `result`, or what `answer` says of the call now (its result, or a handle)."""
         if self.state != "waiting":
             return
-        self.state = "answering"
         if self.timer is not None:
             self.timer.cancel()
         if self.call_relay is not None:
             self.call_relay.upstream = None
-        self.scope = anyio.CancelScope()
-        self.proxy.sessions.spawn(lambda: self._answer(result))
+        self._answering(functools.partial(self._build, result))
 
-    async def _answer(self, given: types.CallToolResult | None) -> None:
+    def _answering(self, build: Callable[[], Awaitable[bytes | Streamed]]) -> None:
+        self.state = "answering"
+        self.scope = anyio.CancelScope()
+        self.proxy.sessions.spawn(lambda: self._answer(build))
+
+    async def _answer(self, build: Callable[[], Awaitable[bytes | Streamed]]) -> None:
+        """Build the answer under the request's cancel scope and write it, unless the request was cancelled first."""
         assert self.scope is not None
         try:
             response = None
             with self.scope:
-                response = await self._build(given)
-            self.state = "done"
-            if response is not None and not self.scope.cancelled_caught:
+                response = await build()
+            self.state = "done"  # a line cannot be taken back: once writing, it is finished
+            if isinstance(response, Streamed) and self.scope.cancelled_caught:
+                response.spooled.release()
+            elif response is not None and not self.scope.cancelled_caught:
                 await self.responder.write(response)
         finally:
             self.state = "done"
             self.responder.forget(self)
 
+    async def _pass_through(self, sent: RawSent | None) -> bytes | Streamed:
+        try:
+            return await pass_through(self.proxy, self.route, self.envelope, self.context, self.relay, sent)
+        finally:
+            if sent is not None and not sent.waiter.done():
+                sent.waiter.cancel()  # never waited for (cancelled first): its answer, when it comes, is dropped
+
     async def _build(self, given: types.CallToolResult | None) -> bytes:
-        proxy, call, call_relay, context = self.proxy, self.call, self.call_relay, self.context
+        proxy, call, call_relay, context, session = (
+            self.proxy,
+            self.call,
+            self.call_relay,
+            self.context,
+            self._session(),
+        )
         result: types.CallToolResult | RawResult
         about: Call | None = None
         try:
@@ -167,14 +194,18 @@ class FastRequest:
                 result = given if given is not None else error_result("the call could not start")
             else:
                 llm = functools.partial(llm_available, proxy.config.settings.extraction, cast(Any, context))
-                result, about = await answer(proxy, self.route, self.session, call, call_relay, waited=True, llm=llm)
+                result, about = await answer(proxy, self.route, session, call, call_relay, waited=True, llm=llm)
         except ClaimcheckError as exc:
             result, about = error_result(str(exc)), None
         except Exception as exc:
             logger.exception("the fast path failed on a call of %s", self.route.public)
             return error_line(self.envelope, exc, context)
         footer = proxy.config.settings.status_footer
-        return response_line(self.envelope, self.session, result, about, context, footer=footer)
+        return response_line(self.envelope, session, result, about, context, footer=footer)
+
+    def _session(self) -> Session:
+        assert self.session is not None, "only a pass-through has no session, and no call"
+        return self.session
 
     def cancel(self) -> None:
         """The client cancelled its request: as the SDK does, it is never answered; a call not handed out yet is
@@ -193,7 +224,7 @@ class FastRequest:
             self.call_relay.upstream = None
         if call is not None:
             call.then(None)
-            drop(self.session, call)
+            drop(self._session(), call)
         self.responder.forget(self)
 
 
@@ -209,7 +240,8 @@ class Answer:
     def write_nowait(self, data: bytes) -> None:
         self.data = data
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes | Streamed) -> None:
+        assert isinstance(data, bytes), "a pass-through is answered over stdio only"
         self.data = data
 
     def forget(self, request: FastRequest) -> None:

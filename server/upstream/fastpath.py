@@ -3,19 +3,15 @@
 The stdio transport offers every request line to `FastPath.take` before the SDK parses it. A line that
 is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`
 but a 2026-07-28 request's own envelope, so no progress token, log level, task or chain marker) to a
-known tool of a live stdio downstream, from a client of the era the SDK serves on this stream (one that
-finished its handshake; or a sessionless one, once the SDK served a request of that era: `StreamEra`),
-is answered here: the call starts as any proxied call does (`begin`, so the time rule, handles, history
-and the status API see it), goes to the downstream as bytes (`server.downstream.rawcall`), and a
-handshake-era client gets a plain-text result under the size rule's length bound as the downstream gave
-it, under its id. Every other outcome (a handle, an error, a result with the status footer, any answer
-to a sessionless client) is the same `CallToolResult` the SDK path builds, shaped as the SDK shapes it
-for the client's version (`response_line`). A call a claimcheck in front marks as a
-pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here too, as the SDK's
-path answers it: no rules, no handle, its output streamed from the spool's file when it went there
-(`server.upstream.fast_passthrough`). A `notifications/cancelled` for a call taken here cancels it, and, as
-the SDK does, a cancelled request is never answered. Anything else, and every line while the path is off
-(`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
+known tool of a live stdio downstream (`plain_route`), from a client of the era the SDK serves on this
+stream (one that finished its handshake; or a sessionless one, once the SDK served a request of that era:
+`StreamEra`), is answered here, by the fast paths' one request machine (`server.upstream.engine`), with
+`FastPath` as its responder: answers go out as lines through the `LineWriter`. A call a claimcheck in
+front marks as a pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here
+too, as the SDK's path answers it: no rules, no handle, its output streamed from the spool's file when it
+went there (`server.upstream.fast_passthrough`). A `notifications/cancelled` for a call taken here cancels
+it, and, as the SDK does, a cancelled request is never answered. Anything else, and every line while the
+path is off (`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
 """
 
 from __future__ import annotations
@@ -33,10 +29,11 @@ from server.downstream.pool import Route
 from server.handles.sessions import Entrance, Session
 from server.proxy import Proxy
 from server.upstream.engine import FastRequest, passthrough_route, plain_route, relay_of
-from server.upstream.fast_passthrough import Passthrough
+from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, RequestId, cancelled_id, read_envelope
 from server.upstream.sessionless import StreamEra, client_of
+from server.upstream.streamed import write_spooled
 
 __all__ = ["ENV", "FastPath", "enabled"]
 
@@ -53,7 +50,7 @@ class FastPath:
         self._proxy = proxy
         self.writer = writer
         self._era = era  # None: sessionless calls are the SDK's
-        self._running: dict[tuple[bool, RequestId], FastRequest | Passthrough] = {}
+        self._running: dict[tuple[bool, RequestId], FastRequest] = {}
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
@@ -102,29 +99,32 @@ class FastPath:
     def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session) -> None:
         logger.debug("the stdio fast path takes call %r", envelope.id)
         proxy = self._proxy
-        request = FastRequest(proxy, self, envelope, route, context, session, relay_of(context, proxy.log_level))
-        self._running[request_key(envelope.id)] = request
-        self.writer.owe()
-        request.start()
+        self._run(FastRequest(proxy, self, envelope, route, context, session, relay_of(context, proxy.log_level)))
 
     def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
         route = passthrough_route(self._proxy, envelope)
         if route is None:
             return False
         context = CallContext(client, client.protocol_version)
-        request = Passthrough(self._proxy, self.writer, envelope, route, context, self.forget)
-        self._running[request_key(envelope.id)] = request
+        relay = PassthroughRelay(context, self._proxy.log_level, self.writer, envelope.progress_token)
+        self._run(FastRequest(self._proxy, self, envelope, route, context, None, relay))
+        return True
+
+    def _run(self, request: FastRequest) -> None:
+        self._running[request_key(request.envelope.id)] = request
         self.writer.owe()
         request.start()
-        return True
 
     def write_nowait(self, data: bytes) -> None:
         self.writer.write_nowait(data)
 
-    async def write(self, data: bytes) -> None:
-        await self.writer.write(data)
+    async def write(self, data: bytes | Streamed) -> None:
+        if isinstance(data, bytes):
+            await self.writer.write(data)
+        else:
+            await write_spooled(self.writer, data.ident, data.line, data.placeholder, data.spooled)
 
-    def forget(self, request: FastRequest | Passthrough) -> None:
+    def forget(self, request: FastRequest) -> None:
         key = request_key(request.envelope.id)
         if self._running.get(key) is request:
             del self._running[key]

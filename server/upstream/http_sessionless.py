@@ -20,13 +20,13 @@ only when that entry would serve it as an ordinary request, and answers as it wo
   `Authorization` header, by the client's name and the `Claimcheck-Session` header (`owners.client_owner`), as
   `owners.owner_key` says; `USER` in the shared claimcheck.
 
-The call goes through the same `begin`/`answer` as every proxied call (`fastpath.respond`), the status footer
-included, and the answer is the SDK's wire form for the request's version (`sessionless.SessionlessWire`): one
-`application/json` body, byte for byte the SDK path's. The request's relay is the SDK's (no requests to the
-client, no log messages it did not ask for). A client that closes its connection cancels the call, as on the
-SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. The connection is
-watched once the call has run `_WATCH_AFTER_SECS` (a watcher costs a quick call more than its answer): a call
-that ends sooner is answered even if its client has just left. Everything else goes to the SDK, which answers or
+The call goes through the same `begin`/`answer` as every proxied call (the fast paths' request machine,
+`server.upstream.engine`), the status footer included, and the answer is the SDK's wire form for the request's version
+(`sessionless.SessionlessWire`): one `application/json` body, byte for byte the SDK path's. The request's relay is the
+SDK's (no requests to the client, no log messages it did not ask for). A client that closes its connection cancels the
+call, as on the SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. The
+connection is watched once the call has run `_WATCH_AFTER_SECS` (a watcher costs a quick call more than its answer): a
+call that ends sooner is answered even if its client has just left. Everything else goes to the SDK, which answers or
 refuses it.
 """
 
