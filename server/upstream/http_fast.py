@@ -16,7 +16,7 @@ session would:
 A POST of the sessionless era (2026-07-28) has no session: `server.upstream.http_sessionless` takes its plain
 calls.
 
-The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.engine.Request`),
+The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.engine.FastRequest`),
 so the time rule, handles, the size rule, history and the status API see it. The answer is one
 `application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream (and by which a
 test tells that the fast path took a call); a call still running after `_PRIME_AFTER_SECS` is answered on an
