@@ -100,7 +100,10 @@ class FastRequest:
 
     def start(self) -> None:
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
-        sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
+        try:
+            sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
+        except UnicodeEncodeError:  # a lone surrogate in the arguments: the call meets it in its task, and fails
+            sent = None
         if self.envelope.passthrough:  # no rules, no `Call`: the claimcheck in front makes the handles
             meters.passed_through(self.route.downstream.name)
             self._answering(functools.partial(self._pass_through, sent))

@@ -113,7 +113,11 @@ class FastPath:
     def _run(self, request: FastRequest) -> None:
         self._running[request_key(request.envelope.id)] = request
         self.writer.owe()
-        request.start()
+        try:
+            request.start()
+        except BaseException:  # the SDK's path takes the line (`stdio._taken`): nothing is owed here
+            self.forget(request)
+            raise
 
     def write_nowait(self, data: bytes) -> None:
         self.writer.write_nowait(data)
