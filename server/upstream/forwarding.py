@@ -25,10 +25,11 @@ from server.handles.resources import link_result
 from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
+from server.upstream.replies import inline_result, text_result
 from server.upstream.requesters import for_client
 from server.upstream.streamed import STREAMING, stand_in, streamable
 
-__all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "inline_result", "split_arguments", "text_result"]
+__all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "split_arguments"]
 
 
 class ArgumentError(ClaimcheckError):
@@ -77,14 +78,15 @@ async def answer(
     call: Call,
     call_relay: CallRelay,
     *,
-    background: bool,
+    background: bool = False,
+    waited: bool = False,
     llm: Callable[[], bool],
 ) -> tuple[types.CallToolResult | RawResult, Call | None]:
     """Wait for a started call as the time rule says: its result, or a handle to it. A plain-text result of
-    the fast path comes back as the downstream gave it (`RawResult`). `llm`: whether `extract` can be
-    answered for this client (what the messages offer)."""
+    the fast path comes back as the downstream gave it (`RawResult`). `waited`: the time rule was kept already
+    (a fast path's timer). `llm`: whether `extract` can be answered for this client (what the messages offer)."""
     try:
-        if not background:
+        if not background and not waited:
             with anyio.move_on_after(route.policy.async_timeout_secs):
                 await call.finished.wait()
     except anyio.get_cancelled_exc_class():
@@ -165,15 +167,3 @@ def begin(
         return route.downstream.call(route.tool, args, r, as_task=background)
 
     return call, sessions.start(session, call, invoke, route.policy, relay)
-
-
-def inline_result(route: Route, result: types.CallToolResult) -> types.CallToolResult:
-    """A downstream's result as the client gets it inline: an error result says where it came from."""
-    if not result.is_error:
-        return result
-    note = f'[claimcheck] the error above came from tool "{route.tool}" of server "{route.downstream.name}".'
-    return result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
-
-
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)

@@ -11,12 +11,12 @@ session would:
 - the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token,
   task or pass-through mark) to a tool `plain_route` takes, from a session whose claimcheck `Session` is
   already the one the SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
-  header); an answer that carries the status footer is built with it (`fastpath.response_line`).
+  header); an answer that carries the status footer is built with it (`replies.response_line`).
 
 A POST of the sessionless era (2026-07-28) has no session: `server.upstream.http_sessionless` takes its plain
 calls.
 
-The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.fastpath.respond`),
+The call goes through the same `begin`/`answer` as every proxied call (`server.upstream.engine.FastRequest`),
 so the time rule, handles, the size rule, history and the status API see it. The answer is one
 `application/json` body, which a client accepting JSON and SSE takes as it takes an SSE stream (and by which a
 test tells that the fast path took a call); a call still running after `_PRIME_AFTER_SECS` is answered on an
@@ -45,7 +45,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -68,11 +68,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.budget import request_key
-from server.downstream.relay import RequestRelay
 from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.fastpath import plain_route, respond
+from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
 from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
@@ -114,7 +113,7 @@ class HttpFastPath:
         self._proxy = proxy
         self._manager = manager
         self._connections: dict[str, Connection] = {}
-        self._running: dict[tuple[bytes, bool, int | str], anyio.CancelScope] = {}
+        self._running: dict[tuple[bytes, bool, int | str], FastRequest] = {}
         self._prime_after = _prime_after()
         self._sessionless = SessionlessHttp(proxy, manager)
 
@@ -235,21 +234,21 @@ class HttpFastPath:
             return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
-        cancel = self._running[running_key] = anyio.CancelScope()
         context = CallContext(client, connection.protocol_version, envelope.id)
+        answered = Answer()
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        self._running[running_key] = request
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(
             self._prime_after, proxy.sessions.spawn, functools.partial(stream.prime, version)
         )
         try:
             with sdk_compat.in_flight(transport):
-                with cancel:
-                    data = await respond(
-                        proxy, envelope, route, session, RequestRelay(cast(Any, context), proxy.log_level), context
-                    )
+                request.start()
+                data = await answered.of(request)
                 timer.cancel()
                 channel.close()
-                if cancel.cancelled_caught:
+                if data is None:  # cancelled: answered as the SDK's transport answers it
                     error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
                     data = json.dumps({"jsonrpc": "2.0", "id": envelope.id, "error": error}).encode()
                 if channel.used or not await stream.answer(data):  # behind what the router carries for it

@@ -20,13 +20,13 @@ only when that entry would serve it as an ordinary request, and answers as it wo
   `Authorization` header, by the client's name and the `Claimcheck-Session` header (`owners.client_owner`), as
   `owners.owner_key` says; `USER` in the shared claimcheck.
 
-The call goes through the same `begin`/`answer` as every proxied call (`fastpath.respond`), the status footer
-included, and the answer is the SDK's wire form for the request's version (`sessionless.SessionlessWire`): one
-`application/json` body, byte for byte the SDK path's. The request's relay is the SDK's (no requests to the
-client, no log messages it did not ask for). A client that closes its connection cancels the call, as on the
-SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. The connection is
-watched once the call has run `_WATCH_AFTER_SECS` (a watcher costs a quick call more than its answer): a call
-that ends sooner is answered even if its client has just left. Everything else goes to the SDK, which answers or
+The call goes through the same `begin`/`answer` as every proxied call (the fast paths' request machine,
+`server.upstream.engine`), the status footer included, and the answer is the SDK's wire form for the request's version
+(`sessionless.SessionlessWire`): one `application/json` body, byte for byte the SDK path's. The request's relay is the
+SDK's (no requests to the client, no log messages it did not ask for). A client that closes its connection cancels the
+call, as on the SDK's path (the 2026-07-28 wire cancels by closing the response stream); it is never answered. The
+connection is watched once the call has run `_WATCH_AFTER_SECS` (a watcher costs a quick call more than its answer): a
+call that ends sooner is answered even if its client has just left. Everything else goes to the SDK, which answers or
 refuses it.
 """
 
@@ -36,7 +36,6 @@ import asyncio
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -50,11 +49,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.pool import Route
-from server.downstream.relay import RequestRelay
 from server.handles.owners import OWNER, SESSION_HEADER, USER, client_owner
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.fastpath import plain_route, respond
+from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
 from server.upstream.plain_call import CallContext, Envelope, read_envelope
 from server.upstream.sessionless import SessionlessWire, client_of
@@ -183,17 +181,18 @@ class SessionlessHttp:
             return False  # a session still to be made: the SDK's path makes it
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
-        relay = RequestRelay(cast(Any, context), proxy.log_level)
-        cancel, watch = anyio.CancelScope(), anyio.CancelScope()
-        watching = functools.partial(_cancel_on_disconnect, receive, cancel, watch)
+        answered = Answer()
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        watch = anyio.CancelScope()
+        watching = functools.partial(_cancel_on_disconnect, receive, request, watch)
         timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)
         try:
-            with cancel:
-                data = await respond(proxy, envelope, route, session, relay, context)
+            request.start()
+            data = await answered.of(request)
         finally:
             timer.cancel()
             watch.cancel()
-        if cancel.cancelled_caught:
+        if data is None:
             return True  # the client left: its call was cancelled, as on the SDK's path, and is never answered
         headers_out = [(b"content-length", str(len(data)).encode()), (b"content-type", _JSON_HEADERS)]
         await send({"type": "http.response.start", "status": 200, "headers": headers_out})
@@ -212,12 +211,12 @@ class SessionlessHttp:
         return known[1]
 
 
-async def _cancel_on_disconnect(receive: Receive, cancel: anyio.CancelScope, watch: anyio.CancelScope) -> None:
+async def _cancel_on_disconnect(receive: Receive, request: FastRequest, watch: anyio.CancelScope) -> None:
     """Cancel the call when its client leaves (in the lifespan task group, until `watch` is cancelled)."""
     with watch:
         while (await receive())["type"] != "http.disconnect":
             pass
-        cancel.cancel()
+        request.cancel()
 
 
 def _accepts(request: Request) -> bool:

@@ -41,7 +41,8 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.status.tasks import iso
 from server.upstream.extracting import llm_available
-from server.upstream.forwarding import begin, split_arguments, text_result
+from server.upstream.forwarding import begin, split_arguments
+from server.upstream.replies import text_result
 from server.upstream.requesters import for_client
 from server.upstream.tool_catalog import answers, inner_call
 

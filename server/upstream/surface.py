@@ -24,7 +24,6 @@ from server import sdk_compat
 from server.downstream.chain import CAPABILITY, asks_passthrough
 from server.downstream.relay import ClientChannel, RequestRelay
 from server.errors import QUOTE_LIMIT, ClaimcheckError, ToolNotFound, clip
-from server.handles import messages
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, run_file_tool
 from server.handles.own_tools import OWN_TOOLS, run_own_tool
@@ -32,14 +31,15 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream import mcp_tasks, offerings_surface, tool_catalog
 from server.upstream.extracting import InputRequired, extract_function, llm_available
-from server.upstream.forwarding import forward, text_result
+from server.upstream.forwarding import forward
 from server.upstream.mcp_tasks import request_asker
+from server.upstream.replies import error_result, with_footer
 from server.upstream.requesters import connection_key
 from server.upstream.standing import StandingStreams
 from server.upstream.tool_catalog import client_tools
 from server.version import VERSION
 
-__all__ = ["VERSION", "build_server", "client_tools", "error_result", "footer_lines", "initialization_options"]
+__all__ = ["VERSION", "build_server", "client_tools", "initialization_options"]
 
 _CHANNEL_KEY = "claimcheck.questions-channel"
 _T = TypeVar("_T")
@@ -52,11 +52,6 @@ _INSTRUCTIONS = (
     "list_tool_outputs and cancel_tool_output to manage them. "
     "Errors of a downstream server come back as error results naming the server and tool."
 )
-
-
-def error_result(text: str) -> types.CallToolResult:
-    """The isError result every failure inside claimcheck becomes."""
-    return text_result(text, is_error=True)
 
 
 def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Server[Proxy]:
@@ -91,7 +86,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
             result, about = error_result(str(exc)), None
         if not proxy.config.settings.status_footer or asks_passthrough(params):
             return result
-        return _with_footer(result, session, about, questions=params.name != "wait_for_tool_output")
+        return with_footer(result, session, about, questions=params.name != "wait_for_tool_output")
 
     async def _answer(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session
@@ -220,28 +215,6 @@ def did_you_mean(name: str, known: Sequence[str], separator: str) -> str:
 
 def initialization_options(server: Server[Proxy]) -> InitializationOptions:
     return server.create_initialization_options()
-
-
-def _with_footer(
-    result: types.CallToolResult, session: Session, about: Call | None, *, questions: bool = True
-) -> types.CallToolResult:
-    """`result` plus the status line, while the session has running or unread outputs besides `about`,
-    and a line about the questions its calls wait to have answered (unless `result` shows them)."""
-    lines = footer_lines(session, about, questions=questions)
-    if not lines:
-        return result
-    extra = [types.TextContent(type="text", text=line) for line in lines]
-    return result.model_copy(update={"content": [*result.content, *extra]})
-
-
-def footer_lines(session: Session, about: Call | None, *, questions: bool = True) -> list[str]:
-    """The status lines a result gets: the session's running or unread outputs besides `about`, and the
-    questions its calls wait to have answered; none while there are none."""
-    others = [call for call in session.handed_out() if call is not about]
-    running = [call for call in others if call.status == "running"]
-    ready = [call for call in others if call.status == "ready" and not call.seen]
-    waiting = session.inbox.for_model() if questions else []
-    return [line for line in (messages.footer(running, ready), messages.questions_footer(waiting)) if line]
 
 
 async def _carrying_questions(ctx: ServerRequestContext[Proxy], session: Session, answer: Awaitable[_T]) -> _T:

@@ -29,7 +29,7 @@ from server.handles.own_tools import OWN_TOOLS
 from server.handles.session import Session
 from server.handles.tool_catalog import Found, find_answer, listed_routes
 from server.proxy import Proxy
-from server.upstream.forwarding import text_result
+from server.upstream.replies import text_result
 
 __all__ = ["INSTRUCTIONS", "answers", "client_tools", "find_tools", "found_by", "inner_call", "searching"]
 

@@ -1,7 +1,8 @@
 """The fast path answers as the SDK's path does: the same calls through two real claimcheck processes,
 one with the fast path forced on and one with it forced off, give the same results, to a client of either era
 (a 2026-07-28 client's answers byte for byte, and an answer that carries the status footer too); every log
-message of a call reaches the client; a cancelled call is not answered and the next call gets its own answer.
+message of a call reaches the client; a cancelled call is not answered and the next call gets its own answer;
+a call handed out under the time rule is marked so in the status API on both paths.
 The fast path's DEBUG line on stderr tells which calls it took."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -106,15 +108,20 @@ ENVELOPE = {
 
 
 @asynccontextmanager
-async def logged(tmp_path: Path, fast: str, settings: dict[str, Any] | None = None) -> AsyncIterator[tuple[Wire, Path]]:
-    """A claimcheck over stdio (fast path `fast`) spoken to by hand, its DEBUG log in the file it yields."""
+async def logged(
+    tmp_path: Path, fast: str, settings: dict[str, Any] | None = None, *, api: bool = False
+) -> AsyncIterator[tuple[Wire, Path]]:
+    """A claimcheck over stdio (fast path `fast`) spoken to by hand, its DEBUG log in the file it yields; `api`:
+    with its status API (on a port the OS picks)."""
     directory = tmp_path / fast
     directory.mkdir()
     config = write_config(directory, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings or {}})
     log = directory / "stderr.log"
     env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, "CLAIMCHECK_LOG": "debug"}
+    if api:
+        env |= {"CLAIMCHECK_API_ENABLED": "true", "CLAIMCHECK_API_PORT": "0"}
     with log.open("wb") as stderr:
-        command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
+        command = [PYTHON, "-m", "server", "serve", *([] if api else ["--no-api"]), "--config", str(config)]
         async with await anyio.open_process(command, stderr=stderr, env=env) as process:
             try:
                 yield Wire(process), log
@@ -187,3 +194,22 @@ async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path
     normalized = {fast: HANDLE.sub("H", json.dumps(echo)) for fast, (_, echo) in answers.items()}
     assert normalized["on"] == normalized["off"]
     assert len(taken(logs["on"])) == 2 and taken(logs["off"]) == []  # the slow call and the one with the footer
+
+
+async def test_a_call_handed_out_under_the_time_rule_says_so_on_both_paths(tmp_path: Path) -> None:
+    """The status API tells why a call got a handle: the time rule (1 s here), whichever path took the call."""
+    handoffs: dict[str, Any] = {}
+    with anyio.fail_after(CALL_S):
+        for fast in ("on", "off"):
+            state = tmp_path / f"state-{fast}"
+            settings = {"asyncTimeoutSecs": 1, "stateDir": str(state)}
+            async with logged(tmp_path, fast, settings, api=True) as (wire, _):
+                await wire.handshake("handoff-test")
+                slow = await wire.call("demo__slow", {"seconds": 30})
+                handle = HANDLE.findall(slow["result"]["content"][0]["text"])[0]
+                (found,) = (state / "instances").glob("*.json")
+                discovery = json.loads(found.read_text(encoding="utf-8"))
+                headers = {"Authorization": f"Bearer {discovery['token']}"}
+                async with httpx2.AsyncClient(base_url=discovery["url"], headers=headers, timeout=CALL_S) as http:
+                    handoffs[fast] = (await http.get(f"/v1/tasks/{handle}")).json()["handoff"]
+    assert handoffs == {"on": "time", "off": "time"}
