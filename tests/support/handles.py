@@ -18,6 +18,8 @@ from server.upstream.surface import build_server
 from tests.support.proxies import running_proxy, text_of
 
 THRESHOLD = 1000
+FOOTER_AGE = re.compile(r"\(\d+(?:\.\d)?s\)")
+"""A running call's age in the status footer (tenths of a second): it differs between two runs of one test."""
 RUNNING = re.compile(
     r'^Tool down__(\w+) is running in the background \(handle: "(session-[0-9a-f]{32}/[0-9a-f]{32})"\)\.\n'
     r'Call wait_for_tool_output\(handles = \["\2"\]\) to wait for it, or go on with other work\.\n'

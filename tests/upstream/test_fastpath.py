@@ -23,6 +23,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.support.handles import FOOTER_AGE
 from tests.support.processes import PYTHON, demo_server_entry, write_config
 from tests.support.proxies import text_of
 from tests.support.wire import Wire
@@ -191,7 +192,9 @@ async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path
         content = echo["result"]["content"]
         assert content[0]["text"] == "with a footer" and len(content) == 2, (fast, content)
         assert content[1]["text"].startswith("[claimcheck] 1 running: demo__slow") and handle in content[1]["text"]
-    normalized = {fast: HANDLE.sub("H", json.dumps(echo)) for fast, (_, echo) in answers.items()}
+    normalized = {
+        fast: FOOTER_AGE.sub("(age)", HANDLE.sub("H", json.dumps(echo))) for fast, (_, echo) in answers.items()
+    }
     assert normalized["on"] == normalized["off"]
     assert len(taken(logs["on"])) == 2 and taken(logs["off"]) == []  # the slow call and the one with the footer
 

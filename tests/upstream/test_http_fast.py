@@ -29,6 +29,7 @@ import httpx2
 import pytest
 
 from server.upstream.http_fast import PRIME_ENV
+from tests.support.handles import FOOTER_AGE
 from tests.support.processes import announced_url, demo_server_entry, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -334,5 +335,8 @@ async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path
                     content[1]["text"].startswith("[claimcheck] 1 running: demo__slow") and made in content[1]["text"]
                 )
     assert kind(answers["on"]) == "application/json" and kind(answers["off"]) == "text/event-stream"
-    normalized = {mode: handle.sub("H", json.dumps(messages(answer)[-1])) for mode, answer in answers.items()}
+    normalized = {
+        mode: FOOTER_AGE.sub("(age)", handle.sub("H", json.dumps(messages(answer)[-1])))
+        for mode, answer in answers.items()
+    }
     assert normalized["on"] == normalized["off"]
