@@ -52,7 +52,7 @@ def test_clip_keeps_200_characters_and_says_how_big_the_whole_was() -> None:
     ("tool", "arguments", "problem"),
     [
         ("tool_output", {"handle": HUGE, "extract": "all"}, "Unknown handle"),
-        ("wait_for_tool_output", {"handles": [HUGE] * 20}, "Unknown handles for this session"),
+        ("wait_for_tool_output", {"handles": [HUGE] * 20}, "Unknown handle for this session"),  # named once
         ("cancel_tool_output", {"handle": HUGE}, "Unknown handle"),
         ("Read", {"file": HUGE}, "Unknown file"),
         ("Grep", {"file": HUGE, "regex": HUGE}, "Unknown file"),
