@@ -7,6 +7,12 @@ deeper call the fast path read with the stdlib would reach a Python downstream t
 and far above what tool arguments need. `check_budget` counts the nesting without parsing (strings are
 skipped, brackets counted at C speed; a line with few brackets costs two `count`s) and answers what is past
 the budget with a JSON-RPC error, under the request's id when the head of the line shows it.
+
+The same check refuses the shapes the SDK would take in silence or answer with a validation dump: a batch
+(the protocol dropped batches in 2025-06-18), a request whose id is not a string or an integer (`1.5`,
+`1e400`, `true`, `null`, an object: the SDK takes it for a notification and answers nothing), and a method
+name longer than any method (answered "Method not found" with the name cut to 200 characters, where the SDK
+quotes it whole). A line is parsed for this only when its head or tail looks suspect (one regex each).
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from dataclasses import dataclass
 
 import mcp_types as types
 
+from server.errors import QUOTE_LIMIT, clip
+
 __all__ = [
     "HEAD_BYTES",
     "MAX_BYTES",
     "MAX_DEPTH",
     "Refused",
     "check_budget",
+    "misshapen",
     "nests_deeper",
     "request_id",
     "request_key",
@@ -49,6 +58,9 @@ _MARKS = bytes.maketrans(_BRACKETS, b"\x02\x00\x02\x00")
 _NOT_BRACKETS = bytes(set(range(256)) - set(_BRACKETS))
 _TOKEN = re.compile(rb'\s*("[^"\\]*(?:\\.[^"\\]*)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null|[][{}:,])', re.S)
 _INTEGER_ID = re.compile(rb"-?\d{1,18}")
+_BATCH = re.compile(rb"\s*\[")
+_SUSPECT = re.compile(rb'"id"\s*:\s*(?:[^\s"\d-]|-?\d+[.eE])|"method"\s*:\s*"[^"]{%d}' % QUOTE_LIMIT)
+"""What a request with an id of the wrong type, or a method name past any method's, shows in its head or tail."""
 _ID_LAST = re.compile(rb'[,{]\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*}\s*$')
 
 
@@ -59,9 +71,12 @@ class Refused:
     code: int
     message: str
     id: RequestId | None
+    data: str | None = None
 
     def body(self) -> bytes:
-        error = {"code": self.code, "message": self.message}
+        error: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
         return json.dumps({"jsonrpc": "2.0", "id": self.id, "error": error}).encode()
 
     def line(self) -> bytes:
@@ -75,6 +90,36 @@ def check_budget(line: bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MA
     if nests_deeper(line, max_depth):
         message = f"Request nested too deep: over {max_depth} levels of brackets; it was not read."
         return Refused(types.INVALID_REQUEST, message, request_id(line[:HEAD_BYTES]))
+    if _BATCH.match(line):
+        message = "Batches are not supported: send each JSON-RPC message on its own (the protocol dropped batches)."
+        return Refused(types.INVALID_REQUEST, message, None)
+    if _SUSPECT.search(line, 0, HEAD_BYTES) or (
+        len(line) > HEAD_BYTES and _SUSPECT.search(line, len(line) - HEAD_BYTES)
+    ):
+        return misshapen(line)
+    return None
+
+
+_JSON_TYPES = {bool: "a boolean", float: "a number with a fraction or an exponent", dict: "an object", list: "an array"}
+
+
+def misshapen(line: bytes) -> Refused | None:
+    """The refusal of a request whose id is not a string or an integer, or whose method name is longer than any
+    method's; None for anything else (the suspect pattern was in its arguments, or it is not JSON at all)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    if "id" in message and (type(message["id"]) is not int and type(message["id"]) is not str):
+        what = _JSON_TYPES.get(type(message["id"]), "null")
+        text = f"Invalid request: its id must be a string or an integer, not {what}; it was not read."
+        return Refused(types.INVALID_REQUEST, text, None)
+    method = message["method"]
+    if isinstance(method, str) and len(method) > QUOTE_LIMIT:
+        ident = message.get("id")
+        return Refused(types.METHOD_NOT_FOUND, "Method not found", ident, clip(method))
     return None
 
 

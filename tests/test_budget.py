@@ -30,7 +30,7 @@ def depth_of(value: Any) -> int:
 def test_a_line_is_refused_exactly_when_it_nests_deeper_than_the_budget(value: Any, limit: int, ascii: bool) -> None:
     line = json.dumps(value, ensure_ascii=ascii).encode()
     refused = check_budget(line, max_depth=limit)
-    assert (refused is not None) == (depth_of(value) > limit)
+    assert (refused is not None) == (depth_of(value) > limit or isinstance(value, list))  # a list: a batch
 
 
 def test_brackets_in_strings_escaped_quotes_included_do_not_count() -> None:
@@ -65,3 +65,34 @@ def test_a_refusal_is_one_json_rpc_error_line() -> None:
             "message": "Request too large: over the 10-byte limit (settings.maxRequestBytes); it was not read.",
         },
     }
+
+
+def test_a_batch_is_refused_as_a_batch_whatever_it_holds() -> None:
+    for line in (b"[]", b' \n[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', b"[1,2]"):
+        refused = check_budget(line)
+        assert refused is not None and refused.code == -32600 and refused.id is None
+        assert refused.message.startswith("Batches are not supported")
+
+
+def test_a_request_whose_id_is_not_a_string_or_an_integer_is_refused_naming_the_type() -> None:
+    for ident, named in (("1e400", "exponent"), ("1.5", "fraction"), ("true", "boolean"), ("null", "null")):
+        line = b'{"jsonrpc":"2.0","id":%s,"method":"tools/list"}' % ident.encode()
+        refused = check_budget(line)
+        assert refused is not None and refused.id is None and named in refused.message, ident
+    refused = check_budget(b'{"jsonrpc":"2.0","method":"tools/call","params":{"a":"' + b"x" * 9000 + b'"},"id":[1]}')
+    assert refused is not None and "an array" in refused.message  # an id after a long argument: seen at the tail
+    assert check_budget(b'{"jsonrpc":"2.0","id":-7,"method":"tools/list"}') is None
+    assert check_budget(b'{"jsonrpc":"2.0","id":"7.5","method":"tools/list"}') is None
+
+
+def test_a_suspect_shape_inside_the_arguments_is_not_the_requests() -> None:
+    arguments = {"id": True, "method": "x" * 500, "list": [1.5]}
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": arguments}})
+    assert check_budget(line.encode()) is None
+    assert check_budget(b'{"jsonrpc":"2.0","id":1.5,"result":{}}') is None  # a response: not ours to judge
+
+
+def test_a_method_name_past_any_method_is_not_found_quoting_200_characters_of_it() -> None:
+    refused = check_budget(b'{"jsonrpc":"2.0","id":4,"method":"' + b"m" * (4 << 20) + b'"}')
+    assert refused is not None and refused.code == -32601 and refused.id == 4
+    assert refused.data is not None and refused.data.startswith("m" * 200 + "…(") and len(refused.data) < 230

@@ -114,8 +114,11 @@ _ODD_PARAMS: list[str] = [
 
 
 def _type_frames(rng: random.Random, ids: Ids, tools: list[str]) -> Iterator[Frame]:
-    choice = rng.randrange(4)
-    if choice == 0:
+    choice = rng.randrange(5)
+    if choice == 4:  # a batch (the protocol dropped them): refused whole, with a null id
+        inner = _request(ids(), "ping", None).decode()
+        yield Frame(rng.choice(["[]", f"[{inner}]", f" [{inner},{inner}]"]).encode(), None, "none", "a batch")
+    elif choice == 0:
         yield Frame(_request(rng.choice(_ODD_IDS), "ping", None), None, "none", "odd id")
     elif choice == 1:
         ident = ids()

@@ -47,6 +47,15 @@ NOT_JSON_RPC: list[tuple[str, bytes, int | None, int]] = [
     ("JSON, not JSON-RPC", b'{"jsonrpc":"2.0","id":10,"method":["tools/call"]}', 10, -32600),
 ]
 """Lines the SDK's stdio transport dropped unanswered (over HTTP the SDK answers them itself)."""
+MISSHAPEN: list[tuple[str, bytes, int | None, int]] = [
+    ("a batch", b'[{"jsonrpc":"2.0","id":11,"method":"tools/list"}]', None, -32600),
+    ("an id of 1e400", b'{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}', None, -32600),
+    ("an object for an id", b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', None, -32600),
+    ("true for an id", b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', None, -32600),
+    ("a 4 MB method name", b'{"jsonrpc":"2.0","id":12,"method":"' + b"m" * (4 << 20) + b'"}', 12, -32601),
+]
+"""Lines the SDK took in silence (an id of the wrong type reads as a notification), answered with a validation
+dump (a batch), or answered quoting the client's input whole (the method name)."""
 
 
 def within_budget(ident: int) -> bytes:
@@ -65,10 +74,11 @@ async def test_requests_past_the_budget_over_stdio_get_an_error_and_the_process_
 ) -> None:
     with anyio.fail_after(CALL_S):
         async with serving(tmp_path, fast) as wire:
-            for what, line, ident, code in HOSTILE + NOT_JSON_RPC:
+            for what, line, ident, code in HOSTILE + NOT_JSON_RPC + MISSHAPEN:
                 await wire.write(line)
                 answer = await wire.answer(ident)
                 assert answer["error"]["code"] == code, what
+                assert len(json.dumps(answer)) < 1000, what  # client input is quoted to 200 characters
             await wire.write(within_budget(20))
             inside = await wire.answer(20)
             alive = await wire.call("demo__echo", {"text": "still here"})
@@ -116,10 +126,11 @@ async def test_requests_past_the_budget_over_http_get_a_json_rpc_error_and_the_s
             session["mcp-protocol-version"] = "2025-11-25"
             await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
             await http.post(url, json=LIST, headers=session)  # waits for the demo server to be up
-            for what, line, ident, code in HOSTILE:
+            for what, line, ident, code in HOSTILE + MISSHAPEN:
                 response = await http.post(url, content=line, headers=session)
                 assert response.status_code == 400, what
                 assert response.json()["id"] == ident and response.json()["error"]["code"] == code, what
+                assert len(response.content) < 1000, what
             alive = await http.post(url, json=ECHO, headers=session)
     assert _data_of(alive.text)[-1]["result"]["content"][0]["text"] == "ok"
 
