@@ -124,6 +124,7 @@ class RedisBackend:
         self._unsent: set[str] = set()
         self._changed = anyio.Event()
         self.commands = 0  # sent to Redis (bench/replicas.py counts them per call)
+        self._started_at = 0.0  # when Redis last started (its uptime, read when a handle was not found)
 
     # --- the StateBackend protocol ---
 
@@ -146,6 +147,8 @@ class RedisBackend:
             self.commands += len(handles)
         except self._errors as exc:
             raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
+        if not all(rows):
+            await self._read_uptime()
         return [_state(row) if row else None for row in rows]
 
     async def of_session(self, session: str) -> list[HandleState]:
@@ -180,6 +183,32 @@ class RedisBackend:
 
     def changed(self) -> anyio.Event:
         return self._changed
+
+    def unsent(self, handle: str) -> bool:
+        return handle in self._unsent
+
+    def unknown_note(self) -> str:
+        """After a restart of a Redis without persistence, each replica writes its handles back at its next
+        heartbeat (every third of a lease): until then a live handle reads as unknown."""
+        ago = time.time() - self._started_at
+        if ago > 2 * self._lease_ms / 1000:  # every replica has written back by then, one missed heartbeat allowed
+            return ""
+        return (
+            f" The shared state (Redis) restarted {ago:.0f} s ago and the replicas are writing their handles back"
+            f" into it (each within {self._lease_ms / 3000:.0f} s): if this handle was handed out before, try"
+            " again in a few seconds."
+        )
+
+    async def _read_uptime(self) -> None:
+        """Note when Redis started (one command, only when a handle was not found)."""
+        try:
+            info = await self._redis.info("server")
+            self.commands += 1
+        except self._errors:
+            return
+        uptime = info.get("uptime_in_seconds")
+        if isinstance(uptime, int | float):
+            self._started_at = time.time() - uptime
 
     def shared(self) -> tuple[Any, str, tuple[type[BaseException], ...]]:
         """The Redis client, the key prefix and the errors it raises: the status API's cluster feed uses them."""

@@ -61,6 +61,11 @@ HANDOFFS = {
     "started as a task": "task",
 }
 """The kind of each reason `hand_out` is given (what the dashboard marks)."""
+LOCAL_ONLY_NOTE = (
+    "\n(The shared state cannot be reached just now, so this handle is known to this replica only until it is"
+    " back: a request that a load balancer sends to another replica will not find it until then.)"
+)
+"""What a handle's answer adds when its state did not reach the shared state (Redis down)."""
 SESSION_ENDED = "its session ended (the client closed it)"
 """Why a session's running calls are cancelled when it closes."""
 ENDED_KEPT = 4096
@@ -139,15 +144,16 @@ class Sessions:
     def unknown_note(self, session: Session, handles: Sequence[str] = ()) -> str:
         """What an unknown-handle error adds: how long owned outputs live, and whether earlier ones are gone; in a
         session its connection owns, that the handle's session ended (or may have), and what keeps handles."""
+        shared = self.backend.unknown_note()
         if session.owner is not None:
-            return messages_owned_note(self.keep_outputs_secs, self.restarted_at)
+            return messages_owned_note(self.keep_outputs_secs, self.restarted_at) + shared
         ids = [session_of(handle) for handle in handles]
         ended = [self._ended[i] for i in ids if i is not None and i in self._ended]
         if ended:
-            return ended_session_note(max(ended))
+            return ended_session_note(max(ended)) + shared
         if any(i is not None and i != session.id for i in ids):
-            return ended_session_note(None)
-        return ""
+            return ended_session_note(None) + shared
+        return shared
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request through the SDK, made or attached if need be."""
@@ -344,8 +350,9 @@ class Sessions:
         if self._on_output is not None:
             self._on_output(session, call, listed)
 
-    async def hand_out(self, call: Call, why: str) -> None:
-        """Give the call a handle: its state is recorded (for every replica) before the handle is returned."""
+    async def hand_out(self, call: Call, why: str) -> str:
+        """Give the call a handle: its state is recorded (for every replica) before the handle is returned; what
+        the answer adds when the shared state could not take it (the handle is this replica's alone until then)."""
         call.hand_out(HANDOFFS.get(why))
         call.note("handed-out", why)
         if call.finished.is_set():  # stored at once: its output is there to list from now
@@ -353,6 +360,7 @@ class Sessions:
             if session is not None:
                 self._output_changed(session, call, listed=call.status == "ready")
         await self.share(call)
+        return LOCAL_ONLY_NOTE if self.backend.unsent(call.handle) else ""
 
     async def share(self, call: Call) -> None:
         """Tell the backend this call's state as it is now."""

@@ -99,6 +99,15 @@ class StateBackend(Protocol):
         """An event set at the next change this replica hears of (a hint: waiters read again and poll)."""
         ...
 
+    def unsent(self, handle: str) -> bool:
+        """Whether this handle's state has not reached the shared state yet (it is known here alone)."""
+        ...
+
+    def unknown_note(self) -> str:
+        """What an unknown-handle error adds about the shared state (a restart the replicas are still writing
+        their handles back after), or ""."""
+        ...
+
 
 class LocalBackend:
     """Today's in-process registry behind the seam: every handle lives in this process's `Sessions`."""
@@ -116,6 +125,12 @@ class LocalBackend:
         if state.done:
             self._changed.set()
             self._changed = anyio.Event()
+
+    def unsent(self, handle: str) -> bool:
+        return False
+
+    def unknown_note(self) -> str:
+        return ""
 
     async def get(self, handles: Sequence[str]) -> list[HandleState | None]:
         calls = {h: c for s in self._live for h, c in s.calls.items() if c.handed_out}

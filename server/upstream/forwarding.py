@@ -95,17 +95,18 @@ async def answer(
     finally:
         call_relay.upstream = None
     if not call.finished.is_set():
-        await proxy.sessions.hand_out(call, "background: true" if background else "still running after the time rule")
-        return link_result(session, call, text_result(messages.running_message(call, llm=llm()))), call
+        why = "background: true" if background else "still running after the time rule"
+        local = await proxy.sessions.hand_out(call, why)
+        return link_result(session, call, text_result(messages.running_message(call, llm=llm()) + local)), call
     if not isinstance(call.outcome, Stored):
         session.calls.pop(call.handle, None)  # answered inline: no handle to remember
     match call.outcome:
         case Stored(failed=failed):
             call.mark_seen()  # the model is being told about it right now
-            await proxy.sessions.hand_out(call, "over the token threshold")
+            local = await proxy.sessions.hand_out(call, "over the token threshold")
             guide = await guide_for(call, session, llm=llm())
             return link_result(
-                session, call, text_result(messages.too_large_message(call, guide), is_error=failed)
+                session, call, text_result(messages.too_large_message(call, guide) + local, is_error=failed)
             ), call
         case Inline(raw=dict() as raw):
             return RawResult(raw), None

@@ -177,6 +177,37 @@ async def test_a_redis_restart_mid_wait_leaves_no_waiter_hanging_and_loses_no_co
         await call_text(on_b, "cancel_tool_output", {"handle": endless})
 
 
+async def test_a_handle_not_yet_written_back_after_a_redis_restart_says_to_try_again(cluster: Cluster) -> None:
+    a, b, _ = cluster.replicas
+    async with client(a.url) as on_a, client(b.url) as on_b:
+        with anyio.fail_after(60):
+            handle = await background(on_a, "slow", {"seconds": 0.1})
+            a.process.send_signal(signal.SIGSTOP)  # its heartbeat cannot write the handle back
+            try:
+                await cluster.redis.kill()
+                await cluster.redis.start()  # empty: no persistence
+                found = await on_b.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+            finally:
+                a.process.send_signal(signal.SIGCONT)
+    text = text_of(found)
+    assert found.is_error and f'Unknown handle "{handle}"' in text, text
+    assert "The shared state (Redis) restarted" in text and "try again in a few seconds" in text, text
+
+
+async def test_a_handle_handed_out_while_redis_is_down_says_it_is_this_replicas_alone(cluster: Cluster) -> None:
+    a, _, _ = cluster.replicas
+    async with client(a.url) as on_a:
+        with anyio.fail_after(60):
+            await cluster.redis.kill()
+            try:
+                text = await call_text(on_a, "demo__slow", {"seconds": 0.1, "background": True})
+            finally:
+                await cluster.redis.start()
+            later = await call_text(on_a, "demo__slow", {"seconds": 0.1, "background": True})
+    assert "is running in the background" in text and "known to this replica only" in text, text
+    assert "known to this replica only" not in later, later
+
+
 async def test_a_task_made_on_one_replica_is_read_and_cancelled_from_another(cluster: Cluster) -> None:
     token = "replica-test-token"
     bearer = {"Authorization": f"Bearer {token}"}
