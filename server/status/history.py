@@ -32,7 +32,7 @@ from server.status import instances
 from server.status.history_schema import COLUMNS, SCHEMA, UPSERT, TaskQuery, add_columns
 from server.status.private import private_dir, private_file
 from server.status.retention import apply_retention, trim_oversized
-from server.status.shared_db import connect_shared, retrying
+from server.status.shared_db import ThrottledWarning, connect_shared, retrying
 from server.status.summary import TEXT_BYTES, arguments_column, cap_text, error_summary
 from server.status.tasks import row_json
 
@@ -64,6 +64,7 @@ class History:
         self._db: sqlite3.Connection | None = None
         self._closed = False
         self.started = time.time()  # this process's row in `instances`
+        self._write_failed = ThrottledWarning(logger)
 
     def open(self) -> None:
         """Open the database (private file, WAL, schema) unless it is open; blocking, safe to call again."""
@@ -170,8 +171,8 @@ class History:
             await anyio.sleep(self.retention_every_secs)
             try:
                 await anyio.to_thread.run_sync(self.retain)
-            except sqlite3.Error:
-                logger.exception("could not apply the history's retention to %s", self.path)
+            except sqlite3.Error as exc:
+                logger.warning("could not apply the history's retention to %s: %s", self.path, exc)
             passed, self._retention_passed = self._retention_passed, anyio.Event()
             if passed is not None:
                 passed.set()
@@ -222,8 +223,8 @@ class History:
             await anyio.to_thread.run_sync(self.open)
             try:
                 await anyio.to_thread.run_sync(self.maintain)
-            except sqlite3.Error:
-                logger.exception("could not trim the history in %s", self.path)
+            except sqlite3.Error as exc:
+                logger.warning("could not trim the history in %s: %s", self.path, exc)
             self._retention_passed = anyio.Event()
             self._ready_event().set()
             task_status.started()
@@ -284,8 +285,14 @@ class History:
 
         try:
             retrying(write, f"write {len(rows)} history rows")
-        except (sqlite3.Error, OSError):  # the history cannot be opened, or the disk is full: calls go on
-            logger.exception("could not write %d history rows to %s", len(rows), self.path)
+        except (sqlite3.Error, OSError) as exc:  # the history cannot be opened, or the disk is full: calls go on
+            self._write_failed.warn(
+                "could not write %d history rows to %s: %s; calls go on, and the history misses them "
+                "(said at most once a minute)",
+                len(rows),
+                self.path,
+                exc,
+            )
 
     # ---- reads (blocking; the API runs them in a worker thread)
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["BUSY_TIMEOUT_S", "RETRY_FOR_S", "connect_shared", "is_busy", "retrying"]
+__all__ = [
+    "ThrottledWarning","BUSY_TIMEOUT_S", "RETRY_FOR_S", "connect_shared", "is_busy", "retrying"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +71,24 @@ def retrying(action: Callable[[], T], what: str, *, retry_for: float = RETRY_FOR
                 logger.debug("history busy (%s) on try %d to %s; trying again", exc, attempts, what)
         _pause(pause * random.uniform(0.5, 1.5))
         pause = min(pause * 2, _MAX_BACKOFF_S)
+
+
+class ThrottledWarning:
+    """One warning line (no traceback) for a failure that repeats, at most once every `every` seconds, with how
+    many were left unsaid since: a full disk fails every commit of the history, and its log must stay readable."""
+
+    def __init__(self, log: logging.Logger, every: float = 60.0) -> None:
+        self._log = log
+        self._every = every
+        self._next = 0.0
+        self._unsaid = 0
+
+    def warn(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._unsaid += 1
+            return
+        if self._unsaid:
+            message += f" ({self._unsaid} more like it since the last report)"
+        self._log.warning(message, *args)
+        self._next, self._unsaid = now + self._every, 0
