@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TypeVar
 
 __all__ = [
-    "ThrottledWarning","BUSY_TIMEOUT_S", "RETRY_FOR_S", "connect_shared", "is_busy", "retrying"]
+    "BUSY_TIMEOUT_S",
+    "RETRY_FOR_S",
+    "ThrottledWarning",
+    "connect_shared",
+    "is_busy",
+    "retrying",
+]
 
 logger = logging.getLogger(__name__)
 
