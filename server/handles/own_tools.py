@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 from pydantic import ValidationError
 
-from extraction import Extraction, Source, exceeds, truncate_source
+from extraction import Extraction, Source, count_tokens, exceeds, truncate_source
 from extraction import Mode as ExtractMode
 from extraction.wording import plural
 from server.config import Settings
@@ -244,12 +244,22 @@ def _after(answered: str | None, text: str) -> str:
 def _report_finished(
     done: list[Call], still: list[Call], settings: Settings, guides: dict[str, messages.Guide], *, links: bool
 ) -> types.CallToolResult:
+    """The finished outputs, whole where they fit, else their guides, within the token threshold: the summary
+    first, then outputs and guides while they fit; what does not fit is named in one line."""
     content: list[types.ContentBlock] = []
     summary = [f"{len(done)} finished" + (f", {len(still)} still running" if still else "") + ":"]
-    budget = settings.async_token_threshold
+    lines = [f"- {messages.describe(call)}" for call in [*done, *still]]
+    shown = len(lines)
+    while shown > 1 and count_tokens("\n".join(lines[:shown])) > settings.async_token_threshold // 2:
+        shown = shown * 3 // 4
+    summary.extend(lines[:shown])
+    if shown < len(lines):
+        summary.append(f"- and {len(lines) - shown} more: list_tool_outputs shows them")
+    reserve = count_tokens(_unfit(done, settings.async_token_threshold)) if done else 0  # the most it can say
+    budget = settings.async_token_threshold - count_tokens("\n".join(summary)) - reserve
+    unguided: list[Call] = []
     for call in done:
         call.mark_seen()
-        summary.append(f"- {messages.describe(call)}")
         if call.status == "ready" and call.result is not None and call.tokens <= budget:
             budget -= call.tokens
             call.retrieved()
@@ -257,8 +267,24 @@ def _report_finished(
             content.extend(call.result.content)
         elif call.status == "ready":
             text = messages.too_large_message(call, guides.get(call.handle))
+            cost = count_tokens(text)
+            if cost > budget:
+                unguided.append(call)
+                continue
+            budget -= cost
             content.append(types.TextContent(type="text", text=text))
             if links:
                 content.append(resource_link(call))
-    summary.extend(f"- {messages.describe(call)}" for call in still)
+    if unguided:
+        content.append(types.TextContent(type="text", text=_unfit(unguided, settings.async_token_threshold)))
     return types.CallToolResult(content=[types.TextContent(type="text", text="\n".join(summary)), *content])
+
+
+def _unfit(calls: list[Call], threshold: int) -> str:
+    """The line naming finished outputs whose guide did not fit under the token threshold."""
+    names = ", ".join(f'"{call.handle}"' for call in calls[:UNKNOWN_SHOWN])
+    more = f", and {len(calls) - UNKNOWN_SHOWN} more" if len(calls) > UNKNOWN_SHOWN else ""
+    return (
+        f"{plural(len(calls), 'more finished output')} did not fit under the token threshold ({threshold}): "
+        f"{names}{more}. Read each with tool_output(handle = …), Read or Grep."
+    )
