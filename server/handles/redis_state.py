@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,55 +30,15 @@ import anyio.abc
 from server.config import StateSettings
 from server.distribution import install_command
 from server.errors import StartupError
+from server.handles.redis_wire import CANCEL, PUT, REAP, fields, state_of, subscribe_forever
 from server.handles.state import HandleState, StateUnavailable
 
 if TYPE_CHECKING:
     from server.handles.session import Session
 
-__all__ = ["RedisBackend", "subscribe_forever"]
+__all__ = ["RedisBackend"]
 
 logger = logging.getLogger(__name__)
-
-_ERROR_CHARS = 2000
-
-# KEYS: hash, owner set, session zset, running zset. ARGV: status, retain ms, handle, started, done channel, fields…
-_PUT = """
-local cur = redis.call('HGET', KEYS[1], 'status')
-if cur and cur ~= 'running' and cur ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-if ARGV[1] == 'running' then
-  redis.call('SADD', KEYS[2], ARGV[3])
-  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
-  redis.call('PERSIST', KEYS[1])
-  return 1
-end
-redis.call('SREM', KEYS[2], ARGV[3])
-redis.call('ZREM', KEYS[4], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if cur ~= ARGV[1] then redis.call('PUBLISH', ARGV[5], ARGV[3]) end
-return 1
-"""
-# KEYS: hash. ARGV: cancel channel prefix, handle.
-_CANCEL = """
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner')
-if st[1] ~= 'running' then return 0 end
-redis.call('HSET', KEYS[1], 'cancel', '1')
-redis.call('PUBLISH', ARGV[1] .. st[2], ARGV[2])
-return 1
-"""
-# KEYS: hash, owner set, running zset. ARGV: owner, finished, error, retain ms, done channel, handle.
-_REAP = """
-redis.call('SREM', KEYS[2], ARGV[6])
-local st = redis.call('HMGET', KEYS[1], 'status', 'owner')
-if st[1] ~= 'running' or st[2] == ARGV[1] then redis.call('ZREM', KEYS[3], ARGV[6]) end
-if st[1] ~= 'running' or st[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'failed', 'finished', ARGV[2], 'error', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('PUBLISH', ARGV[5], ARGV[6])
-return 1
-"""
 
 
 def _shown(url: str) -> str:
@@ -116,9 +76,9 @@ class RedisBackend:
         self._redis: Any = aioredis.Redis.from_url(
             url, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout
         )
-        self._put_script = self._redis.register_script(_PUT)
-        self._cancel_script = self._redis.register_script(_CANCEL)
-        self._reap_script = self._redis.register_script(_REAP)
+        self._put_script = self._redis.register_script(PUT)
+        self._cancel_script = self._redis.register_script(CANCEL)
+        self._reap_script = self._redis.register_script(REAP)
         self._live = live
         self._mine: dict[str, HandleState] = {}  # this replica's handles, written again when Redis lost them
         self._unsent: set[str] = set()
@@ -149,7 +109,7 @@ class RedisBackend:
             raise StateUnavailable(f"the shared state cannot be reached: {exc}") from None
         if not all(rows):
             await self._read_uptime()
-        return [_state(row) if row else None for row in rows]
+        return [state_of(row) if row else None for row in rows]
 
     async def of_session(self, session: str) -> list[HandleState]:
         try:
@@ -247,7 +207,7 @@ class RedisBackend:
         keys = [self._p + "h:" + state.handle, self._p + "o:" + state.owner, self._p + "s:" + state.session]
         keys.append(self._p + "running")
         head = [state.status, self._retain_ms, state.handle, state.started, self._p + "done"]
-        await self._put_script(keys=keys, args=[*head, *_fields(state)])
+        await self._put_script(keys=keys, args=[*head, *fields(state)])
         self.commands += 1
 
     async def _renew(self) -> bool:
@@ -346,89 +306,3 @@ class RedisBackend:
     def _pulse(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
-
-
-def _fields(state: HandleState) -> list[Any]:
-    error = state.error[:_ERROR_CHARS] if state.error is not None else None
-    values: dict[str, Any] = {
-        "handle": state.handle,
-        "session": state.session,
-        "owner": state.owner,
-        "tool": state.tool,
-        "server": state.server,
-        "status": state.status,
-        "started": repr(state.started),
-        "finished": "" if state.finished is None else repr(state.finished),
-        "bytes": state.bytes,
-        "lines": state.lines,
-        "tokens": state.tokens,
-        "tokens_exact": int(state.tokens_exact),
-        "stored": int(state.stored),
-        "inline": int(state.inline),
-        "error": "" if error is None else error,
-        "has_error": int(error is not None),
-        "progress": state.progress or "",
-        "origin": state.origin,
-    }
-    return [item for pair in values.items() for item in pair]
-
-
-def _state(row: dict[str, str]) -> HandleState | None:
-    try:
-        return HandleState(
-            handle=row["handle"],
-            session=row["session"],
-            owner=row["owner"],
-            tool=row["tool"],
-            server=row["server"],
-            status=row["status"],  # type: ignore[arg-type]  # written from a Status, or "failed" by the reaper
-            started=float(row["started"]),
-            finished=float(row["finished"]) if row.get("finished") else None,
-            bytes=int(row["bytes"]),
-            lines=int(row["lines"]),
-            tokens=int(row["tokens"]),
-            tokens_exact=row["tokens_exact"] == "1",
-            stored=row["stored"] == "1",
-            inline=row["inline"] == "1",
-            error=row["error"] if row.get("has_error") == "1" or row.get("error") else None,
-            progress=row.get("progress") or None,
-            origin=row.get("origin", ""),
-        )
-    except (KeyError, ValueError):
-        return None  # a hash written by another version, or half-restored: treated as not known yet
-
-
-async def subscribe_forever(
-    redis: Any,
-    channels: Sequence[str],
-    received: Callable[[str, Any], None],
-    errors: tuple[type[BaseException], ...],
-    *,
-    on_change: Callable[[], None] = lambda: None,
-    delays: tuple[float, float] = (0.1, 2.0),
-) -> None:
-    """Stay subscribed to `channels`, handing each message to `received(channel, data)`; a lost subscription is made
-    again after `delays[0]` s, doubling up to `delays[1]`. `on_change` runs each time it is made and each time it is
-    lost (what was published meanwhile was missed)."""
-    delay = delays[0]
-    while True:
-        pubsub = redis.pubsub()
-        try:
-            await pubsub.subscribe(*channels)
-            on_change()
-            delay = delays[0]
-            while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                if message is not None:
-                    received(message["channel"], message["data"])
-        except errors as exc:
-            logger.debug("the Redis subscription to %s was lost (reconnecting): %s", ", ".join(channels), exc)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                try:
-                    await pubsub.aclose()
-                except errors:
-                    pass
-        on_change()
-        await anyio.sleep(delay)
-        delay = min(delay * 2, delays[1])

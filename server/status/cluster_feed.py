@@ -1,6 +1,6 @@
 """One view of the cluster: every replica's live events and stats, through the Redis the replicas share.
 
-Keys and channels (under `state.keyPrefix`, beside `server.handles.redis_state`'s):
+Keys and channels (under `state.keyPrefix`, beside `server.handles.redis_wire`'s):
 - channel `events`: `{"replica": id, "events": [[name, task], …]}`, a batch of one replica's call events as
   `/v1/events` sends them; each replica forwards the others' to its own subscribers, the task marked `replica`.
 - `stats:<replica>`: that replica's `/v1/stats` (JSON), written every `STATS_SECS`, expiring after three missed
@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from server.handles.redis_state import subscribe_forever
+from server.handles.redis_wire import subscribe_forever
 
 __all__ = ["STATS_SECS", "ClusterFeed"]
 
