@@ -74,10 +74,13 @@ class FastPath:
         if route is None:
             return False
         connection = sdk_compat.connection_of(client)
-        session = self._proxy.sessions.find(Entrance(connection, None, None)) if connection is not None else None
+        if connection is None:
+            return False
+        entrance = Entrance(connection, None, None)
+        session = self._proxy.sessions.find(entrance)
         if session is None:
             return False
-        self._start(envelope, route, CallContext(client, client.protocol_version), session)
+        self._start(envelope, route, CallContext(client, client.protocol_version), session, entrance.origin)
         return True
 
     def _sessionless(self, envelope: Envelope) -> bool:
@@ -90,16 +93,19 @@ class FastPath:
         client = client_of(sessionless, envelope.id) if route is not None else None
         if route is None or client is None:
             return False
-        session = self._proxy.sessions.find(Entrance(None, None, client))
+        entrance = Entrance(None, None, client)
+        session = self._proxy.sessions.find(entrance)
         if session is None:
             return False
-        self._start(envelope, route, CallContext(client, sessionless.protocol_version, envelope.id, era.wire), session)
+        context = CallContext(client, sessionless.protocol_version, envelope.id, era.wire)
+        self._start(envelope, route, context, session, entrance.origin)
         return True
 
-    def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session) -> None:
+    def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session, origin: str) -> None:
         logger.debug("the stdio fast path takes call %r", envelope.id)
         proxy = self._proxy
-        self._run(FastRequest(proxy, self, envelope, route, context, session, relay_of(context, proxy.log_level)))
+        relay = relay_of(context, proxy.log_level)
+        self._run(FastRequest(proxy, self, envelope, route, context, session, relay, origin))
 
     def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
         route = passthrough_route(self._proxy, envelope)

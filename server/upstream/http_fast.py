@@ -229,14 +229,16 @@ class HttpFastPath:
         channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata)
         client = ServerSession(channel, connection)
         owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
-        session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
+        entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
+        session = proxy.sessions.find(entrance)
         if session is None:
             return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
         context = CallContext(client, connection.protocol_version, envelope.id)
         answered = Answer()
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        relay = relay_of(context, proxy.log_level)
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
         self._running[running_key] = request
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(

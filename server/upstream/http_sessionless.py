@@ -176,13 +176,15 @@ class SessionlessHttp:
         else:
             params = client.client_params
             owner = client_owner(params.client_info.name if params is not None else "", headers.claimcheck_session)
-        session = proxy.sessions.find(Entrance(None, owner, client)) if owner is not None else None
+        entrance = Entrance(None, owner, client)
+        session = proxy.sessions.find(entrance) if owner is not None else None
         if session is None:
             return False  # a session still to be made: the SDK's path makes it
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
         answered = Answer()
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        relay = relay_of(context, proxy.log_level)
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
         watch = anyio.CancelScope()
         watching = functools.partial(_cancel_on_disconnect, receive, request, watch)
         timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)

@@ -28,7 +28,6 @@ import anyio
 import anyio.abc
 from mcp.server import Server
 
-from server.handles.owners import LINK
 from server.platform import cancel_on_stop_signal, unix_socket
 from server.proxy import Proxy
 from server.upstream.shared_relay import pid_line
@@ -138,10 +137,11 @@ def _drain_queue(
 
 async def _serve_link(conn: socket.socket, server: Server[Proxy], proxy: Proxy, links: _Links) -> None:
     """One relay, served as one stdio client is; its calls outlive it (they are the user's)."""
-    LINK.set(uuid.uuid4().hex)  # inherited by the requests of this link: it is their session
+    link = uuid.uuid4().hex  # the requests of this link carry it (`LineLink`): it is their session
     try:
         limit = proxy.config.settings.max_request_bytes
-        async with fd_streams(conn.fileno(), conn.fileno(), limit, outputs=proxy.pool.spooled) as (read, write):
+        outputs = proxy.pool.spooled
+        async with fd_streams(conn.fileno(), conn.fileno(), limit, outputs=outputs, link=link) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     except Exception:  # boundary: one relay's broken connection must not end the others
         logger.warning("a relay's connection failed", exc_info=True)

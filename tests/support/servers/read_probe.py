@@ -175,8 +175,8 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
 
             try:
                 result = await run_own_tool(
-                    "tool_output", {"handle": call.handle, **arguments}, session=session, sessions=proxy.sessions,
-                    settings=config.settings, threshold=10000, report=quiet, extract=extract,
+                    "tool_output", {"handle": call.handle, **arguments}, session=session, origin="",
+                    sessions=proxy.sessions, settings=config.settings, threshold=10000, report=quiet, extract=extract,
                 )  # fmt: skip
             except ClaimcheckError as exc:  # the error result a client would get
                 return f"isError: {exc}"
