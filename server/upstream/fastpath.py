@@ -31,8 +31,8 @@ from server.proxy import Proxy
 from server.upstream.engine import FastRequest, passthrough_route, plain_route, relay_of
 from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
-from server.upstream.plain_call import CallContext, Envelope, RequestId, cancelled_id, read_envelope
-from server.upstream.sessionless import StreamEra, client_of
+from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id
+from server.upstream.sessionless import SessionlessClients, StreamEra
 from server.upstream.streamed import write_spooled
 
 __all__ = ["ENV", "FastPath", "enabled"]
@@ -51,6 +51,8 @@ class FastPath:
         self.writer = writer
         self._era = era  # None: sessionless calls are the SDK's
         self._running: dict[tuple[bool, RequestId], FastRequest] = {}
+        self._envelopes = Envelopes()
+        self._clients = SessionlessClients()
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
@@ -60,7 +62,7 @@ class FastPath:
                 return False
             request.cancel()
             return True
-        envelope = read_envelope(line)
+        envelope = self._envelopes.read(line)
         if envelope is None or request_key(envelope.id) in self._running:
             return False
         if envelope.sessionless is not None:
@@ -90,7 +92,7 @@ class FastPath:
         if era is None or not era.sessionless or sessionless is None:
             return False  # the SDK serves the handshake era here (or has not decided): it refuses the envelope
         route = plain_route(self._proxy, envelope)
-        client = client_of(sessionless, envelope.id) if route is not None else None
+        client = self._clients.client_of(sessionless, envelope.id) if route is not None else None
         if route is None or client is None:
             return False
         entrance = Entrance(None, None, client)

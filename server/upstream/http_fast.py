@@ -75,7 +75,7 @@ from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
 from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
-from server.upstream.plain_call import CallContext, Envelope, cancelled_id, read_envelope
+from server.upstream.plain_call import CallContext, Envelope, Envelopes, cancelled_id
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]
 
@@ -115,6 +115,7 @@ class HttpFastPath:
         self._connections: dict[str, Connection] = {}
         self._running: dict[tuple[bytes, bool, int | str], FastRequest] = {}
         self._prime_after = _prime_after()
+        self._envelopes = Envelopes()
         self._sessionless = SessionlessHttp(proxy, manager)
 
     async def middleware(
@@ -154,7 +155,7 @@ class HttpFastPath:
             return
         try:
             cancelled = cancelled_id(body) if self._running else None
-            envelope = read_envelope(body) if cancelled is None else None
+            envelope = self._envelopes.read(body) if cancelled is None else None
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             cancelled = envelope = None

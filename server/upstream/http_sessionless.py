@@ -54,8 +54,8 @@ from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
-from server.upstream.plain_call import CallContext, Envelope, read_envelope
-from server.upstream.sessionless import SessionlessWire, client_of
+from server.upstream.plain_call import CallContext, Envelope, Envelopes
+from server.upstream.sessionless import SessionlessClients, SessionlessWire
 
 __all__ = ["SessionlessHttp", "sessionless_version"]
 
@@ -129,6 +129,8 @@ class SessionlessHttp:
         self._wire = SessionlessWire(manager.app, "body")
         self._longest_wait = sdk_compat.modern_json_window() - _MARGIN_SECS
         self._declared: dict[str, tuple[types.Tool, bool]] = {}
+        self._envelopes = Envelopes()
+        self._clients = SessionlessClients()
 
     async def post(self, inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a sessionless POST here, or leave it (its body replayed) to `inner`, the SDK's endpoint."""
@@ -146,7 +148,7 @@ class SessionlessHttp:
             await inner(scope, replayed, send)
             return
         try:
-            envelope = read_envelope(body)
+            envelope = self._envelopes.read(body)
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             envelope = None
@@ -165,7 +167,7 @@ class SessionlessHttp:
             return False
         if envelope.arguments and self._declares_param_headers(route):
             return False
-        client = client_of(sessionless, envelope.id)
+        client = self._clients.client_of(sessionless, envelope.id)
         if client is None:
             return False
         owner: str | None
