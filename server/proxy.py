@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -49,13 +49,14 @@ from server.version import VERSION
 if TYPE_CHECKING:
     from server.status.history import History
 
-__all__ = ["Proxy"]
+__all__ = ["Proxy", "Starter"]
 
 logger = logging.getLogger(__name__)
 
 
 class Proxy:
-    """Everything an upstream connection shares with the others."""
+    """Everything an upstream connection shares with the others: made and run by `Proxy.start`, which yields it
+    complete (its pool running, its sessions, sandbox, store and status API made)."""
 
     def __init__(
         self,
@@ -102,8 +103,17 @@ class Proxy:
         # the file the config came from, watched while running: a change is applied without a restart
         self.config_watch = ConfigWatch(config_path, self.reload, load=load) if config_path is not None else None
 
+    @classmethod
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[Proxy]:
+    async def start(cls, config: Config, **options: Any) -> AsyncIterator[Proxy]:
+        """The proxy of `config` (with the options of the constructor), running for the block; leaving it stops
+        every server and call. The one way to a proxy: what it yields is complete."""
+        proxy = cls(config, **options)
+        async with proxy._running():
+            yield proxy
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
         """Run the pool and the output store for the block; leaving it stops every server and call.
 
         The downstreams start first: they are what the first `tools/list` waits for. What claimcheck needs only
@@ -159,7 +169,7 @@ class Proxy:
                 if self.config_watch is not None:
                     await tg.start(self.config_watch.run)
                 try:
-                    yield self
+                    yield
                 finally:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
@@ -306,10 +316,6 @@ class Proxy:
             for downstream in self.pool.hearing_roots_of(connection):
                 tg.start_soon(downstream.roots_changed)
 
-    def serve_many(self) -> None:
-        """Several clients will come (HTTP, SSE, the shared claimcheck): see `Pool.serve_many`."""
-        self.pool.serve_many()
-
     def add_session(self, session: ServerSession) -> None:
         """Remember a handshake-era client so it hears about list changes."""
         self._sessions.append(session)
@@ -347,6 +353,11 @@ class Proxy:
                 logger.debug("dropping a client session that can no longer be notified", exc_info=True)
                 self._sessions.remove(session)
         await self.bus.publish(event)
+
+
+Starter = Callable[..., AbstractAsyncContextManager[Proxy]]
+"""`Proxy.start` with the config and options of a command, given what a transport adds (`many_clients=True`,
+the shared claimcheck's `shared=True` and relay count): how a transport gets its running proxy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -29,7 +29,7 @@ import anyio.abc
 from mcp.server import Server
 
 from server.platform import cancel_on_stop_signal, unix_socket
-from server.proxy import Proxy
+from server.proxy import Proxy, Starter
 from server.upstream.shared_relay import pid_line
 from server.upstream.stdio import fd_streams
 from server.upstream.surface import build_server
@@ -41,17 +41,17 @@ logger = logging.getLogger(__name__)
 _IDLE_CHECK_SECS = 1.0
 
 
-async def serve_shared(make: Callable[..., Proxy], socket_path: Path, *, restarted: bool = False) -> None:
-    """Serve relays on `socket_path` until idle for `settings.sharedIdleSecs`, or SIGINT/SIGTERM; `make` builds the
-    proxy (`Proxy` with its config and options) given what the shared claimcheck adds."""
+async def serve_shared(start: Starter, socket_path: Path, *, restarted: bool = False) -> None:
+    """Serve relays on `socket_path` until idle for `settings.sharedIdleSecs`, or SIGINT/SIGTERM; `start` makes and
+    runs the proxy (`Proxy.start` with its config and options) given what the shared claimcheck adds."""
     links = _Links()
     taken_over = dt.datetime.now().astimezone().strftime("%H:%M:%S") if restarted else None
-    proxy = make(shared=True, many_clients=True, relay_count=links.count, restarted_at=taken_over)
-    settings = proxy.config.settings
-    server = build_server(proxy)
     idle = False  # only the idle exit is a clean end; a signal's is a stop before it, as a kill's is
     with _listening(socket_path) as listener:
-        async with proxy.running(), anyio.create_task_group() as tg:
+        starting = start(shared=True, many_clients=True, relay_count=links.count, restarted_at=taken_over)
+        async with starting as proxy, anyio.create_task_group() as tg:
+            settings = proxy.config.settings
+            server = build_server(proxy)
             tg.start_soon(cancel_on_stop_signal, tg.cancel_scope)
             print(f"claimcheck: shared, serving relays at {socket_path}", file=sys.stderr, flush=True)
             async with anyio.create_task_group() as serving:

@@ -134,7 +134,7 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
     write(small, 3000)
     config = parse_config({"mcpServers": {}, "settings": {"root": str(workdir), "asyncTokenThreshold": 10000}})
     report: dict[str, Any] = {"reset": True, "probes": {}}
-    async with Proxy(config).running() as proxy:
+    async with Proxy.start(config) as proxy:
         session = proxy.sessions.open()
         sandbox = Sandbox(proxy.sessions.store.run_root, timeout=300)
 
