@@ -62,7 +62,7 @@ class FastPath:
                 return False
             request.cancel()
             return True
-        envelope = self._envelopes.read(line)
+        envelope = self._envelopes.envelope_of(line)
         if envelope is None or request_key(envelope.id) in self._running:
             return False
         if envelope.sessionless is not None:

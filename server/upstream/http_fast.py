@@ -155,7 +155,7 @@ class HttpFastPath:
             return
         try:
             cancelled = cancelled_id(body) if self._running else None
-            envelope = self._envelopes.read(body) if cancelled is None else None
+            envelope = self._envelopes.envelope_of(body) if cancelled is None else None
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             cancelled = envelope = None

@@ -148,7 +148,7 @@ class SessionlessHttp:
             await inner(scope, replayed, send)
             return
         try:
-            envelope = self._envelopes.read(body)
+            envelope = self._envelopes.envelope_of(body)
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             envelope = None

@@ -86,7 +86,7 @@ class Envelopes:
     def __init__(self) -> None:
         self._known: dict[str, Sessionless | None] = {}
 
-    def read(self, line: bytes) -> Envelope | None:
+    def envelope_of(self, line: bytes) -> Envelope | None:
         """`read_envelope`, with the envelopes read before."""
         return read_envelope(line, self._known)
 

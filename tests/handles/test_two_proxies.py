@@ -98,7 +98,7 @@ def test_two_fast_paths_keep_their_own_envelopes_and_sessionless_clients() -> No
     params = {"name": "down__echo", "arguments": {"text": "a"}, "_meta": meta}
     line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode() + b"\n"
     mine, theirs = Envelopes(), Envelopes()
-    first, again, other = mine.read(line), mine.read(line), theirs.read(line)
+    first, again, other = mine.envelope_of(line), mine.envelope_of(line), theirs.envelope_of(line)
     assert first is not None and again is not None and other is not None
     assert first.sessionless is not None and other.sessionless is not None
     assert again.sessionless is first.sessionless  # read once per fast path
