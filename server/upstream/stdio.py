@@ -89,7 +89,7 @@ async def fd_streams(
     With `outputs` or a `link` (one relay's, `server.upstream.shared_serve`), each message handed the SDK carries
     them as its transport context (`LineLink`, the request's `ctx.request`), and a stand-in answer naming one of
     the outputs is written with the output streamed in its place."""
-    metadata = ServerMessageMetadata(request_context=LineLink(outputs, link)) if outputs or link else None
+    metadata = ServerMessageMetadata(request_context=LineLink(outputs, link)) if outputs is not None or link else None
     to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
