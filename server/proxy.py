@@ -61,6 +61,7 @@ class Proxy:
     def __init__(
         self,
         config: Config,
+        store: OutputStore,
         *,
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
@@ -74,9 +75,10 @@ class Proxy:
         load: Callable[[Path], Config] = load_config,
     ) -> None:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
-        again the same way. `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what
-        clients see. `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's:
-        `relay_count`, its relays attached now, and `restarted_at`, when it took over from one that died."""
+        again the same way. `store`: where outputs are kept (`Proxy.start` opens it, and removes it at the end).
+        `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see.
+        `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's: `relay_count`,
+        its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count = relay_count
@@ -90,13 +92,14 @@ class Proxy:
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
-        self._client_sessions: Sessions | None = None
-        self.sandbox: Sandbox | None = None
-        self.api_url: str | None = None
-        self._warmed: anyio.Event | None = None  # made in `running`, where there is an event loop
+        self._live: set[Session] = set()  # the live sessions, which `sessions` fills once it is made
+        self._client_sessions: Sessions | None = None  # made in `_running`, in its task group
+        self._store = store
+        self.sandbox = Sandbox(store.run_root)
+        self.api_url: str | None = None  # the status API's, once it is served (None: it is off)
+        self._warmed = anyio.Event()
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
-        self._store: OutputStore | None = None
         for downstream in self.pool.downstreams:
             self._prepare(downstream)
         self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
@@ -108,9 +111,18 @@ class Proxy:
     async def start(cls, config: Config, **options: Any) -> AsyncIterator[Proxy]:
         """The proxy of `config` (with the options of the constructor), running for the block; leaving it stops
         every server and call. The one way to a proxy: what it yields is complete."""
-        proxy = cls(config, **options)
-        async with proxy._running():
-            yield proxy
+        settings = config.settings
+        root = Path(settings.root) if settings.root else None
+        try:
+            store = OutputStore.shared_by_replicas(root) if settings.state.url else OutputStore.create(root)
+        except StoreError as exc:
+            raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
+        try:
+            proxy = cls(config, store, **options)
+            async with proxy._running():
+                yield proxy
+        finally:
+            store.close()
 
     @asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:
@@ -123,22 +135,14 @@ class Proxy:
         """
         settings = self.config.settings
         state_url = settings.state.url
-        root = Path(settings.root) if settings.root else None
-        try:
-            self._store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
-        except StoreError as exc:
-            raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
-        store = self._store
-        for downstream in self.pool.downstreams:
-            self._prepare(downstream)
-        self._warmed = warmed = anyio.Event()
+        store, sandbox, warmed = self._store, self.sandbox, self._warmed
         traced = tracing.ENABLED  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
         if traced:
             tracing.setup()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
-                live: set[Session] = set()
+                live = self._live
                 backend: StateBackend = LocalBackend(live)
                 redis = None
                 if state_url:  # replicas: handles in Redis (redis is imported only here)
@@ -163,7 +167,6 @@ class Proxy:
                     restarted_at=self._restarted_at,
                 )
                 tg.start_soon(self.output_watch.run, self.bus.publish)
-                self.sandbox = Sandbox(store.run_root)
                 self.api_url = status.url if status is not None else None
                 tg.start_soon(self._warm_up, status.history if status is not None else None, warmed)
                 if self.config_watch is not None:
@@ -173,21 +176,20 @@ class Proxy:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
-                        await self.sandbox.aclose()
+                        await sandbox.aclose()
                         if redis is not None:
                             await redis.aclose()
                     tg.cancel_scope.cancel()
         finally:
-            store.close()
             if traced:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     def _prepare(self, downstream: Downstream) -> None:
-        """What a server's first process gets from the proxy: the roots of clients outside requests, and once the
-        store exists, a spool for long messages (except in a plain pass-through)."""
+        """What a server's first process gets from the proxy: the roots of clients outside requests, and a spool
+        for long messages in the store (except in a plain pass-through)."""
         downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
         settings = self.config.settings
-        if self._store is not None and resolve_policy(settings, downstream.config).async_enabled:
+        if resolve_policy(settings, downstream.config).async_enabled:
             downstream.spool = SpoolPolicy(self._store.run_root, settings.max_output_bytes, self.pool.spooled)
 
     async def reload(self, new: Config) -> Changes:
@@ -207,8 +209,6 @@ class Proxy:
 
     async def warmed(self) -> None:
         """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""
-        if self._warmed is None:
-            raise RuntimeError("the proxy is not running")
         await self._warmed.wait()
 
     async def _warm_up(self, history: History | None, warmed: anyio.Event) -> None:
@@ -274,7 +274,7 @@ class Proxy:
 
     def usage_totals(self) -> dict[str, int]:
         """Extraction usage summed over the live sessions."""
-        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        sessions = self._live
         return {
             "calls": sum(s.usage.calls for s in sessions),
             "inputTokens": sum(s.usage.input_tokens for s in sessions),
@@ -283,7 +283,7 @@ class Proxy:
 
     def handles_alive(self) -> int:
         """Handles held by the live sessions (handed out, not yet dropped)."""
-        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        sessions = self._live
         return sum(call.handed_out for session in sessions for call in session.calls.values())
 
     def server_states(self) -> list[dict[str, Any]]:

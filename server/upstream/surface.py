@@ -111,7 +111,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 llm=llm_available(settings.extraction, ctx),
             )
             return result, None
-        if params.name in FILE_TOOLS and proxy.sandbox is not None:
+        if params.name in FILE_TOOLS:
             settings = proxy.config.settings
             result = await run_file_tool(
                 params.name,
