@@ -113,8 +113,8 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     if args.shared_socket:
         from server.upstream.shared_serve import serve_shared
 
-        make = partial(Proxy, config, api_token=token, config_path=_config_file(args), load=load)
-        return _exit_0(partial(serve_shared, make, Path(args.shared_socket), restarted=args.shared_restarted))
+        start = partial(Proxy.start, config, api_token=token, config_path=_config_file(args), load=load)
+        return _exit_0(partial(serve_shared, start, Path(args.shared_socket), restarted=args.shared_restarted))
     if args.shared or (config.settings.shared and args.transport == "stdio"):
         if args.transport != "stdio":
             print("claimcheck: --shared serves over stdio only (it relays to the shared claimcheck)", file=sys.stderr)
@@ -122,8 +122,8 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         from server.upstream.shared_relay import relay_main
 
         return relay_main(argv)
-    proxy = Proxy(config, api_token=token, config_path=_config_file(args), load=load)
-    return _exit_0(partial(serve, proxy, args.transport, args.host, args.port, auth, oauth))
+    start = partial(Proxy.start, config, api_token=token, config_path=_config_file(args), load=load)
+    return _exit_0(partial(serve, start, args.transport, args.host, args.port, auth, oauth))
 
 
 def _exit_0(run: Callable[[], Awaitable[None]]) -> Step:
@@ -176,9 +176,9 @@ async def _print_tools(config: Config, wait_secs: float) -> int:
     if supervisors.getEffectiveLevel() > logging.INFO:  # each server's state and error are printed below, once;
         supervisors.setLevel(logging.CRITICAL)  # its supervisor's "trying again in 1 s" is for serving
     # a server's own connect timeout ends after this wait: one still starting then is reported once, here
-    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=wait_secs + 1, serving=False)
     failures: list[str] = []
-    async with proxy.running():
+    config = resolved(config, CliOverrides(no_api=True))
+    async with Proxy.start(config, connect_timeout=wait_secs + 1, serving=False) as proxy:
         with anyio.move_on_after(wait_secs):
             await proxy.pool.settled()
         await proxy.pool.listable()  # the routes are built (at most startupWaitSecs)

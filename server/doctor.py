@@ -155,8 +155,7 @@ async def check_servers(report: Report, config: Config, missing: set[str], wait_
 
 async def _start_and_report(report: Report, config: Config, wait_secs: float) -> None:
     servers = config.mcp_servers
-    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=wait_secs)
-    async with proxy.running():
+    async with Proxy.start(resolved(config, CliOverrides(no_api=True)), connect_timeout=wait_secs) as proxy:
         with anyio.move_on_after(wait_secs):
             await proxy.pool.settled()
         for downstream in proxy.pool.downstreams:

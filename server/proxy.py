@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -49,17 +49,19 @@ from server.version import VERSION
 if TYPE_CHECKING:
     from server.status.history import History
 
-__all__ = ["Proxy"]
+__all__ = ["Proxy", "Starter"]
 
 logger = logging.getLogger(__name__)
 
 
 class Proxy:
-    """Everything an upstream connection shares with the others."""
+    """Everything an upstream connection shares with the others: made and run by `Proxy.start`, which yields it
+    complete (its pool running, its sessions, sandbox, store and status API made)."""
 
     def __init__(
         self,
         config: Config,
+        store: OutputStore,
         *,
         specs: Sequence[DownstreamSpec] | None = None,
         connect_timeout: float = CONNECT_TIMEOUT_S,
@@ -73,9 +75,10 @@ class Proxy:
         load: Callable[[Path], Config] = load_config,
     ) -> None:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
-        again the same way. `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what
-        clients see. `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's:
-        `relay_count`, its relays attached now, and `restarted_at`, when it took over from one that died."""
+        again the same way. `store`: where outputs are kept (`Proxy.start` opens it, and removes it at the end).
+        `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see.
+        `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's: `relay_count`,
+        its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count = relay_count
@@ -89,21 +92,40 @@ class Proxy:
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`
         self.log_level: types.LoggingLevel | None = None
         self._sessions: list[ServerSession] = []
-        self._client_sessions: Sessions | None = None
-        self.sandbox: Sandbox | None = None
-        self.api_url: str | None = None
-        self._warmed: anyio.Event | None = None  # made in `running`, where there is an event loop
+        self._live: set[Session] = set()  # the live sessions, which `sessions` fills once it is made
+        self._client_sessions: Sessions | None = None  # made in `_running`, in its task group
+        self._store = store
+        self.sandbox = Sandbox(store.run_root)
+        self.api_url: str | None = None  # the status API's, once it is served (None: it is off)
+        self._warmed = anyio.Event()
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
-        self._store: OutputStore | None = None
         for downstream in self.pool.downstreams:
             self._prepare(downstream)
         self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
         # the file the config came from, watched while running: a change is applied without a restart
         self.config_watch = ConfigWatch(config_path, self.reload, load=load) if config_path is not None else None
 
+    @classmethod
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[Proxy]:
+    async def start(cls, config: Config, **options: Any) -> AsyncIterator[Proxy]:
+        """The proxy of `config` (with the options of the constructor), running for the block; leaving it stops
+        every server and call. The one way to a proxy: what it yields is complete."""
+        settings = config.settings
+        root = Path(settings.root) if settings.root else None
+        try:
+            store = OutputStore.shared_by_replicas(root) if settings.state.url else OutputStore.create(root)
+        except StoreError as exc:
+            raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
+        try:
+            proxy = cls(config, store, **options)
+            async with proxy._running():
+                yield proxy
+        finally:
+            store.close()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
         """Run the pool and the output store for the block; leaving it stops every server and call.
 
         The downstreams start first: they are what the first `tools/list` waits for. What claimcheck needs only
@@ -113,22 +135,14 @@ class Proxy:
         """
         settings = self.config.settings
         state_url = settings.state.url
-        root = Path(settings.root) if settings.root else None
-        try:
-            self._store = OutputStore.shared_by_replicas(root) if state_url else OutputStore.create(root)
-        except StoreError as exc:
-            raise StartupError(f"{exc}; set settings.root to a directory this user can write") from None
-        store = self._store
-        for downstream in self.pool.downstreams:
-            self._prepare(downstream)
-        self._warmed = warmed = anyio.Event()
+        store, sandbox, warmed = self._store, self.sandbox, self._warmed
         traced = tracing.ENABLED  # OTEL_* ask for traces: the SDK and exporter are imported now, not before
         if traced:
             tracing.setup()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.pool.run)
-                live: set[Session] = set()
+                live = self._live
                 backend: StateBackend = LocalBackend(live)
                 redis = None
                 if state_url:  # replicas: handles in Redis (redis is imported only here)
@@ -153,31 +167,29 @@ class Proxy:
                     restarted_at=self._restarted_at,
                 )
                 tg.start_soon(self.output_watch.run, self.bus.publish)
-                self.sandbox = Sandbox(store.run_root)
                 self.api_url = status.url if status is not None else None
                 tg.start_soon(self._warm_up, status.history if status is not None else None, warmed)
                 if self.config_watch is not None:
                     await tg.start(self.config_watch.run)
                 try:
-                    yield self
+                    yield
                 finally:
                     with anyio.CancelScope(shield=True):
                         await self._client_sessions.close_all()
-                        await self.sandbox.aclose()
+                        await sandbox.aclose()
                         if redis is not None:
                             await redis.aclose()
                     tg.cancel_scope.cancel()
         finally:
-            store.close()
             if traced:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
     def _prepare(self, downstream: Downstream) -> None:
-        """What a server's first process gets from the proxy: the roots of clients outside requests, and once the
-        store exists, a spool for long messages (except in a plain pass-through)."""
+        """What a server's first process gets from the proxy: the roots of clients outside requests, and a spool
+        for long messages in the store (except in a plain pass-through)."""
         downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
         settings = self.config.settings
-        if self._store is not None and resolve_policy(settings, downstream.config).async_enabled:
+        if resolve_policy(settings, downstream.config).async_enabled:
             downstream.spool = SpoolPolicy(self._store.run_root, settings.max_output_bytes, self.pool.spooled)
 
     async def reload(self, new: Config) -> Changes:
@@ -197,8 +209,6 @@ class Proxy:
 
     async def warmed(self) -> None:
         """Wait until the start-up work kept off the first listing's path is done (the status API answers)."""
-        if self._warmed is None:
-            raise RuntimeError("the proxy is not running")
         await self._warmed.wait()
 
     async def _warm_up(self, history: History | None, warmed: anyio.Event) -> None:
@@ -264,7 +274,7 @@ class Proxy:
 
     def usage_totals(self) -> dict[str, int]:
         """Extraction usage summed over the live sessions."""
-        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        sessions = self._live
         return {
             "calls": sum(s.usage.calls for s in sessions),
             "inputTokens": sum(s.usage.input_tokens for s in sessions),
@@ -273,7 +283,7 @@ class Proxy:
 
     def handles_alive(self) -> int:
         """Handles held by the live sessions (handed out, not yet dropped)."""
-        sessions = self._client_sessions.live if self._client_sessions is not None else set()
+        sessions = self._live
         return sum(call.handed_out for session in sessions for call in session.calls.values())
 
     def server_states(self) -> list[dict[str, Any]]:
@@ -305,10 +315,6 @@ class Proxy:
         async with anyio.create_task_group() as tg:
             for downstream in self.pool.hearing_roots_of(connection):
                 tg.start_soon(downstream.roots_changed)
-
-    def serve_many(self) -> None:
-        """Several clients will come (HTTP, SSE, the shared claimcheck): see `Pool.serve_many`."""
-        self.pool.serve_many()
 
     def add_session(self, session: ServerSession) -> None:
         """Remember a handshake-era client so it hears about list changes."""
@@ -347,6 +353,11 @@ class Proxy:
                 logger.debug("dropping a client session that can no longer be notified", exc_info=True)
                 self._sessions.remove(session)
         await self.bus.publish(event)
+
+
+Starter = Callable[..., AbstractAsyncContextManager[Proxy]]
+"""`Proxy.start` with the config and options of a command, given what a transport adds (`many_clients=True`,
+the shared claimcheck's `shared=True` and relay count): how a transport gets its running proxy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from server.errors import OwnToolError, clip
 from server.handles import messages
 from server.handles.calls import Call
 from server.handles.mirrors import lookup, remote_calls
-from server.handles.sessions import Session, Sessions, current_origin
+from server.handles.sessions import Session, Sessions
 
 __all__ = ["CANCEL_WAIT_S", "cancel", "list_page"]
 
@@ -20,14 +20,15 @@ CANCEL_WAIT_S = 5.0
 """How long a cancel waits for the call to stop before it answers."""
 
 
-def list_page(session: Session, calls: list[Call], *, limit: int, cursor: str | None, threshold: int) -> str:
+def list_page(
+    session: Session, calls: list[Call], *, origin: str, limit: int, cursor: str | None, threshold: int
+) -> str:
     """One page of the session's handles: running first, then finished ones not yet looked at, then the rest,
     each group oldest first; never more than half the token threshold. The order is fixed when the first
     page is asked for, so paging goes through every handle once however statuses change meanwhile. Listing
     marks nothing read: the footer and wait_for_tool_output still offer an output only its size was shown of."""
     others: list[Call] = []
     if session.owner is not None:  # shared by several connections: this one's own, then recent ones of the others
-        origin = current_origin()
         others = sorted((c for c in calls if c.origin != origin), key=lambda c: c.started, reverse=True)
         calls = [c for c in calls if c.origin == origin]
     if not calls:

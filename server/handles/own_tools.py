@@ -33,7 +33,7 @@ from server.handles.own_registry import (
 )
 from server.handles.resources import resource_link
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
-from server.handles.sessions import Session, Sessions, current_origin
+from server.handles.sessions import Session, Sessions
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "run_own_tool"]
 
@@ -50,6 +50,7 @@ async def run_own_tool(
     arguments: dict[str, Any] | None,
     *,
     session: Session,
+    origin: str,
     sessions: Sessions,
     settings: Settings,
     threshold: int,
@@ -57,8 +58,9 @@ async def run_own_tool(
     extract: ExtractFn,
     llm: bool = True,
 ) -> types.CallToolResult:
-    """Answer one call of an own tool; bad input raises `OwnToolError`. `llm`: whether `extract` can be
-    answered for this client, so messages suggest it."""
+    """Answer one call of an own tool, asked from `origin` (`Entrance.origin`: in a session several connections
+    share, its own calls come first); bad input raises `OwnToolError`. `llm`: whether `extract` can be answered
+    for this client, so messages suggest it."""
     try:
         args = OWN_TOOLS_BY_NAME[name].parse(arguments)
     except ValidationError as exc:
@@ -66,12 +68,13 @@ async def run_own_tool(
     if isinstance(args, ToolOutputArgs):
         return await _tool_output(args, session, sessions, threshold, extract)
     if isinstance(args, WaitArgs):
-        return await _wait(args, session, sessions, settings, report, llm)
+        return await _wait(args, session, origin, sessions, settings, report, llm)
     if isinstance(args, CancelArgs):
         return _text(await cancel(args.handle, session, sessions))
     assert isinstance(args, ListArgs)
     calls = [*session.handed_out(), *await remote_calls(sessions, session)]
-    return _text(list_page(session, calls, limit=args.limit, cursor=args.cursor, threshold=threshold))
+    page = list_page(session, calls, origin=origin, limit=args.limit, cursor=args.cursor, threshold=threshold)
+    return _text(page)
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -177,7 +180,13 @@ class _ProgressRelay:
 
 
 async def _wait(
-    args: WaitArgs, session: Session, sessions: Sessions, settings: Settings, report: Reporter, llm: bool
+    args: WaitArgs,
+    session: Session,
+    origin: str,
+    sessions: Sessions,
+    settings: Settings,
+    report: Reporter,
+    llm: bool,
 ) -> types.CallToolResult:
     """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
     inbox = session.inbox
@@ -195,7 +204,6 @@ async def _wait(
         targets = [call for call in found if call is not None]
     else:
         targets = [c for c in session.handed_out() if c.status == "running" or not c.seen]
-        origin = current_origin()  # in a session several connections share, this one's own calls come first
         targets = [c for c in targets if c.origin == origin] or targets
         targets += [c for c in await remote_calls(sessions, session) if c.status == "running"]
     if not targets and not inbox.for_model():

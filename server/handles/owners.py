@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from contextvars import ContextVar
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -32,12 +31,12 @@ from server import sdk_compat
 
 __all__ = [
     "IDENTITY",
-    "LINK",
     "PRINCIPAL_NAME",
     "SESSION_HEADER",
     "USER",
     "client_owner",
     "connection_of",
+    "link_of",
     "owner_key",
     "owner_name",
     "principal",
@@ -59,9 +58,15 @@ _OAUTH = "oauth:"
 _SHOWN = re.compile(r"[^A-Za-z0-9._@-]")
 _SHOWN_LENGTH = 63
 _DIGEST_LENGTH = 64
-LINK: ContextVar[str] = ContextVar("claimcheck_link", default="")
-"""The transport link a request came over, where the transport knows it (a relay's connection to the shared
-claimcheck): it tells apart the owner's sessions when the protocol has none (2026-07-28)."""
+LINK_ATTRIBUTE = "link"
+"""The attribute of a request's transport context (`ctx.request`) naming the transport link it came over, where
+the transport knows it (a relay's connection to the shared claimcheck, `server.upstream.stdio.LineLink`): it
+tells apart the owner's sessions when the protocol has none (2026-07-28)."""
+
+
+def link_of(ctx: ServerRequestContext[Any]) -> str:
+    """The transport link a request came over (`LINK_ATTRIBUTE`), or "" where the transport does not say."""
+    return str(getattr(ctx.request, LINK_ATTRIBUTE, ""))
 
 
 def connection_of(ctx: ServerRequestContext[Any]) -> Any | None:

@@ -20,7 +20,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,13 +45,13 @@ from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.meters import Meters, outcome_of
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
-from server.handles.owners import LINK, SESSION_HEADER, connection_of, owner_key, owner_name
+from server.handles.owners import SESSION_HEADER, connection_of, link_of, owner_key, owner_name
 from server.handles.session import Session, reads_links
 from server.handles.settle import settle, store_text
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, random_hex, session_of
 
-__all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions", "current_origin"]
+__all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions"]
 
 HANDOFFS = {
     "still running after the time rule": "time",
@@ -72,7 +71,6 @@ ENDED_KEPT = 4096
 """How many ended sessions are remembered (by id and time) to explain their handles."""
 _STATE_KEY = "claimcheck.session"
 _ORIGIN_KEY = "claimcheck.origin"
-_ORIGIN: ContextVar[str] = ContextVar("claimcheck_origin", default="")
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult | RawResult]]
 
@@ -83,17 +81,22 @@ logger = logging.getLogger(__name__)
 class Entrance:
     """Where a request came from, as each entrance knows it: its handshake-era connection (None for a
     sessionless request), its owner key (`server.handles.owners`; None when the connection owns its session),
-    and a `ServerSession` of it (what the client declared; None leaves what the session knew, as over stdio,
-    where the one client declared it at its handshake)."""
+    a `ServerSession` of it (what the client declared; None leaves what the session knew, as over stdio,
+    where the one client declared it at its handshake), and the transport link it came over where the
+    transport knows it (`server.handles.owners.link_of`)."""
 
     connection: Any  # None for a sessionless request
     owner: str | None
     client: Any
+    link: str = ""
 
-
-def current_origin() -> str:
-    """The connection (or, sessionless, the owner) the current request came from: calls it starts are its own."""
-    return _ORIGIN.get()
+    @property
+    def origin(self) -> str:
+        """The connection (or, sessionless, the link or the owner) the request came from: calls it starts are
+        its own."""
+        if self.connection is not None:
+            return _origin_of(self.connection)
+        return self.link or self.owner or "default"
 
 
 class Sessions:
@@ -157,16 +160,21 @@ class Sessions:
 
     def for_request(self, ctx: ServerRequestContext[Any]) -> Session:
         """The session of the client that sent this request through the SDK, made or attached if need be."""
-        entrance = Entrance(connection_of(ctx), owner_key(ctx, shared=self.shared), ctx.session)
+        return self.seat(ctx)[0]
+
+    def seat(self, ctx: ServerRequestContext[Any]) -> tuple[Session, str]:
+        """`for_request`'s session, and the origin of the request (`Entrance.origin`): for a request that
+        starts calls or lists them."""
+        entrance = Entrance(connection_of(ctx), owner_key(ctx, shared=self.shared), ctx.session, link_of(ctx))
         session = self.find(entrance, create=True)
         assert session is not None
-        return session
+        return session, entrance.origin
 
     def find(self, entrance: Entrance, *, create: bool = False) -> Session | None:
         """The one session lookup of every entrance (the SDK path, the stdio and HTTP fast paths): the session
-        of the client `entrance` describes, which notes what the client declared; for the current task, the
-        origin its calls are started from. Without `create` (the fast paths, which have no request context), a
-        session still to be made or attached is None: the SDK's path does that."""
+        of the client `entrance` describes, which notes what the client declared. Without `create` (the fast
+        paths, which have no request context), a session still to be made or attached is None: the SDK's path
+        does that."""
         connection, owner = entrance.connection, entrance.owner
         state: dict[str, Any] | None = connection.state if connection is not None else None
         if owner is not None:
@@ -201,7 +209,6 @@ class Sessions:
             session.lists_roots = declares_roots(entrance.client)
             session.takes_links = reads_links(getattr(entrance.client, "protocol_version", None))
         session.last_request = time.monotonic()
-        _ORIGIN.set(_origin_of(connection) if connection is not None else LINK.get() or owner or "default")
         return session
 
     def roots_session(self) -> Session | None:
@@ -279,10 +286,11 @@ class Sessions:
         tool: str,
         arguments: dict[str, Any],
         *,
+        origin: str,
         ttl_ms: int | None = None,
     ) -> Call:
-        """A call of `session`, described once: its handle, who started it, its batch (the running calls it
-        joins), and `ttl_ms` for a call started as an MCP task."""
+        """A call of `session`, described once: its handle, who started it (`origin`: `Entrance.origin`), its
+        batch (the running calls it joins), and `ttl_ms` for a call started as an MCP task."""
         running = [other for other in session.calls.values() if other.status == "running"]
         description = Description(
             session.store.new_handle(),
@@ -292,7 +300,7 @@ class Sessions:
             arguments,
             session.id,
             owner_name(session.owner),
-            current_origin(),
+            origin,
             running[-1].batch_id if running else random_hex()[:12],
             ttl_ms,
         )

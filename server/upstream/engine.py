@@ -64,6 +64,7 @@ class FastRequest:
         "call_relay",
         "context",
         "envelope",
+        "origin",
         "proxy",
         "relay",
         "responder",
@@ -83,13 +84,17 @@ class FastRequest:
         context: CallContext,
         session: Session | None,
         relay: RequestRelay,
+        origin: str = "",
     ) -> None:
+        """`session` and `origin` (`Entrance.origin`): whose call it starts (None for a pass-through, which
+        starts none)."""
         self.proxy = proxy
         self.responder = responder
         self.envelope = envelope
         self.route = route
         self.context = context
         self.session = session
+        self.origin = origin
         self.relay = relay
         self.state: Literal["waiting", "answering", "done"] = "waiting"
         self.call: Call | None = None
@@ -110,7 +115,15 @@ class FastRequest:
         session = self._session()
         try:
             self.call, self.call_relay = begin(
-                self.proxy, self.route, args, session, self.relay, background=False, raw=True, sent=sent
+                self.proxy,
+                self.route,
+                args,
+                session,
+                self.relay,
+                origin=self.origin,
+                background=False,
+                raw=True,
+                sent=sent,
             )
         except ClaimcheckError as exc:
             if sent is not None:

@@ -42,8 +42,10 @@ class _Origin:
         self.session = session
 
 
+# A ContextVar, not a parameter: the SDK's session manager calls `store_event`/`replay_events_after` with no request.
 _ORIGIN: ContextVar[_Origin | None] = ContextVar("claimcheck_event_origin", default=None)
-"""Set per HTTP request; the session's message router inherits the one of the request that opened it."""
+"""Set per HTTP request; the session's message router inherits the one of the request that opened it (mcp 2.3's
+`StreamableHTTPSessionManager` hands every session's transport one store and no way to tell it whose event it is)."""
 
 
 class SessionScopedEvents:

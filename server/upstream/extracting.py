@@ -242,7 +242,6 @@ def extract_function(
 
         def file_tool(name: str) -> FileTool:
             async def run(arguments: dict[str, object]) -> str:
-                assert proxy.sandbox is not None
                 try:
                     result = await run_file_tool(
                         name,

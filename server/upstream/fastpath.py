@@ -31,8 +31,8 @@ from server.proxy import Proxy
 from server.upstream.engine import FastRequest, passthrough_route, plain_route, relay_of
 from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
-from server.upstream.plain_call import CallContext, Envelope, RequestId, cancelled_id, read_envelope
-from server.upstream.sessionless import StreamEra, client_of
+from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id
+from server.upstream.sessionless import SessionlessClients, StreamEra
 from server.upstream.streamed import write_spooled
 
 __all__ = ["ENV", "FastPath", "enabled"]
@@ -51,6 +51,8 @@ class FastPath:
         self.writer = writer
         self._era = era  # None: sessionless calls are the SDK's
         self._running: dict[tuple[bool, RequestId], FastRequest] = {}
+        self._envelopes = Envelopes()
+        self._clients = SessionlessClients()
 
     def take(self, line: bytes) -> bool:
         """Whether `line` is the fast path's: a plain call it started, or the cancellation of one."""
@@ -60,7 +62,7 @@ class FastPath:
                 return False
             request.cancel()
             return True
-        envelope = read_envelope(line)
+        envelope = self._envelopes.envelope_of(line)
         if envelope is None or request_key(envelope.id) in self._running:
             return False
         if envelope.sessionless is not None:
@@ -74,10 +76,13 @@ class FastPath:
         if route is None:
             return False
         connection = sdk_compat.connection_of(client)
-        session = self._proxy.sessions.find(Entrance(connection, None, None)) if connection is not None else None
+        if connection is None:
+            return False
+        entrance = Entrance(connection, None, None)
+        session = self._proxy.sessions.find(entrance)
         if session is None:
             return False
-        self._start(envelope, route, CallContext(client, client.protocol_version), session)
+        self._start(envelope, route, CallContext(client, client.protocol_version), session, entrance.origin)
         return True
 
     def _sessionless(self, envelope: Envelope) -> bool:
@@ -87,19 +92,22 @@ class FastPath:
         if era is None or not era.sessionless or sessionless is None:
             return False  # the SDK serves the handshake era here (or has not decided): it refuses the envelope
         route = plain_route(self._proxy, envelope)
-        client = client_of(sessionless, envelope.id) if route is not None else None
+        client = self._clients.client_of(sessionless, envelope.id) if route is not None else None
         if route is None or client is None:
             return False
-        session = self._proxy.sessions.find(Entrance(None, None, client))
+        entrance = Entrance(None, None, client)
+        session = self._proxy.sessions.find(entrance)
         if session is None:
             return False
-        self._start(envelope, route, CallContext(client, sessionless.protocol_version, envelope.id, era.wire), session)
+        context = CallContext(client, sessionless.protocol_version, envelope.id, era.wire)
+        self._start(envelope, route, context, session, entrance.origin)
         return True
 
-    def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session) -> None:
+    def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session, origin: str) -> None:
         logger.debug("the stdio fast path takes call %r", envelope.id)
         proxy = self._proxy
-        self._run(FastRequest(proxy, self, envelope, route, context, session, relay_of(context, proxy.log_level)))
+        relay = relay_of(context, proxy.log_level)
+        self._run(FastRequest(proxy, self, envelope, route, context, session, relay, origin))
 
     def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
         route = passthrough_route(self._proxy, envelope)

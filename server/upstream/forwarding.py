@@ -27,7 +27,7 @@ from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.replies import inline_result, text_result
 from server.upstream.requesters import for_client
-from server.upstream.streamed import STREAMING, stand_in, streamable
+from server.upstream.streamed import stand_in, streamable, streaming_of
 
 __all__ = ["ArgumentError", "answer", "begin", "drop", "forward", "split_arguments"]
 
@@ -43,6 +43,7 @@ async def forward(
     arguments: dict[str, Any] | None,
     session: Session,
     *,
+    origin: str,
     passthrough: bool = False,
 ) -> tuple[types.CallToolResult, Call | None]:
     """The result for the client, and the call it is about when that call now has a handle.
@@ -57,7 +58,7 @@ async def forward(
     if passthrough or not route.policy.async_enabled:
         result = await route.downstream.call(route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)
-        outputs = STREAMING.get()
+        outputs = streaming_of(ctx.request)
         if spooled is not None and outputs is not None and streamable(spooled):
             result = stand_in(outputs, spooled)
         elif spooled is not None:
@@ -65,7 +66,7 @@ async def forward(
         return inline_result(route, result), None
 
     raw = not background and fast_path_enabled(proxy.config.settings) and raw_capable(route.downstream, route.tool)
-    call, call_relay = begin(proxy, route, args, session, relay, background=background, raw=raw)
+    call, call_relay = begin(proxy, route, args, session, relay, origin=origin, background=background, raw=raw)
     llm = functools.partial(llm_available, proxy.config.settings.extraction, ctx)
     answered, about = await answer(proxy, route, session, call, call_relay, background=background, llm=llm)
     return (answered.model() if isinstance(answered, RawResult) else answered), about
@@ -151,16 +152,19 @@ def begin(
     session: Session,
     relay: Relay | None,
     *,
+    origin: str,
     background: bool,
     raw: bool = False,
     sent: RawSent | None = None,
     ttl_ms: int | None = None,
 ) -> tuple[Call, CallRelay]:
-    """Start the call in the proxy's task group; `background` lets a downstream that takes tasks run it as one;
-    `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`), whose request
-    `sent` may already have written; `ttl_ms`: a call started as an MCP task."""
+    """Start the call in the proxy's task group, from `origin` (`Entrance.origin`); `background` lets a
+    downstream that takes tasks run it as one; `raw`: the fast path's plain call, written and read as bytes
+    (`server.downstream.rawcall`), whose request `sent` may already have written; `ttl_ms`: a call started as
+    an MCP task."""
     sessions = proxy.sessions
-    call = sessions.new_call(session, route.public, route.downstream.name, route.tool, args or {}, ttl_ms=ttl_ms)
+    public, server = route.public, route.downstream.name
+    call = sessions.new_call(session, public, server, route.tool, args or {}, origin=origin, ttl_ms=ttl_ms)
 
     def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
         if raw:

@@ -75,7 +75,7 @@ from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
 from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
-from server.upstream.plain_call import CallContext, Envelope, cancelled_id, read_envelope
+from server.upstream.plain_call import CallContext, Envelope, Envelopes, cancelled_id
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]
 
@@ -115,6 +115,7 @@ class HttpFastPath:
         self._connections: dict[str, Connection] = {}
         self._running: dict[tuple[bytes, bool, int | str], FastRequest] = {}
         self._prime_after = _prime_after()
+        self._envelopes = Envelopes()
         self._sessionless = SessionlessHttp(proxy, manager)
 
     async def middleware(
@@ -154,7 +155,7 @@ class HttpFastPath:
             return
         try:
             cancelled = cancelled_id(body) if self._running else None
-            envelope = read_envelope(body) if cancelled is None else None
+            envelope = self._envelopes.envelope_of(body) if cancelled is None else None
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             cancelled = envelope = None
@@ -229,14 +230,16 @@ class HttpFastPath:
         channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata)
         client = ServerSession(channel, connection)
         owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
-        session = proxy.sessions.find(Entrance(connection, USER if proxy.sessions.shared else owner, client))
+        entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
+        session = proxy.sessions.find(entrance)
         if session is None:
             return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
         context = CallContext(client, connection.protocol_version, envelope.id)
         answered = Answer()
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        relay = relay_of(context, proxy.log_level)
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
         self._running[running_key] = request
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(

@@ -54,8 +54,8 @@ from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
 from server.upstream.gate import read_body, replay
-from server.upstream.plain_call import CallContext, Envelope, read_envelope
-from server.upstream.sessionless import SessionlessWire, client_of
+from server.upstream.plain_call import CallContext, Envelope, Envelopes
+from server.upstream.sessionless import SessionlessClients, SessionlessWire
 
 __all__ = ["SessionlessHttp", "sessionless_version"]
 
@@ -129,6 +129,8 @@ class SessionlessHttp:
         self._wire = SessionlessWire(manager.app, "body")
         self._longest_wait = sdk_compat.modern_json_window() - _MARGIN_SECS
         self._declared: dict[str, tuple[types.Tool, bool]] = {}
+        self._envelopes = Envelopes()
+        self._clients = SessionlessClients()
 
     async def post(self, inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a sessionless POST here, or leave it (its body replayed) to `inner`, the SDK's endpoint."""
@@ -146,7 +148,7 @@ class SessionlessHttp:
             await inner(scope, replayed, send)
             return
         try:
-            envelope = read_envelope(body)
+            envelope = self._envelopes.envelope_of(body)
         except Exception:  # boundary: a bug in reading a request must not cost the client its answer
             logger.exception("the HTTP fast path failed to read a request; the SDK's path takes it")
             envelope = None
@@ -165,7 +167,7 @@ class SessionlessHttp:
             return False
         if envelope.arguments and self._declares_param_headers(route):
             return False
-        client = client_of(sessionless, envelope.id)
+        client = self._clients.client_of(sessionless, envelope.id)
         if client is None:
             return False
         owner: str | None
@@ -176,13 +178,15 @@ class SessionlessHttp:
         else:
             params = client.client_params
             owner = client_owner(params.client_info.name if params is not None else "", headers.claimcheck_session)
-        session = proxy.sessions.find(Entrance(None, owner, client)) if owner is not None else None
+        entrance = Entrance(None, owner, client)
+        session = proxy.sessions.find(entrance) if owner is not None else None
         if session is None:
             return False  # a session still to be made: the SDK's path makes it
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
         answered = Answer()
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay_of(context, proxy.log_level))
+        relay = relay_of(context, proxy.log_level)
+        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
         watch = anyio.CancelScope()
         watching = functools.partial(_cancel_on_disconnect, receive, request, watch)
         timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)

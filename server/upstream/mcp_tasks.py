@@ -136,7 +136,7 @@ class _Tasks:
                 code=types.INVALID_PARAMS,
                 message=f'Tool "{clip(params.name)}" cannot run as a task: only the proxied servers\' tools can.',
             )
-        session = self.proxy.sessions.for_request(ctx)
+        session, origin = self.proxy.sessions.seat(ctx)
         try:
             args, _ = split_arguments(route, params.arguments)
             route = await for_client(self.proxy, ctx, route, session)
@@ -145,7 +145,7 @@ class _Tasks:
         assert params.task is not None
         requested = params.task.ttl
         ttl_ms = DEFAULT_TTL_MS if requested is None else max(0, min(int(requested), MAX_TTL_MS))
-        call, _ = begin(self.proxy, route, args, session, None, background=True, ttl_ms=ttl_ms)
+        call, _ = begin(self.proxy, route, args, session, None, origin=origin, background=True, ttl_ms=ttl_ms)
         await self.proxy.sessions.hand_out(call, "started as a task")
         self.proxy.sessions.spawn(lambda: _announce(ctx.session, call, session.inbox))
         created = types.CreateTaskResult(task=task_of(call, session.inbox))

@@ -28,6 +28,7 @@ __all__ = [
     "AnswerWire",
     "CallContext",
     "Envelope",
+    "Envelopes",
     "FastRelay",
     "RequestId",
     "Sessionless",
@@ -39,8 +40,6 @@ __all__ = [
 
 _MAX_ID = (1 << 63) - 1
 _ENVELOPES_KEPT = 256
-_envelopes: dict[str, Sessionless | None] = {}
-"""The envelopes read so far (None: refused), by their text: each is validated once."""
 
 RequestId = int | str
 
@@ -78,8 +77,23 @@ def _request_id(value: Any) -> TypeGuard[RequestId]:
     return (type(value) is int and -_MAX_ID <= value <= _MAX_ID) or type(value) is str
 
 
-def read_envelope(line: bytes) -> Envelope | None:
-    """The envelope of a plain `tools/call` request line, or None for anything else (the SDK's to read).
+class Envelopes:
+    """The sessionless envelopes one fast path has read (None: refused), by their text: each is validated once,
+    and each distinct one is one `Sessionless`; at most `_ENVELOPES_KEPT` are kept (then they are forgotten)."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[str, Sessionless | None] = {}
+
+    def envelope_of(self, line: bytes) -> Envelope | None:
+        """`read_envelope`, with the envelopes read before."""
+        return read_envelope(line, self._known)
+
+
+def read_envelope(line: bytes, known: dict[str, Sessionless | None] | None = None) -> Envelope | None:
+    """The envelope of a plain `tools/call` request line, or None for anything else (the SDK's to read); `known`:
+    the sessionless envelopes read before (`Envelopes`), validated once.
 
     Conservative by design: whatever the SDK might read differently from the stdlib (NaN, surrogate escapes,
     ids that are floats or booleans or too big, fields beyond the plain ones, a `_meta` other than a
@@ -108,7 +122,7 @@ def read_envelope(line: bytes) -> Envelope | None:
         return Envelope(ident, name, arguments)
     meta = params["_meta"]
     if type(meta) is dict and PROTOCOL_VERSION_META_KEY in meta:
-        sessionless = _sessionless(meta)
+        sessionless = _sessionless(meta, known if known is not None else {})
         return Envelope(ident, name, arguments, sessionless=sessionless) if sessionless is not None else None
     if type(meta) is not dict or meta.get(PASSTHROUGH) is not True or len(meta) != 1 + ("progressToken" in meta):
         return None
@@ -118,7 +132,7 @@ def read_envelope(line: bytes) -> Envelope | None:
     return Envelope(ident, name, arguments, passthrough=True, progress_token=token)
 
 
-def _sessionless(meta: dict[str, Any]) -> Sessionless | None:
+def _sessionless(meta: dict[str, Any], known: dict[str, Sessionless | None]) -> Sessionless | None:
     """The envelope the SDK's client stamps on a 2026-07-28 request, and nothing more, as that version's surface
     validates it (the kernel types the reserved keys strictly); None for anything else."""
     version = meta.get(PROTOCOL_VERSION_META_KEY)
@@ -128,16 +142,16 @@ def _sessionless(meta: dict[str, Any]) -> Sessionless | None:
     if type(info) is not dict or type(capabilities) is not dict:
         return None
     key = repr((version, info, capabilities))  # exact for what `json` parses: types and order show
-    if key in _envelopes:
-        return _envelopes[key]
+    if key in known:
+        return known[key]
     try:
         validate_client_request("tools/call", version, {"name": "", "_meta": meta})
         found: Sessionless | None = Sessionless(version, info, capabilities)
     except (ValueError, KeyError):  # a pydantic ValidationError is a ValueError
         found = None
-    if len(_envelopes) >= _ENVELOPES_KEPT:
-        _envelopes.clear()
-    _envelopes[key] = found
+    if len(known) >= _ENVELOPES_KEPT:
+        known.clear()
+    known[key] = found
     return found
 
 

@@ -1,14 +1,14 @@
 """A plain call of the sessionless era (2026-07-28) on the fast paths: its client as the SDK's path sees it, and
 its answer written as the SDK's path writes it.
 
-Such a request carries its own context in `params._meta` (`server.upstream.plain_call.Sessionless`); the SDK
-makes of it a born-ready `Connection` (`Connection.from_envelope`) and a `ServerSession` whose request channel
-takes no server-to-client requests, and `client_of` makes the same. Over stdio the SDK serves one era a stream,
-chosen by the client's first request; `StreamEra` says when that was the sessionless one. A plain call opts in
-to neither log messages nor progress, so nothing goes to the client before its answer. The answer is the
-handler's result shaped by the SDK's own runner for the request's version (`sdk_compat.shape_result`: the
-version's serializer, the result type, the server's identity stamp), framed as the transport's SDK path frames
-it: a line over stdio, the body of one `application/json` response over HTTP.
+Such a request carries its own context in `params._meta` (`server.upstream.plain_call.Sessionless`); the SDK makes
+of it a born-ready `Connection` (`Connection.from_envelope`) and a `ServerSession` whose request channel takes no
+server-to-client requests, and `SessionlessClients.client_of` makes the same. Over stdio the SDK serves one era a
+stream, chosen by the client's first request; `StreamEra` says when that was the sessionless one. A plain call opts
+in to neither log messages nor progress, so nothing goes to the client before its answer. The answer is the
+handler's result shaped by the SDK's own runner for the request's version (`sdk_compat.shape_result`: the version's
+serializer, the result type, the server's identity stamp), framed as the transport's SDK path frames it: a line over
+stdio, the body of one `application/json` response over HTTP.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from server import sdk_compat
 from server.framing import dump_json
 from server.upstream.plain_call import RequestId, Sessionless
 
-__all__ = ["SessionlessWire", "StreamEra", "client_of"]
+__all__ = ["SessionlessClients", "SessionlessWire", "StreamEra"]
 
 
 class _NoBackChannel:
@@ -61,25 +61,32 @@ class _NoBackChannel:
 
 
 _CONNECTIONS_KEPT = 256
-_connections: dict[Sessionless, Connection] = {}
-"""The born-ready connection of each envelope read (`read_envelope` keeps one `Sessionless` per distinct
-envelope): what the SDK makes for every request, made once here, and only read (client info, capabilities)."""
 
 
-def client_of(envelope: Sessionless, request_id: RequestId) -> ServerSession | None:
-    """The client of a sessionless request as the SDK's path sees it (`ctx.session`); None when its info or
-    capabilities would not type (the SDK's path then knows less of it than the fast path could say)."""
-    connection = _connections.get(envelope)
-    if connection is None:
-        connection = Connection.from_envelope(
-            envelope.protocol_version, envelope.client_info, envelope.client_capabilities
-        )
-        if len(_connections) >= _CONNECTIONS_KEPT:
-            _connections.clear()
-        _connections[envelope] = connection
-    if connection.client_params is None:
-        return None
-    return ServerSession(cast(Any, _NoBackChannel(request_id)), connection)
+class SessionlessClients:
+    """The clients of one fast path's sessionless requests: the born-ready connection of each envelope it read
+    (its `Envelopes` keep one `Sessionless` per distinct envelope), what the SDK makes for every request, made
+    once here, and only read (client info, capabilities); at most `_CONNECTIONS_KEPT`."""
+
+    __slots__ = ("_connections",)
+
+    def __init__(self) -> None:
+        self._connections: dict[Sessionless, Connection] = {}
+
+    def client_of(self, envelope: Sessionless, request_id: RequestId) -> ServerSession | None:
+        """The client of a sessionless request as the SDK's path sees it (`ctx.session`); None when its info or
+        capabilities would not type (the SDK's path then knows less of it than the fast path could say)."""
+        connection = self._connections.get(envelope)
+        if connection is None:
+            connection = Connection.from_envelope(
+                envelope.protocol_version, envelope.client_info, envelope.client_capabilities
+            )
+            if len(self._connections) >= _CONNECTIONS_KEPT:
+                self._connections.clear()
+            self._connections[envelope] = connection
+        if connection.client_params is None:
+            return None
+        return ServerSession(cast(Any, _NoBackChannel(request_id)), connection)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,16 +21,15 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import anyio.abc
 from mcp.server import Server
 
-from server.handles.owners import LINK
 from server.platform import cancel_on_stop_signal, unix_socket
-from server.proxy import Proxy
+from server.proxy import Proxy, Starter
 from server.upstream.shared_relay import pid_line
 from server.upstream.stdio import fd_streams
 from server.upstream.surface import build_server
@@ -42,17 +41,17 @@ logger = logging.getLogger(__name__)
 _IDLE_CHECK_SECS = 1.0
 
 
-async def serve_shared(make: Callable[..., Proxy], socket_path: Path, *, restarted: bool = False) -> None:
-    """Serve relays on `socket_path` until idle for `settings.sharedIdleSecs`, or SIGINT/SIGTERM; `make` builds the
-    proxy (`Proxy` with its config and options) given what the shared claimcheck adds."""
+async def serve_shared(start: Starter, socket_path: Path, *, restarted: bool = False) -> None:
+    """Serve relays on `socket_path` until idle for `settings.sharedIdleSecs`, or SIGINT/SIGTERM; `start` makes and
+    runs the proxy (`Proxy.start` with its config and options) given what the shared claimcheck adds."""
     links = _Links()
     taken_over = dt.datetime.now().astimezone().strftime("%H:%M:%S") if restarted else None
-    proxy = make(shared=True, many_clients=True, relay_count=links.count, restarted_at=taken_over)
-    settings = proxy.config.settings
-    server = build_server(proxy)
     idle = False  # only the idle exit is a clean end; a signal's is a stop before it, as a kill's is
     with _listening(socket_path) as listener:
-        async with proxy.running(), anyio.create_task_group() as tg:
+        starting = start(shared=True, many_clients=True, relay_count=links.count, restarted_at=taken_over)
+        async with starting as proxy, anyio.create_task_group() as tg:
+            settings = proxy.config.settings
+            server = build_server(proxy)
             tg.start_soon(cancel_on_stop_signal, tg.cancel_scope)
             print(f"claimcheck: shared, serving relays at {socket_path}", file=sys.stderr, flush=True)
             async with anyio.create_task_group() as serving:
@@ -138,10 +137,11 @@ def _drain_queue(
 
 async def _serve_link(conn: socket.socket, server: Server[Proxy], proxy: Proxy, links: _Links) -> None:
     """One relay, served as one stdio client is; its calls outlive it (they are the user's)."""
-    LINK.set(uuid.uuid4().hex)  # inherited by the requests of this link: it is their session
+    link = uuid.uuid4().hex  # the requests of this link carry it (`LineLink`): it is their session
     try:
         limit = proxy.config.settings.max_request_bytes
-        async with fd_streams(conn.fileno(), conn.fileno(), limit, outputs=proxy.pool.spooled) as (read, write):
+        outputs = proxy.pool.spooled
+        async with fd_streams(conn.fileno(), conn.fileno(), limit, outputs=outputs, link=link) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     except Exception:  # boundary: one relay's broken connection must not end the others
         logger.warning("a relay's connection failed", exc_info=True)

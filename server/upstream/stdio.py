@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from server.budget import HEAD_BYTES, MAX_BYTES, Refused, check_budget, request_key, too_large, unreadable
@@ -37,7 +37,7 @@ from server.downstream.spooled import SpooledOutputs
 from server.framing import Framer, LongLine, encode, parse_line
 from server.platform import loop_reads_pipes, private_duplicate
 from server.upstream.line_writer import LineWriter
-from server.upstream.streamed import STREAMING, stand_in_token, write_stand_in
+from server.upstream.streamed import LineLink, stand_in_token, write_stand_in
 
 __all__ = ["DEFAULT_MAX_REQUEST_BYTES", "Take", "fd_streams", "stdio_streams"]
 
@@ -82,11 +82,14 @@ async def fd_streams(
     max_request_bytes: int,
     fast: Callable[[LineWriter], Take] | None = None,
     outputs: SpooledOutputs | None = None,
+    link: str = "",
 ) -> AsyncIterator[Streams]:
     """Newline-delimited JSON-RPC over two non-blocking descriptors (pipes, or one socket twice).
 
-    With `outputs`, the requests served in the block (tasks started in it inherit the context) see them in
-    `STREAMING`, and a stand-in answer naming one of them is written with the output streamed in its place."""
+    With `outputs` or a `link` (one relay's, `server.upstream.shared_serve`), each message handed the SDK carries
+    them as its transport context (`LineLink`, the request's `ctx.request`), and a stand-in answer naming one of
+    the outputs is written with the output streamed in its place."""
+    metadata = ServerMessageMetadata(request_context=LineLink(outputs, link)) if outputs is not None or link else None
     to_session, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -106,6 +109,7 @@ async def fd_streams(
                         await write(unreadable(frame, message).line())
                     else:
                         _account(message.message, owed, writer)
+                        message.metadata = metadata
                         await to_session.send(message)
 
     async def write_stdout() -> None:
@@ -123,17 +127,13 @@ async def fd_streams(
                     _settled(request_key(answered.id), owed, writer)
 
     take = fast(writer) if fast is not None else None
-    streaming = STREAMING.set(outputs)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stdin)
-            tg.start_soon(write_stdout)
-            try:
-                yield from_client, to_client
-            finally:
-                tg.cancel_scope.cancel()
-    finally:
-        STREAMING.reset(streaming)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdin)
+        tg.start_soon(write_stdout)
+        try:
+            yield from_client, to_client
+        finally:
+            tg.cancel_scope.cancel()
 
 
 def _account(message: JSONRPCMessage, owed: set[tuple[bool, int | str]], writer: LineWriter) -> None:

@@ -7,9 +7,9 @@ JSON needs no escape for), then written as its head, the file's text decoded and
 (`PIECE_BYTES` of the file each, decoded as `materialize` would decode it whole), and its tail, through
 `LineWriter.write_pieces`; the spool's files are removed after. The stdio fast path does this itself
 (`server.upstream.fast_passthrough`). On the SDK's path `forwarding.forward` answers with a stand-in whose `_meta`
-names the output (`stand_in`, only while `STREAMING` says the connection's transport takes it: `fd_streams` sets
-it for the requests of the connection it serves), and that transport's writer streams the output in its place
-(`stand_in_token`, `write_stand_in`).
+names the output (`stand_in`, only when the request's transport context is a `LineLink` with outputs:
+`fd_streams` gives one to every request of the connection it serves, `streaming_of` reads it), and that
+transport's writer streams the output in its place (`stand_in_token`, `write_stand_in`).
 
 A spooled output whose whole original message was kept (`SpooledOutput.raw`, at most the spool's `raw_keep`,
 16 MiB) is not streamed (`streamable`): that message may hold more than text (images, structured content),
@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator
-from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import IO, Any
 
 import anyio
@@ -35,11 +35,12 @@ from server.upstream.line_writer import LineWriter
 
 __all__ = [
     "PIECE_BYTES",
-    "STREAMING",
     "STREAM_KEY",
+    "LineLink",
     "stand_in",
     "stand_in_token",
     "streamable",
+    "streaming_of",
     "write_spooled",
     "write_stand_in",
 ]
@@ -51,9 +52,22 @@ _SLICE_BYTES = 256 * 1024
 """A piece is decoded and escaped in slices of this size: the text of a whole megabyte, escaped with its
 non-ASCII characters kept, costs 8× as much (it falls out of the cache and the allocator's heap)."""
 STREAM_KEY = "claimcheck/streamed"
-STREAMING: ContextVar[SpooledOutputs | None] = ContextVar("claimcheck_streaming", default=None)
-"""Where the stdio transport serving this request takes the outputs it streams (`stand_in`); None: a transport
-that writes answers whole (HTTP, SSE, the SDK's own stdio)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LineLink:
+    """The transport context (`ctx.request`) `fd_streams` gives each request it hands the SDK: where it takes the
+    outputs it streams (`stand_in`; None: it writes answers whole), and the link it serves, where it is one of the
+    shared claimcheck's relays (`server.handles.owners.link_of`)."""
+
+    outputs: SpooledOutputs | None
+    link: str = ""
+
+
+def streaming_of(request: Any) -> SpooledOutputs | None:
+    """Where the transport of a request (its `ctx.request`) takes the outputs it streams; None: a transport that
+    writes answers whole (HTTP, SSE, the SDK's own stdio)."""
+    return request.outputs if isinstance(request, LineLink) else None
 
 
 def streamable(spooled: SpooledOutput) -> bool:

@@ -73,13 +73,13 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
     async def call_tool(
         ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        session = proxy.sessions.for_request(ctx)
+        session, origin = proxy.sessions.seat(ctx)
         _keep_channel(ctx, session, standing)
         try:
             if params.name == "wait_for_tool_output":
-                result, about = await _carrying_questions(ctx, session, _answer(ctx, params, session))
+                result, about = await _carrying_questions(ctx, session, _answer(ctx, params, session, origin))
             else:
-                result, about = await _answer(ctx, params, session)
+                result, about = await _answer(ctx, params, session, origin)
         except InputRequired as needed:  # a 2026-07-28 client answers sampling requests, then calls again
             return needed.result
         except ClaimcheckError as exc:
@@ -89,12 +89,12 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         return with_footer(result, session, about, questions=params.name != "wait_for_tool_output")
 
     async def _answer(
-        ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session
+        ctx: ServerRequestContext[Proxy], params: types.CallToolRequestParams, session: Session, origin: str
     ) -> tuple[types.CallToolResult, Call | None]:
         if tool_catalog.answers(proxy, params.name):
             if params.name == "find_tools":
                 return await tool_catalog.find_tools(proxy, ctx, session, params.arguments), None
-            return await _answer(ctx, tool_catalog.inner_call(params), session)  # a direct call's very path
+            return await _answer(ctx, tool_catalog.inner_call(params), session, origin)  # a direct call's very path
         if params.name in OWN_TOOLS:
             settings = proxy.config.settings
             threshold = settings.async_token_threshold
@@ -102,6 +102,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 params.name,
                 params.arguments,
                 session=session,
+                origin=origin,
                 sessions=proxy.sessions,
                 settings=settings,
                 threshold=threshold,
@@ -110,7 +111,7 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
                 llm=llm_available(settings.extraction, ctx),
             )
             return result, None
-        if params.name in FILE_TOOLS and proxy.sandbox is not None:
+        if params.name in FILE_TOOLS:
             settings = proxy.config.settings
             result = await run_file_tool(
                 params.name,
@@ -134,7 +135,8 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
             route = proxy.pool.route(params.name)
         if route is None:
             raise _unknown_tool(proxy, params.name)
-        return await forward(proxy, ctx, route, params.arguments, session, passthrough=asks_passthrough(params))
+        passthrough = asks_passthrough(params)
+        return await forward(proxy, ctx, route, params.arguments, session, origin=origin, passthrough=passthrough)
 
     async def set_logging_level(
         ctx: ServerRequestContext[Proxy], params: types.SetLevelRequestParams

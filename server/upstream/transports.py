@@ -33,7 +33,7 @@ from server.errors import StartupError
 from server.http_compat import send_of
 from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
 from server.platform import cancel_on_stop_signal
-from server.proxy import Proxy
+from server.proxy import Proxy, Starter
 from server.upstream.bearer import BearerAuth, Tokens
 from server.upstream.event_store import BoundedEventStore, SessionScopedEvents
 from server.upstream.fastpath import FastPath
@@ -59,7 +59,7 @@ _RETRY_MS = 1000
 
 
 async def serve(
-    proxy: Proxy,
+    start: Starter,
     transport: UpstreamTransport,
     host: str = "127.0.0.1",
     port: int = 0,
@@ -67,23 +67,24 @@ async def serve(
     oauth: OAuth | None = None,
 ) -> None:
     """Serve until stopped; over HTTP/SSE every request must carry `Authorization: Bearer <token>` of one of
-    `auth`'s tokens, if given, or an access token `oauth` accepts (by default `settings.auth`'s)."""
+    `auth`'s tokens, if given, or an access token `oauth` accepts (by default `settings.auth`'s); `start` makes
+    and runs the proxy (`Proxy.start` with the command's config and options)."""
     if transport == "stdio":
-        await serve_stdio(proxy)
+        await serve_stdio(start)
     else:
         sock = _bind(host, port)
         if transport == "http":
-            await serve_http(proxy, sock, auth, oauth=oauth)
+            await serve_http(start, sock, auth, oauth=oauth)
         else:
-            await serve_sse(proxy, sock, auth, oauth=oauth)
+            await serve_sse(start, sock, auth, oauth=oauth)
 
 
-async def serve_stdio(proxy: Proxy) -> None:
+async def serve_stdio(start: Starter) -> None:
     """Serve one client on stdin/stdout until stdin closes or SIGINT/SIGTERM arrives."""
-    server = build_server(proxy)
-    era = StreamEra(server)  # a sessionless client's plain calls are the fast path's once the SDK serves its era
-    server.middleware.append(era.middleware)
-    async with proxy.running(), anyio.create_task_group() as tg:
+    async with start() as proxy, anyio.create_task_group() as tg:
+        server = build_server(proxy)
+        era = StreamEra(server)  # a sessionless client's plain calls are the fast path's once the SDK serves its era
+        server.middleware.append(era.middleware)
         tg.start_soon(cancel_on_stop_signal, tg.cancel_scope)
         fast = partial(_fast_path, proxy, era) if fast_path_enabled(proxy.config.settings) else None
         limit = proxy.config.settings.max_request_bytes
@@ -97,15 +98,22 @@ def _fast_path(proxy: Proxy, era: StreamEra, writer: LineWriter) -> Take:
 
 
 async def serve_http(
-    proxy: Proxy,
+    start: Starter,
     sock: socket.socket,
     auth: Tokens | None = None,
     *,
     oauth: OAuth | None = None,
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
-    """Serve streamable HTTP at `/mcp` on an already bound socket."""
-    proxy.serve_many()
+    """Serve streamable HTTP at `/mcp` on an already bound socket; the proxy runs from before the first request
+    to after the last."""
+    async with start(many_clients=True) as proxy:
+        await _serve_http(proxy, sock, auth, oauth, request_deadline)
+
+
+async def _serve_http(
+    proxy: Proxy, sock: socket.socket, auth: Tokens | None, oauth: OAuth | None, request_deadline: float
+) -> None:
     standing = StandingStreams()  # questions go at once to a session whose GET stream is open
     server = build_server(proxy, standing)
     host = sock.getsockname()[0]
@@ -120,7 +128,7 @@ async def serve_http(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with proxy.running(), server.session_manager.run():
+        async with server.session_manager.run():
             yield
 
     fast = HttpFastPath(proxy, server.session_manager) if fast_path_enabled(proxy.config.settings) else None
@@ -142,7 +150,7 @@ async def serve_http(
 
 
 async def serve_sse(
-    proxy: Proxy,
+    start: Starter,
     sock: socket.socket,
     auth: Tokens | None = None,
     *,
@@ -150,7 +158,13 @@ async def serve_sse(
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
-    proxy.serve_many()
+    async with start(many_clients=True) as proxy:
+        await _serve_sse(proxy, sock, auth, oauth, request_deadline)
+
+
+async def _serve_sse(
+    proxy: Proxy, sock: socket.socket, auth: Tokens | None, oauth: OAuth | None, request_deadline: float
+) -> None:
     server = build_server(proxy)
     host = sock.getsockname()[0]
     security = None
@@ -168,14 +182,8 @@ async def serve_sse(
             await server.run(read, write, server.create_initialization_options())
         return Response()
 
-    @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with proxy.running():
-            yield
-
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
-        lifespan=lifespan,
         middleware=_edges(limit),
     )
     await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)

@@ -5,6 +5,7 @@ its tools listed while claimcheck tries to bring it back."""
 from __future__ import annotations
 
 import socket
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,19 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _proxy(servers: dict[str, Any]) -> Proxy:
+def _proxy(servers: dict[str, Any]) -> AbstractAsyncContextManager[Proxy]:
     # Generous waits: a call waits for a restart, and a loaded machine starts servers slowly.
     settings = {"startupWaitSecs": 120, "asyncTimeoutSecs": 120}
     config = parse_config({"mcpServers": servers, "settings": settings})
-    return Proxy(config, connect_timeout=120)
+    return Proxy.start(config, connect_timeout=120)
 
 
 @pytest.mark.subprocess
 async def test_a_call_to_a_server_whose_command_exits_1_names_the_exit_status_and_its_stderr(tmp_path: Path) -> None:
     failing = _script(tmp_path, "failing.py", FAILING)
-    proxy = _proxy({"broken": {"command": PYTHON, "args": [failing]}, "demo": demo_server_entry()})
+    starting = _proxy({"broken": {"command": PYTHON, "args": [failing]}, "demo": demo_server_entry()})
     with anyio.fail_after(120):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             await proxy.pool.settled()
             names = [tool.name for tool in (await client.list_tools()).tools]
             answer = await client.call_tool("broken__anything", {})
@@ -76,9 +77,9 @@ async def test_a_call_to_a_server_whose_command_exits_1_names_the_exit_status_an
 @pytest.mark.subprocess
 async def test_a_crashed_server_keeps_its_tools_listed_and_a_restart_that_fails_says_why(tmp_path: Path) -> None:
     flag = tmp_path / "crashed.flag"
-    proxy = _proxy({"flaky": program_entry("crashes_then_fails", str(flag))})
+    starting = _proxy({"flaky": program_entry("crashes_then_fails", str(flag))})
     with anyio.fail_after(120):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             before = sorted(tool.name for tool in (await client.list_tools()).tools if tool.name.startswith("flaky"))
             crashed = await client.call_tool("flaky__crash", {})
             after_crash = proxy.server_states()[0]
@@ -100,9 +101,9 @@ async def test_a_crashed_server_keeps_its_tools_listed_and_a_restart_that_fails_
 
 async def test_an_http_server_on_a_closed_port_is_named_by_its_url() -> None:
     url = f"http://127.0.0.1:{_free_port()}/mcp"
-    proxy = _proxy({"web": {"url": url}})
+    starting = _proxy({"web": {"url": url}})
     with anyio.fail_after(120):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             await proxy.pool.settled()
             answer = await client.call_tool("web__search", {})
             state = proxy.server_states()[0]

@@ -72,9 +72,9 @@ def _served(message: dict[str, Any]) -> tuple[int, bytes]:
 @asynccontextmanager
 async def proxied_by(config: Config) -> AsyncIterator[Proxy]:
     """A running proxy (no status API) once every server has connected or failed once."""
-    proxy = Proxy(resolved(config, CliOverrides(no_api=True)), connect_timeout=10)
+    starting = Proxy.start(resolved(config, CliOverrides(no_api=True)), connect_timeout=10)
     with anyio.fail_after(20):
-        async with proxy.running():
+        async with starting as proxy:
             await proxy.pool.settled()
             yield proxy
 

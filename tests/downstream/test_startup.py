@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +51,16 @@ async def silent() -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], Memory
         yield from_server, to_server
 
 
-def proxy_over(targets: dict[str, Any], settings: dict[str, Any]) -> Proxy:
+def proxy_over(targets: dict[str, Any], settings: dict[str, Any]) -> AbstractAsyncContextManager[Proxy]:
     """A proxy whose downstreams are made by the given zero-argument callables."""
     config = parse_config({"mcpServers": {name: {"command": "in-process"} for name in targets}, "settings": settings})
     specs = [DownstreamSpec(s.name, s.config, target=targets[s.name]) for s in specs_from_config(config)]
-    return Proxy(config, specs=specs, connect_timeout=30)
+    return Proxy.start(config, specs=specs, connect_timeout=30)
 
 
 async def test_a_server_that_never_answers_initialize_does_not_hold_up_the_tool_list() -> None:
-    proxy = proxy_over({"hung": silent, "ok": lambda: one_tool("ok")}, {"startupWaitSecs": 0.5})
-    async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+    starting = proxy_over({"hung": silent, "ok": lambda: one_tool("ok")}, {"startupWaitSecs": 0.5})
+    async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
         with anyio.fail_after(3):
             names = proxied_names((await client.list_tools()).tools)
             answer = await client.call_tool("ok__hello", {})
@@ -87,8 +87,8 @@ async def test_a_server_that_fails_to_start_is_tried_again_and_its_tools_are_ann
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
 
-    proxy = proxy_over({"flaky": flaky, "ok": lambda: one_tool("ok")}, {"startupWaitSecs": 0.5})
-    async with proxy.running(), Client(build_server(proxy), mode="legacy", message_handler=on_message) as client:
+    starting = proxy_over({"flaky": flaky, "ok": lambda: one_tool("ok")}, {"startupWaitSecs": 0.5})
+    async with starting as proxy, Client(build_server(proxy), mode="legacy", message_handler=on_message) as client:
         with anyio.fail_after(10):
             first = proxied_names((await client.list_tools()).tools)
             (while_down,) = [s for s in proxy.server_states() if s["name"] == "flaky"]

@@ -86,9 +86,9 @@ async def test_a_downstream_that_crashes_mid_call_gives_a_clear_error_and_the_ne
 
 async def test_a_respawned_stdio_server_is_a_new_process_and_stopping_the_proxy_ends_it() -> None:
     config = parse_config({"mcpServers": {"demo": demo_server_entry()}})
-    proxy = Proxy(config)
+    starting = Proxy.start(config)
     with anyio.fail_after(60):
-        async with proxy.running():
+        async with starting as proxy:
             await proxy.pool.settled()
             (downstream,) = proxy.pool.downstreams
             assert downstream.process is not None and downstream.process.pid is not None
@@ -185,8 +185,8 @@ async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(ki
     with anyio.fail_after(60):
         async with announced_url(command, URL) as url:
             config = parse_config({"mcpServers": {"web": {"url": url, **extra}}})
-            proxy = Proxy(config)
-            async with proxy.running():
+            starting = Proxy.start(config)
+            async with starting as proxy:
                 await proxy.pool.settled()
                 route = proxy.pool.route("web__big")
                 assert route is not None
@@ -331,9 +331,9 @@ def _python_entry(code: str) -> dict[str, Any]:
 async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the_server() -> None:
     noisy = "print('Welcome to the noisy server!', flush=True); from server.demo.server import main; main([])"
     config = parse_config({"mcpServers": {"noisy": _python_entry(noisy)}})
-    proxy = Proxy(config)
+    starting = Proxy.start(config)
     with anyio.fail_after(60):
-        async with proxy.running():
+        async with starting as proxy:
             await proxy.pool.settled()
             (downstream,) = proxy.pool.downstreams
             result = await downstream.call("echo", {"text": "heard through the noise"}, None)
@@ -362,9 +362,9 @@ async def test_garbage_written_to_stdout_in_the_middle_of_a_session_is_skipped_a
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = parse_config({"mcpServers": {"noisy": _python_entry(_GARBAGE_SERVER), "demo": demo_server_entry()}})
-    proxy = Proxy(config)
+    starting = Proxy.start(config)
     with anyio.fail_after(60):
-        async with proxy.running():
+        async with starting as proxy:
             await proxy.pool.settled()
             noisy, demo = proxy.pool.downstreams
             before = await noisy.call("echo", {"text": "before"}, None)
@@ -384,9 +384,9 @@ async def test_a_server_slower_than_the_connect_timeout_is_left_out_with_the_rea
     sleepy = "import time; time.sleep(3600)"
     config = parse_config({"mcpServers": {"sleepy": _python_entry(sleepy), "demo": demo_server_entry()}})
     specs = [replace(s, connect_timeout=1.0) if s.name == "sleepy" else s for s in specs_from_config(config)]
-    proxy = Proxy(config, specs=specs, connect_timeout=120)
+    starting = Proxy.start(config, specs=specs, connect_timeout=120)
     with anyio.fail_after(240):
-        async with proxy.running():
+        async with starting as proxy:
             await proxy.pool.settled()
             sleepy_server, demo = proxy.pool.downstreams
             tools = [tool.name for tool in proxy.pool.tools()]

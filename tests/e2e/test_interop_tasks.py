@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import anyio
 import pytest
 from mcp import Client
@@ -18,9 +20,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.interop, pytest.mark.subprocess]
 TOOL = "everything__simulate-research-query"
 
 
-def everything_proxy(settings: dict[str, object]) -> Proxy:
+def everything_proxy(settings: dict[str, object]) -> AbstractAsyncContextManager[Proxy]:
     node, *args = peers.everything_command()
-    return Proxy(parse_config({"mcpServers": {"everything": {"command": node, "args": args}}, "settings": settings}))
+    config = parse_config({"mcpServers": {"everything": {"command": node, "args": args}}, "settings": settings})
+    return Proxy.start(config)
 
 
 async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_as_progress() -> None:
@@ -29,9 +32,9 @@ async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_a
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         reported.append((progress, message))
 
-    proxy = everything_proxy({"asyncTimeoutSecs": 45})
+    starting = everything_proxy({"asyncTimeoutSecs": 45})
     with anyio.fail_after(90):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             result = await client.call_tool(TOOL, {"topic": "claim checks"}, progress_callback=on_progress)
     assert TOOL in tools
@@ -46,9 +49,9 @@ async def test_a_tool_that_requires_tasks_answers_a_plain_call_with_its_stages_a
 
 
 async def test_a_tool_that_requires_tasks_can_go_to_the_background_and_be_waited_for() -> None:
-    proxy = everything_proxy({})
+    starting = everything_proxy({})
     with anyio.fail_after(90):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             started = await client.call_tool(TOOL, {"topic": "handles", "background": True})
             handle = handle_in(text_of(started))
             waited = await client.call_tool("wait_for_tool_output", {"handles": [handle]})

@@ -70,6 +70,7 @@ async def own(session: Session, tool: str, arguments: dict[str, Any] | None = No
         tool,
         arguments,
         session=session,
+        origin="",
         sessions=sessions,
         settings=Settings(),
         threshold=10_000,

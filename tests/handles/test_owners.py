@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from server.handles.owners import LINK, USER, owner_name, principal
-from tests.support.handles import Downstream, client_of, handle_in, handles_proxy, start_in_background
+from server.handles.owners import USER, owner_name, principal
+from tests.support.handles import Downstream, client_of, handle_in, handles_proxy, linked_client, start_in_background
 from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
 from tests.support.proxies import text_of
 
@@ -31,13 +31,12 @@ async def test_in_the_shared_claimcheck_a_running_call_outlives_its_session_and_
     async with handles_proxy(down, {"keepOutputsSecs": 60}) as proxy:
         proxy.sessions.shared = True  # what `serve --shared` makes its claimcheck
         with anyio.fail_after(30):
-            LINK.set("first relay")  # how the shared claimcheck tells its connections apart in either era
-            async with client_of(proxy, mode) as first:
+            # the link is how the shared claimcheck tells its connections apart in either era
+            async with linked_client(proxy, "first relay", mode) as first:
                 running = await start_in_background(first, text="finished after its session closed")
                 big = handle_in(text_of(await first.call_tool("down__big", {"lines": 400})))
             assert not down.cancelled.is_set()
-            LINK.set("second relay")
-            async with client_of(proxy, mode) as second:
+            async with linked_client(proxy, "second relay", mode) as second:
                 listed = text_of(await second.call_tool("list_tool_outputs", {}))
                 down.release.set()
                 waited = text_of(await second.call_tool("wait_for_tool_output", {"handles": [running]}))

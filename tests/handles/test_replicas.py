@@ -266,8 +266,8 @@ from server.config import parse_config
 from server.proxy import Proxy
 
 async def main():
-    proxy = Proxy(parse_config({"mcpServers": {}, "settings": {"root": sys.argv[1], "api": {"enabled": False}}}))
-    async with proxy.running():
+    config = parse_config({"mcpServers": {}, "settings": {"root": sys.argv[1], "api": {"enabled": False}}})
+    async with Proxy.start(config) as proxy:
         assert type(proxy.sessions.backend).__name__ == "LocalBackend"
 anyio.run(main)
 print(sorted(m for m in sys.modules if m == "redis" or m.startswith("redis.")))

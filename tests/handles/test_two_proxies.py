@@ -1,8 +1,9 @@
 """Two proxies in one process share nothing: each counts its own calls, keeps its own sessions and LLM backends,
-and its sessions' questions wait in their own inboxes."""
+its sessions' questions wait in their own inboxes, and its fast paths remember their own envelopes."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import cast
 
@@ -10,9 +11,13 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from pydantic import BaseModel
 
 from extraction import LLM
+from server import sdk_compat
+from server.upstream.plain_call import Envelopes
+from server.upstream.sessionless import SessionlessClients
 from server.upstream.surface import build_server
 from tests.support.proxies import running_proxy, text_of
 
@@ -80,3 +85,27 @@ async def test_two_proxies_keep_their_own_llm_backends() -> None:
         theirs = second.extractor.backend(key, lambda: cast(LLM, object()))
         assert first.extractor.backend(key, lambda: cast(LLM, object())) is made
         assert theirs is not made
+
+
+def test_two_fast_paths_keep_their_own_envelopes_and_sessionless_clients() -> None:
+    """What each fast path makes in its constructor (`Envelopes`, `SessionlessClients`): one proxy's memo of
+    the sessionless envelopes it read, and the clients made of them, are not another's."""
+    meta = {
+        PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        CLIENT_INFO_META_KEY: {"name": "mcp", "version": "0.1.0"},
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
+    params = {"name": "down__echo", "arguments": {"text": "a"}, "_meta": meta}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode() + b"\n"
+    mine, theirs = Envelopes(), Envelopes()
+    first, again, other = mine.envelope_of(line), mine.envelope_of(line), theirs.envelope_of(line)
+    assert first is not None and again is not None and other is not None
+    assert first.sessionless is not None and other.sessionless is not None
+    assert again.sessionless is first.sessionless  # read once per fast path
+    assert other.sessionless is not first.sessionless
+    my_clients, their_clients = SessionlessClients(), SessionlessClients()
+    one, two = my_clients.client_of(first.sessionless, 1), my_clients.client_of(first.sessionless, 2)
+    elsewhere = their_clients.client_of(first.sessionless, 3)
+    assert one is not None and two is not None and elsewhere is not None
+    assert sdk_compat.connection_of(one) is sdk_compat.connection_of(two)
+    assert sdk_compat.connection_of(elsewhere) is not sdk_compat.connection_of(one)

@@ -64,12 +64,12 @@ async def mcp_server(
     config = parse_config({"mcpServers": {"down": {"command": "in-process"}}, "settings": dict(settings or {})})
     server = downstream()
     specs = [DownstreamSpec(s.name, s.config, target=lambda: server) for s in specs_from_config(config)]
-    proxy = Proxy(config, specs=specs)
+    start = partial(Proxy.start, config, specs=specs)
     sock = listening_socket()
     serve = serve_http if transport == "http" else serve_sse
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(serve, proxy, sock, **options))
+            tg.start_soon(partial(serve, start, sock, **options))
             yield f"http://127.0.0.1:{sock.getsockname()[1]}"
             tg.cancel_scope.cancel()
     finally:

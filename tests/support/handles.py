@@ -3,6 +3,7 @@ tests read from its answers (handles, the running message)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,10 +11,13 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp.client._transport import TransportStreams
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from server.proxy import Proxy
+from server.upstream.streamed import LineLink
 from server.upstream.surface import build_server
 from tests.support.proxies import running_proxy, text_of
 
@@ -76,6 +80,53 @@ async def handles_proxy(down: Downstream, settings: dict[str, Any] | None = None
 async def client_of(proxy: Proxy, mode: str = "legacy") -> AsyncIterator[Client]:
     async with Client(build_server(proxy), mode=mode) as client:
         yield client
+
+
+@asynccontextmanager
+async def linked_client(proxy: Proxy, link: str, mode: str = "legacy") -> AsyncIterator[Client]:
+    """A client whose requests come over one transport link (`LineLink`), as a relay's do to the shared
+    claimcheck (`server.upstream.shared_serve`)."""
+    async with Client(_LinkedStreams(proxy, link), mode=mode) as client:
+        yield client
+
+
+class _LinkedStreams:
+    """A client transport to `proxy`'s SDK server over memory streams, every message stamped with `link`."""
+
+    def __init__(self, proxy: Proxy, link: str) -> None:
+        self._proxy, self._link = proxy, link
+        self._streams: contextlib.AbstractAsyncContextManager[TransportStreams] | None = None
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[TransportStreams]:
+        server = build_server(self._proxy)
+        metadata = ServerMessageMetadata(request_context=LineLink(None, self._link))
+        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](1)
+        stamped, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](1)
+        server_writes, to_client = anyio.create_memory_object_stream[SessionMessage](1)
+
+        async def stamp() -> None:
+            async with from_client, stamped:
+                async for message in from_client:
+                    if isinstance(message, SessionMessage):
+                        message.metadata = metadata
+                    await stamped.send(message)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stamp)
+            tg.start_soon(server.run, server_reads, server_writes, server.create_initialization_options())
+            try:
+                yield to_client, to_server
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def __aenter__(self) -> TransportStreams:
+        self._streams = self._connect()
+        return await self._streams.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._streams is not None:
+            await self._streams.__aexit__(None, None, None)
 
 
 def handle_in(text: str) -> str:

@@ -59,8 +59,7 @@ async def running_proxy(
         DownstreamSpec(spec.name, spec.config, target=functools.partial(target, spec.name))
         for spec in specs_from_config(config)
     ]
-    proxy = Proxy(config, specs=specs, connect_timeout=connect_timeout)
-    async with proxy.running():
+    async with Proxy.start(config, specs=specs, connect_timeout=connect_timeout) as proxy:
         yield proxy
 
 

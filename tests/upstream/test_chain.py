@@ -61,8 +61,8 @@ async def outer_client(entry: dict[str, Any]) -> AsyncIterator[Client]:
     # The outer time rule is far beyond what a 2 MB answer takes on a loaded machine; the slow call goes to the
     # background by its `background` argument, and the inner claimcheck's 0.5 s rule must not apply to it either.
     settings = {"api": {"enabled": False}, "asyncTimeoutSecs": 120, "asyncTokenThreshold": 10000}
-    proxy = Proxy(parse_config({"mcpServers": {"inner": entry}, "settings": settings}))
-    async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+    starting = Proxy.start(parse_config({"mcpServers": {"inner": entry}, "settings": settings}))
+    async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
         await proxy.pool.settled()  # the inner claimcheck is up (its start is not what is tested here)
         yield client
 
@@ -129,8 +129,8 @@ async def test_the_outer_claimcheck_sends_a_pass_through_call_as_bytes_with_the_
     with anyio.fail_after(60):
         for fast in (True, False):
             settings = {"api": {"enabled": False}, "fastPath": fast}
-            proxy = Proxy(parse_config({"mcpServers": {"inner": META_ECHO}, "settings": settings}))
-            async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+            starting = Proxy.start(parse_config({"mcpServers": {"inner": META_ECHO}, "settings": settings}))
+            async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
                 await proxy.pool.settled()
                 marks[fast] = json.loads(text_of(await client.call_tool("inner__meta", {})))
     assert marks[True][PASSTHROUGH] is True and marks[True]["progressToken"] > RawChannel.BASE

@@ -446,8 +446,8 @@ def test_a_long_uri_against_adjacent_variables_is_refused_without_backtracking()
 @pytest.mark.subprocess
 async def test_server_everything_resources_and_prompts_through_claimcheck() -> None:
     command, *args = peers.everything_command()
-    proxy = Proxy(parse_config({"mcpServers": {"ev": {"command": command, "args": args}}}))
-    async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+    starting = Proxy.start(parse_config({"mcpServers": {"ev": {"command": command, "args": args}}}))
+    async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
         with anyio.fail_after(60):
             resources = {r.uri: r for r in (await client.list_resources()).resources}
             document = await client.read_resource("demo://resource/static/document/architecture.md")

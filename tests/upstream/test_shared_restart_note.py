@@ -21,8 +21,8 @@ async def test_an_unknown_handle_in_the_shared_claimcheck_names_when_it_was_star
     restarted_at: str | None,
 ) -> None:
     config = parse_config({"mcpServers": {}, "settings": {"api": {"enabled": False}}}, {})
-    proxy = Proxy(config, shared=True, many_clients=True, restarted_at=restarted_at)
-    async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+    starting = Proxy.start(config, shared=True, many_clients=True, restarted_at=restarted_at)
+    async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
         with anyio.fail_after(10):
             answer = await client.call_tool("tool_output", {"handle": UNKNOWN, "mode": "raw"})
     assert answer.is_error

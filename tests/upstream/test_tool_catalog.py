@@ -248,9 +248,9 @@ async def test_a_server_that_cannot_start_is_named_with_its_reason() -> None:
 async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_path: Path) -> None:
     servers = {"flaky": program_entry("crashes_then_fails", str(tmp_path / "crashed.flag"))}
     settings = {**SEARCH, "startupWaitSecs": 120, "asyncTimeoutSecs": 120}
-    proxy = Proxy(parse_config({"mcpServers": servers, "settings": settings}), connect_timeout=120)
+    starting = Proxy.start(parse_config({"mcpServers": servers, "settings": settings}), connect_timeout=120)
     with anyio.fail_after(120):
-        async with proxy.running(), Client(build_server(proxy), mode="legacy") as client:
+        async with starting as proxy, Client(build_server(proxy), mode="legacy") as client:
             await client.call_tool("call_tool", {"name": "flaky__crash", "arguments": {}})
             found = await client.call_tool("find_tools", {"query": "say hello"})
     text = text_of(found)
@@ -347,8 +347,8 @@ async def test_two_connections_of_one_owners_session_keep_their_own_found_tools(
     config = parse_config({"mcpServers": {"r": {"command": "in-process"}}, "settings": SEARCH})
     (spec,) = specs_from_config(config)
     down = repo_tools()
-    proxy = Proxy(config, specs=[replace(spec, target=lambda: down)], shared=True)
-    async with proxy.running():
+    starting = Proxy.start(config, specs=[replace(spec, target=lambda: down)], shared=True)
+    async with starting as proxy:
         async with Client(build_server(proxy), mode="legacy") as one, Client(build_server(proxy), mode="legacy") as two:
             with anyio.fail_after(10):
                 await one.call_tool("find_tools", {"query": "commit log", "limit": 1})

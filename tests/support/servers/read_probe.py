@@ -134,7 +134,7 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
     write(small, 3000)
     config = parse_config({"mcpServers": {}, "settings": {"root": str(workdir), "asyncTokenThreshold": 10000}})
     report: dict[str, Any] = {"reset": True, "probes": {}}
-    async with Proxy(config).running() as proxy:
+    async with Proxy.start(config) as proxy:
         session = proxy.sessions.open()
         sandbox = Sandbox(proxy.sessions.store.run_root, timeout=300)
 
@@ -175,8 +175,8 @@ async def main(big: Path, total: int, workdir: Path, probes: list[str]) -> dict[
 
             try:
                 result = await run_own_tool(
-                    "tool_output", {"handle": call.handle, **arguments}, session=session, sessions=proxy.sessions,
-                    settings=config.settings, threshold=10000, report=quiet, extract=extract,
+                    "tool_output", {"handle": call.handle, **arguments}, session=session, origin="",
+                    sessions=proxy.sessions, settings=config.settings, threshold=10000, report=quiet, extract=extract,
                 )  # fmt: skip
             except ClaimcheckError as exc:  # the error result a client would get
                 return f"isError: {exc}"
