@@ -106,8 +106,8 @@ def _expire() -> None:
         if _timer is not threading.current_thread():
             return  # released or replaced meanwhile
         left = _last_used + IDLE_S - time.monotonic()
-        if _users or left > 0:
-            _timer = _expiry(max(left, 0.1))
+        if _users or left > 0:  # a count is running (it marks its end as the last use) or ran lately
+            _timer = _expiry(IDLE_S if _users else left)
             return
         _held, _timer = None, None
     _trim()
