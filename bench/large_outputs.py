@@ -14,8 +14,12 @@ The downstream is tests/support/servers/raw_downstream.py, which streams any siz
 
 floor and claimcheck are alternated `--repeat` times (medians reported, every sample kept); the others run once.
 
+claimcheck's CPU seconds per GiB (user and system, all its threads, around the measured call) are reported
+beside its time; with `--settle S`, its RSS S seconds after the call too (steady memory: 70 s lets the
+tokenizer's vocabulary go).
+
 Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp]
-                                     [--repeat 3] [--tool fast|big]
+                                     [--repeat 3] [--tool fast|big] [--settle 70]
 """
 
 from __future__ import annotations
@@ -41,11 +45,18 @@ PY = sys.executable
 MIB = 1 << 20
 LIMIT_S = 300
 TOOL = "fast"  # the downstream's tool that produces the output (--tool)
+SETTLE_S = 0.0  # after the measured call, wait this long and report claimcheck's RSS (--settle)
 MEMORY_LIMIT = 8 << 30  # the SDK client and FastMCP hold results whole: cap them so they cannot take the machine
 
 
 def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system seconds of a process so far (its threads included, its children not)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def vm(pid: int, field: str) -> int:
@@ -159,15 +170,22 @@ def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]
         wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": 2}})  # the spool's path, and the
         wire.line()  # size rule's vocabulary (loaded in the background after the listing), before the idle peak
         idle = vm(wire.process.pid, "VmHWM")
+        cpu = cpu_seconds(wire.process.pid)
         start = time.perf_counter()
         wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": mib}})
         answer = json.loads(wire.line())
         elapsed = time.perf_counter() - start
+        cpu = cpu_seconds(wire.process.pid) - cpu
         peak = vm(wire.process.pid, "VmHWM")
         text = answer["result"]["content"][0]["text"]
         if not text.startswith("Tool output is too large"):
             return {"failed": text[:200]}
-        return {"seconds": elapsed, "peak_above_idle_mib": (peak - idle) / MIB, "idle_mib": idle / MIB}
+        row = {"seconds": elapsed, "peak_above_idle_mib": (peak - idle) / MIB, "idle_mib": idle / MIB}
+        row["cpu_s_per_gib"] = round(cpu / (mib / 1024), 3)
+        if SETTLE_S:  # what stays once the process is left alone (the vocabulary goes a minute after its last count)
+            time.sleep(SETTLE_S)
+            row["rss_settled_mib"] = vm(wire.process.pid, "VmRSS") / MIB
+        return row
     finally:
         wire.close()
 
@@ -242,7 +260,7 @@ def _median_of(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    global TOOL
+    global TOOL, SETTLE_S
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--kinds", default="stdio,http")
@@ -250,8 +268,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="alternations of floor and claimcheck per size")
     parser.add_argument("--tool", choices=("fast", "big"), default="fast")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--settle", type=float, default=0.0, help="then wait this long and report claimcheck's RSS")
     args = parser.parse_args()
-    TOOL = args.tool
+    TOOL, SETTLE_S = args.tool, args.settle
     skip = set(filter(None, args.skip.split(",")))
     results = []
     for kind in args.kinds.split(","):

@@ -7,6 +7,9 @@ server: its CPU per call (user and system, from /proc, around the measured calls
     python bench/raw_calls.py                      # claimcheck (fast path), the bare relay, the demo server
     python bench/raw_calls.py --tree OLD_CHECKOUT  # the same for another checkout (before/after)
     python bench/raw_calls.py --instructions       # per-call instructions under valgrind (deterministic)
+    python bench/raw_calls.py --eras handshake,2026-07-28   # both protocol eras, alternated in each round
+
+A `2026-07-28` client sends no `initialize`: every request carries its own envelope in `params._meta`.
 
 `--instructions` runs claimcheck under `valgrind --tool=callgrind` twice (50 and 300 measured calls, after
 the background start-up work has settled) and prints the difference per call: user-space instructions,
@@ -29,6 +32,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = "hello, claimcheck"
+SESSIONLESS = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw_calls", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def _command(kind: str, config: Path, api: bool) -> list[str]:
@@ -43,13 +51,22 @@ def _command(kind: str, config: Path, api: bool) -> list[str]:
 class Server:
     """One server on pipes, initialized, with a blocking line client."""
 
-    def __init__(self, command: list[str], tree: Path, env: dict[str, str], stderr: Any = subprocess.DEVNULL) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        tree: Path,
+        env: dict[str, str],
+        stderr: Any = subprocess.DEVNULL,
+        era: str = "handshake",
+    ) -> None:
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=tree, env=env
         )
-        self.send({"id": 0, "method": "initialize", "params": _initialize()})
-        self.receive(0)
-        self.send({"method": "notifications/initialized"})
+        self.meta = SESSIONLESS if era == "2026-07-28" else None
+        if self.meta is None:
+            self.send({"id": 0, "method": "initialize", "params": _initialize()})
+            self.receive(0)
+            self.send({"method": "notifications/initialized"})
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -67,7 +84,10 @@ class Server:
                 return message
 
     def call(self, ident: int, tool: str) -> dict[str, Any]:
-        self.send({"id": ident, "method": "tools/call", "params": {"name": tool, "arguments": {"text": TEXT}}})
+        params: dict[str, Any] = {"name": tool, "arguments": {"text": TEXT}}
+        if self.meta is not None:
+            params["_meta"] = self.meta
+        self.send({"id": ident, "method": "tools/call", "params": params})
         return self.receive(ident)
 
     def cpu(self) -> tuple[float, float]:
@@ -145,6 +165,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds of every path")
     parser.add_argument("--api", action="store_true", help="claimcheck with its status API and history on")
     parser.add_argument("--instructions", action="store_true", help="instructions per call under valgrind")
+    parser.add_argument("--eras", default="handshake", help="handshake and/or 2026-07-28, comma-separated")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="claimcheck-raw-") as tmp:
         config = _config(Path(tmp))
@@ -152,18 +173,21 @@ def main() -> int:
             print(f"claimcheck ({args.tree}): {instructions(args.tree, config, args.api):,} instructions per call")
             return 0
         paths = [("claimcheck", "on"), ("claimcheck", "off"), ("floor", ""), ("direct", "")]
-        print("| round | path | p50 ms | user ms/call | system ms/call |\n|---:|---|---:|---:|---:|")
+        eras = args.eras.split(",")
+        print("| round | era | path | p50 ms | user ms/call | system ms/call |\n|---:|---|---|---:|---:|---:|")
         for round_no in range(1, args.rounds + 1):
             for kind, fast in paths:
-                env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast or "on"}
-                server = Server(_command(kind, config, args.api), args.tree, env)
-                tool = "echo" if kind == "direct" else "demo__echo"
-                try:
-                    row = measure(server, tool, args.calls, args.warmup)
-                finally:
-                    server.close()
-                name = {"on": "claimcheck", "off": "claimcheck, fast path off"}.get(fast, kind)
-                print(f"| {round_no} | {name} | {row['p50_ms']:.3f} | {row['user_ms']:.3f} | {row['system_ms']:.3f} |")
+                for era in eras:
+                    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast or "on"}
+                    server = Server(_command(kind, config, args.api), args.tree, env, era=era)
+                    tool = "echo" if kind == "direct" else "demo__echo"
+                    try:
+                        row = measure(server, tool, args.calls, args.warmup)
+                    finally:
+                        server.close()
+                    name = {"on": "claimcheck", "off": "claimcheck, fast path off"}.get(fast, kind)
+                    figures = f"{row['p50_ms']:.3f} | {row['user_ms']:.3f} | {row['system_ms']:.3f}"
+                    print(f"| {round_no} | {era} | {name} | {figures} |")
     return 0
 
 

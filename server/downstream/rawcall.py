@@ -43,6 +43,11 @@ class RawResult:
         """The text a model sees, when the result is text items and nothing else (no error, no structured
         content, no annotations), so that passing it on as it is equals what the SDK's round trip gives;
         None otherwise (then `model()`)."""
+        texts = self.texts()
+        return None if texts is None else "\n".join(texts)
+
+    def texts(self) -> list[str] | None:
+        """The texts of its items, when `plain_text` is not None."""
         result = self.result
         content = result.get("content")
         if not isinstance(content, list) or result.get("isError", False) is not False:
@@ -57,7 +62,7 @@ class RawResult:
             if type(text) is not str:
                 return None
             texts.append(text)
-        return "\n".join(texts)
+        return texts
 
     def model(self) -> types.CallToolResult:
         return types.CallToolResult.model_validate(self.result, by_name=False)

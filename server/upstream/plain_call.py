@@ -176,6 +176,10 @@ class AnswerWire(Protocol):
 
     def result(self, ident: RequestId, result: types.CallToolResult, protocol_version: str) -> bytes: ...
 
+    def text_result(
+        self, ident: RequestId, texts: list[str], is_error_sent: bool, protocol_version: str
+    ) -> bytes | None: ...
+
     def error(self, ident: RequestId, exc: Exception) -> bytes: ...
 
 

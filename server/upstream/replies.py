@@ -87,6 +87,11 @@ def response_line(
     wire = context.wire
     if isinstance(result, RawResult) and not lines and wire is None:
         return line({"jsonrpc": "2.0", "id": envelope.id, "result": result.result})
+    if isinstance(result, RawResult) and wire is not None and (texts := result.texts()) is not None:
+        sent = "isError" in result.result
+        answer: bytes | None = wire.text_result(envelope.id, texts + lines, sent, context.protocol_version)
+        if answer is not None:  # as `wire.result` writes it, without validating and shaping it again
+            return answer
     model = result.model() if isinstance(result, RawResult) else result
     if lines:
         extra = [types.TextContent(type="text", text=text) for text in lines]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import mcp_types as types
@@ -31,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
 from server.framing import dump_json
-from server.upstream.plain_call import RequestId, Sessionless
+from server.upstream.plain_call import RequestId, Sessionless, line
 
 __all__ = ["SessionlessClients", "SessionlessWire", "StreamEra"]
 
@@ -89,6 +89,9 @@ class SessionlessClients:
         return ServerSession(cast(Any, _NoBackChannel(request_id)), connection)
 
 
+_TEMPLATES_KEPT = 64
+
+
 @dataclass(frozen=True, slots=True)
 class SessionlessWire:
     """How a transport's SDK path writes the answer to a sessionless request: `line`, as the stdio transport
@@ -97,10 +100,48 @@ class SessionlessWire:
 
     server: Server[Any]
     framing: Literal["line", "body"]
+    _templates: dict[tuple[str, int, bool], dict[str, Any] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """The SDK's shaping of a plain text result (`text_result`) by version, items and whether `isError` was sent,
+    made once with empty texts: it reads only the server's identity, fixed when the server was made."""
 
     def result(self, ident: RequestId, result: types.CallToolResult, protocol_version: str) -> bytes:
         wire = sdk_compat.shape_result(self.server, "tools/call", protocol_version, result)
         return self._framed(types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=wire))
+
+    def text_result(
+        self, ident: RequestId, texts: list[str], is_error_sent: bool, protocol_version: str
+    ) -> bytes | None:
+        """`result` of a result of text items and nothing else (`isError` false or absent), without validating
+        and shaping it again: the SDK's shaping of the same result with empty texts, the texts put in (the
+        shaping passes a text through as it is). None when the shaping does not have that form."""
+        key = (protocol_version, len(texts), is_error_sent)
+        if key not in self._templates:
+            if len(self._templates) >= _TEMPLATES_KEPT:
+                self._templates.clear()
+            self._templates[key] = self._template(*key)
+        template = self._templates[key]
+        if template is None:
+            return None
+        content = [{**item, "text": text} for item, text in zip(template["content"], texts, strict=True)]
+        message = {"jsonrpc": "2.0", "id": ident, "result": {**template, "content": content}}
+        if self.framing == "body":
+            return json.dumps(message, separators=(",", ":")).encode("utf-8")
+        return line(message)
+
+    def _template(self, protocol_version: str, items: int, is_error_sent: bool) -> dict[str, Any] | None:
+        raw: dict[str, Any] = {"content": [{"type": "text", "text": ""}] * items}
+        if is_error_sent:
+            raw["isError"] = False
+        result = types.CallToolResult.model_validate(raw, by_name=False)
+        shaped = sdk_compat.shape_result(self.server, "tools/call", protocol_version, result)
+        content = shaped.get("content")
+        if type(content) is not list or len(content) != items:
+            return None
+        if any(type(item) is not dict or item.get("text") != "" for item in content):
+            return None
+        return shaped  # written at once, never changed: its `_meta` stamp is shared by the answers
 
     def error(self, ident: RequestId, exc: Exception) -> bytes:
         """The answer to a request whose handling failed, as the SDK's modern entries map the exception."""

@@ -55,6 +55,7 @@ async def claimcheck(
     *,
     file_limit: int | None = None,
     api: bool = False,
+    vocabulary_idle_s: float | None = None,
 ) -> AsyncIterator[Wire]:
     # The size rule is under test, not the time rule: a loaded machine must not turn a big answer into a handoff.
     base = {"root": str(tmp_path / "out"), "asyncTimeoutSecs": 600}
@@ -62,6 +63,10 @@ async def claimcheck(
         base["api"] = {"port": 0}
     config = write_config(tmp_path, {"mcpServers": servers, "settings": {**base, **settings}})
     command = [PYTHON, "-m", "server", "serve", *([] if api else ["--no-api"]), "--config", str(config)]
+    if vocabulary_idle_s is not None:  # how long the tokenizer's vocabulary stays after its last count
+        idle = f"import extraction.vocabulary as v; v.IDLE_S = {vocabulary_idle_s}"
+        run = "import runpy, sys; sys.argv[0] = 'server'; runpy.run_module('server', run_name='__main__')"
+        command = [PYTHON, "-c", f"{idle}; {run}", *command[3:]]
     if file_limit is not None:  # the largest file claimcheck may write (RLIMIT_FSIZE), set before it starts
         limit = f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}))"
         command = [PYTHON, "-c", f"{limit}; os.execv(sys.argv[1], sys.argv[1:])", *command]
@@ -233,6 +238,22 @@ async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_pat
                 assert not is_error and answer.startswith("Tool output is too large (104857600 bytes, ")
             after = wire.memory("VmRSS")
     assert after - before < 32 * MIB, f"RSS grew by {(after - before) / MIB:.0f} MiB"
+
+
+async def test_after_outputs_that_needed_the_vocabulary_claimcheck_is_back_near_its_idle_size(tmp_path: Path) -> None:
+    """The estimate shown for an output past the threshold loads the tokenizer's vocabulary (~40 MiB) for a
+    moment; once no count needs it, it is dropped and its heap handed back, so the size after outputs of any
+    size is the idle size. (Dropped here as soon as the last count ends; by default `IDLE_S` later.)"""
+    with anyio.fail_after(120):
+        async with claimcheck(tmp_path, {"raw": raw_server()}, {}, vocabulary_idle_s=0) as wire:
+            idle = wire.memory("VmRSS")
+            for mib in (2, 100, 2):
+                answer, is_error = await wire.call_text("raw__big", {"mib": mib})
+                assert not is_error and answer.startswith("Tool output is too large"), answer
+            peak, after = wire.memory("VmHWM"), wire.memory("VmRSS")
+    assert peak - idle > 20 * MIB  # the vocabulary was indeed loaded meanwhile (so the bound means it)
+    assert after - idle < 16 * MIB, f"RSS grew by {(after - idle) / MIB:.0f} MiB"  # 8-13 measured; 45 if kept
+    assert after < 100 * MIB, f"{after / MIB:.0f} MiB"  # 86-93 measured; 120-130 with the vocabulary kept
 
 
 def _children(pid: int) -> list[int]:
