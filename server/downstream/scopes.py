@@ -25,6 +25,7 @@ from server.config import for_instance
 from server.downstream.connect import DownstreamSpec
 from server.downstream.inflight import OutsideRoots
 from server.downstream.relay import Relay, no_roots
+from server.downstream.roots_applied import roots_applied
 from server.downstream.server import ROOTS_PROBE_S, Downstream
 from server.errors import DownstreamUnavailable
 
@@ -129,13 +130,15 @@ class Instances:
         return instance.downstream
 
     async def _started(self, downstream: Downstream, relay: Relay | None) -> None:
-        """Until the new process is up, and has had its roots (a server that asks for them as it starts would
-        otherwise serve the first call before the answer came)."""
+        """Until the new process is up, and has had its roots and the chance to apply them (a server that asks for
+        them as it starts would otherwise serve the first call before the answer came, or before it applied it)."""
         with downstream.in_flight.track(relay), anyio.move_on_after(downstream.connect_timeout + ROOTS_PROBE_S):
             await downstream.first_attempt()
             if downstream.state == "ready" and self.primary.asks_roots:
                 with anyio.move_on_after(ROOTS_PROBE_S):
                     await downstream.roots_answered.wait()
+                if downstream.roots_answered.is_set():
+                    await roots_applied(downstream, downstream.roots_mark)
 
     def _start(self, key: str, requester: Requester) -> _Instance:
         kind, _, who = key.partition(":")

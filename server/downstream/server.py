@@ -102,6 +102,8 @@ class Downstream:
         """Set once it asked for roots, or did not within `ROOTS_PROBE_S` of being told they changed."""
         self.roots_answered = anyio.Event()
         """Set once its first `roots/list` was answered."""
+        self.roots_mark = 0
+        """Its count of stderr lines when that answer was made (`server.downstream.roots_applied`)."""
         self._retired: str | None = None
         self._refusals: Refusals | None = None  # over HTTP: the 401/403 the server answered
 
@@ -283,6 +285,7 @@ class Downstream:
         self.asks_roots = True
         self.roots_known.set()
         answer = await self.in_flight.list_roots()
+        self.roots_mark = self.process.stderr.written if self.process is not None else 0
         self.roots_answered.set()
         return answer
 

@@ -120,3 +120,25 @@ def test_the_stderr_tail_keeps_the_last_lines_whole_and_bounded() -> None:
     assert lines == ["three", "four", "five", "six", "seven"]
     tail.feed(b"y" * 1_000_000)
     assert len(tail.lines()) == 5 and all(len(line) <= 301 for line in tail.lines())
+
+
+async def test_line_after_waits_for_a_line_ended_past_the_mark() -> None:
+    tail = StderrTail()
+    tail.feed(b"started\n")
+    mark = tail.written
+    woke: list[int] = []
+
+    async def wait() -> None:
+        await tail.line_after(mark)
+        woke.append(tail.written)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            tail.feed(b"\n  \nUpdated allowed")  # blank lines and an unfinished one are not a line
+            await anyio.wait_all_tasks_blocked()
+            assert woke == []
+            tail.feed(b" directories\n")
+    assert woke == [2]
+    await tail.line_after(0)  # a line already past the mark: no wait
