@@ -80,9 +80,12 @@ class StrategyResult:
     chunks_searched: int
     chunks_total: int
     unanswered: tuple[int, ...] = ()  # the parts (1-based) whose answer could not be read, after retries
+    withheld: str = ""  # why the rest of the output was not read (the client's model's allowance)
 
     def note(self) -> str:
-        """The line saying which parts gave no answer (empty when every part answered)."""
+        """The line saying which parts gave no answer, or why the output was not read whole (empty when neither)."""
+        if self.withheld:
+            return self.withheld
         if not self.unanswered:
             return ""
         numbers = [str(index) for index in self.unanswered]
