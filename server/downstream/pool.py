@@ -216,6 +216,13 @@ class Pool:
         for instances in self.instances.values():
             instances.connection_closed(connection)
 
+    def start_early(self, requester: Requester) -> None:
+        """A client with roots came or changed them: each server that gives it a process of its own starts that
+        process now (`Instances.start_early`), so that its first call does not wait for a start."""
+        if self.many_clients:
+            for instances in self.instances.values():
+                instances.start_early(requester)
+
     def hearing_roots_of(self, connection: str) -> list[Downstream]:
         """The processes to tell when `connection`'s roots change: with one client, every server; else the
         processes that are that connection's own."""
