@@ -85,3 +85,18 @@ async def test_every_first_call_through_the_shared_claimcheck_sees_only_its_clie
     assert shared == [str(data)], shared
     wrong = [(str(project), got) for project, got in zip(projects, seen, strict=True) if got != [str(project)]]
     assert not wrong, f"{len(wrong)} of {CLIENTS} first calls saw other directories: {wrong[:3]}"
+
+
+async def test_every_first_call_of_one_stdio_client_sees_its_roots(tmp_path: Path) -> None:
+    """With one client (plain stdio) the server's one process asks for roots as it starts, before the client came,
+    and again when told the client's roots changed: the client's first call waits for that answer to be applied."""
+    _, projects, config = workspace(tmp_path)
+    serve = StdioServerParameters(command=PYTHON, args=["-m", "server", "serve", "--config", str(config), "--no-api"])
+    seen: list[list[str]] = []
+    with anyio.fail_after(300), (tmp_path / "stderr.txt").open("a") as errlog:
+        for project in projects[:10]:  # a claimcheck each: ten, to keep the run short
+            connect = stdio_client(serve, errlog=errlog)
+            async with Client(connect, mode="legacy", list_roots_callback=roots_of(project)) as client:
+                seen.append(allowed(text_of(await client.call_tool("fs__list_allowed_directories", {}))))
+    wrong = [(str(project), got) for project, got in zip(projects, seen, strict=False) if got != [str(project)]]
+    assert not wrong, f"{len(wrong)} of 10 first calls saw other directories: {wrong[:3]}"
