@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 
 from server.config import parse_config
-from server.downstream.stdio import StderrTail
+from server.downstream.roots_applied import RootsInPlace
+from server.downstream.stdio import StderrTail, StdioProcess
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 from tests.support.processes import PYTHON, demo_server_entry, program_entry
@@ -142,3 +143,40 @@ async def test_line_after_waits_for_a_line_ended_past_the_mark() -> None:
             tail.feed(b" directories\n")
     assert woke == [2]
     await tail.line_after(0)  # a line already past the mark: no wait
+
+
+async def test_a_call_waits_while_a_roots_question_is_expected_or_answered_then_for_its_ping() -> None:
+    pings: list[str] = []
+
+    class Server:
+        name, connect_timeout = "fs", 5.0
+        process: StdioProcess | None = None
+
+        async def client(self, tool: str) -> Any:
+            class Pinged:
+                async def send_ping(self) -> None:
+                    pings.append(tool)
+
+            return Pinged()
+
+    roots = RootsInPlace()
+    done: list[bool] = []
+
+    async def call() -> None:
+        await roots.wait(Server())
+        done.append(True)
+
+    with anyio.fail_after(5):
+        assert roots.settled
+        roots.expect(anyio.current_time() + 5)
+        assert not roots.settled
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            roots.asked()
+            await anyio.wait_all_tasks_blocked()
+            assert done == [] and not roots.settled  # expected, then being answered: the call waits
+            roots.answered(0)
+        assert done == [True] and pings == ["ping"] and roots.settled
+        await roots.wait(Server())  # nothing new answered: no second ping
+    assert pings == ["ping"]
