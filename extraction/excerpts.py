@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from extraction.marks import EXCERPT_MARK, excerpt_line
 from extraction.source import Source, text_pieces
@@ -52,6 +52,7 @@ class Excerpt:
     chosen: int  # segments chosen for holding question words
     terms: tuple[str, ...]
     marked: tuple[str, ...] = ()  # the chosen segments themselves, in order
+    rare: tuple[str, ...] = ()  # the question's rarest terms in the output (fewest lines hold them), if any holds
 
 
 def terms_of(question: str) -> list[str]:
@@ -144,7 +145,9 @@ def excerpt(source: Source, question: str, budget_tokens: int) -> Excerpt:
         (sorted({*outline[i], *range(max(0, i - NEIGHBOURS), min(total, i + NEIGHBOURS + 1))}), [*outline[i], i])
         for i in ranked
     ]
-    return _render(source, ranked, windows, total, budget_tokens, tuple(terms))
+    top = max(weight, default=0.0)
+    rare = tuple(term for term, w in zip(terms, weight, strict=True) if w and w >= top)
+    return replace(_render(source, ranked, windows, total, budget_tokens, tuple(terms)), rare=rare)
 
 
 def _render(

@@ -9,11 +9,12 @@ falling back. A model that answered read-grep without looking (`Ungrounded`) is 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import anyio
 
+from extraction.allowance import Allowance, AllowanceSpent, Metered
 from extraction.budget import samples, token_ratio
 from extraction.errors import ExtractionError, LLMContextOverflow, NoFinalReport, Ungrounded
 from extraction.llm import LLM, Usage
@@ -95,13 +96,16 @@ class Extractor:
         tools: Mapping[str, FileTool],
         threshold: int,
         unavailable_reason: str = "no LLM is configured and the client offers no sampling",
+        allowance: Allowance | None = None,
     ) -> Extraction:
+        """`allowance`: the most this question may send to `llm` (the client's model, through sampling)."""
         if llm is None:
             return await self._fallback(source, threshold, unavailable_reason)
         key = (sha256, extract, mode, llm.model, PROMPT_VERSION)
         if (hit := self._cache.get(key)) is not None:
             return Extraction(hit.strategy, hit.body, hit.not_found, cached=True)
         nonce = new_nonce()
+        metered = llm = Metered(llm, allowance) if allowance is not None else llm
         try:
             if (prepare := getattr(llm, "prepare", None)) is not None:
                 await prepare()
@@ -120,7 +124,7 @@ class Extractor:
                     if llm.context_window >= window:  # no smaller window learned: the chunks were too big
                         ratio *= _SHRINK
         except ExtractionError as exc:
-            return await self._fallback(source, threshold, str(exc))
+            return await self._fallback(source, threshold, str(exc) + _sent(metered))
         answer, evidence = await anyio.to_thread.run_sync(settle, result.answer, source)
         not_found = answer.startswith(NOT_FOUND)
         body = with_evidence(answer, evidence)
@@ -130,6 +134,7 @@ class Extractor:
             if located := await anyio.to_thread.run_sync(locate, answer, source):
                 body += "\n\nEVIDENCE:\n" + "\n".join(item.describe() for item in located)
         body += f"\n\nsource: sha256={sha256} bytes={document.bytes} chunks={chunks} model={llm.model}"
+        body += _sent(metered)
         extraction = Extraction(strategy, body, not_found)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.pop(next(iter(self._cache)))
@@ -151,6 +156,8 @@ class Extractor:
         """(strategy, its result, chunks searched/total, lines chosen/total or n/a) of one plan."""
         if mode == "auto":
             strategy: Strategy = await anyio.to_thread.run_sync(self.route, document, source, llm, extract, ratio)
+            if strategy == "full-chunked" and await self._over(llm, document, source, extract, nonce, ratio):
+                strategy = "excerpts"  # within the client's model's allowance: the lines that share its words first
         else:
             strategy = mode
         if strategy == "excerpts":
@@ -160,8 +167,15 @@ class Extractor:
                 if mode == "excerpts":
                     raise
             else:
+                lines = f"{result.chunks_searched}-of-{result.chunks_total}-lines"
                 if mode == "excerpts" or not result.answer.startswith(NOT_FOUND):
-                    return strategy, result, f"{result.chunks_searched}-of-{result.chunks_total}-lines"
+                    return strategy, result, lines
+                if over := await self._over(llm, document, source, extract, nonce, ratio):
+                    withheld = (
+                        "Not in the lines that share the question's words, and the output was not read whole: "
+                        f"{over}. Grep the output, or ask again with a larger allowance."
+                    )
+                    return strategy, replace(result, withheld=withheld), lines
             strategy = "full-chunked"  # the lines that share its words did not answer: read it all
         if strategy == "read-grep" and not llm.supports_tools:
             raise ExtractionError(f"the model {llm.model} cannot call tools, which read-grep needs")
@@ -173,10 +187,35 @@ class Extractor:
                     raise
                 self._looks_without_tools.add(llm.model)
                 strategy = "full-chunked"  # a model that will not look gets every chunk shown instead
+        if over := await self._over(llm, document, source, extract, nonce, ratio):
+            raise AllowanceSpent(f"the output was not read whole: {over}; ask with mode excerpts, or Grep it")
         result = await full_chunked(llm, usage, document, source, extract, self.policy, nonce, ratio)
         return strategy, result, f"{result.chunks_searched}/{result.chunks_total}"
+
+    async def _over(self, llm: LLM, document: Document, source: Source, extract: str, nonce: str, ratio: float) -> str:
+        """Why reading the output whole (full-chunked) would pass the allowance of the client's model; empty when
+        it would not, or `llm` has none."""
+        if not isinstance(llm, Metered):
+            return ""
+        chunks = await anyio.to_thread.run_sync(plan_chunks, source, llm, document, extract, self.policy, nonce, ratio)
+        searched = min(len(chunks), self.policy.max_chunks_hard)
+        requests = searched + (1 if searched > 1 else 0)  # and one to bring the parts' answers together
+        tokens = document.tokens * searched // max(len(chunks), 1)
+        if llm.fits(requests, tokens):
+            return ""
+        return (
+            f"that takes {requests} sampling request(s) of about {tokens:,} tokens, past this question's allowance "
+            f"of the client's model: {llm.allowance.describe()}"
+        )
 
     @staticmethod
     async def _fallback(source: Source, threshold: int, reason: str) -> Extraction:
         body = await anyio.to_thread.run_sync(lambda: truncate_source(source, threshold=threshold))
         return Extraction("truncate", f"{fallback_warning(reason)}\n\n{body}")
+
+
+def _sent(llm: LLM) -> str:
+    """The line saying what the client's model was sent for this question (empty for an endpoint's model)."""
+    if not isinstance(llm, Metered):
+        return ""
+    return f"\n\nsent to the client's model: {llm.sent()}; its allowance for one question: {llm.allowance.describe()}"

@@ -20,6 +20,7 @@ from extraction.prompts import (
     read_grep_prompt,
     reduce_prompt,
 )
+from extraction.recheck import caution, recheck
 from extraction.source import Source
 from extraction.tokens import count_tokens
 
@@ -80,9 +81,16 @@ class StrategyResult:
     chunks_searched: int
     chunks_total: int
     unanswered: tuple[int, ...] = ()  # the parts (1-based) whose answer could not be read, after retries
+    withheld: str = ""  # why the rest of the output was not read (the client's model's allowance)
+    caution: str = ""  # the answer's line does not mention what was asked (extraction.recheck)
 
     def note(self) -> str:
-        """The line saying which parts gave no answer (empty when every part answered)."""
+        """The lines saying which parts gave no answer, why the output was not read whole, or that the answer's
+        line does not mention what was asked (empty when none)."""
+        said = [self.withheld or self._unanswered(), self.caution]
+        return "\n".join(line for line in said if line)
+
+    def _unanswered(self) -> str:
         if not self.unanswered:
             return ""
         numbers = [str(index) for index in self.unanswered]
@@ -321,7 +329,13 @@ async def excerpts(
         return StrategyResult(f"{NOT_FOUND}\nno line shares a word with the request", 0, page.segments)
     prompt = excerpt_prompt(document, extract, page.text)
     (answer,) = await _ask_all(llm, usage, [_ready(prompt)], nonce, policy)
-    return StrategyResult(answer, page.chosen, page.segments)
+    if not answer.startswith(NOT_FOUND) and (narrowed := recheck(answer, page).narrowed) is not None:
+        try:  # once more, on the page's lines that carry the question's rarest words
+            (again,) = await _ask_all(llm, usage, [_ready(excerpt_prompt(document, extract, narrowed))], nonce, policy)
+        except ExtractionError:  # no second answer (the client's model's allowance, a failure): the first stands
+            again = NOT_FOUND
+        answer = answer if again.startswith(NOT_FOUND) else again
+    return StrategyResult(answer, page.chosen, page.segments, caution=caution(answer, page))
 
 
 async def read_grep(

@@ -41,6 +41,8 @@ class ExtractionSettings(StrictModel):
     concurrency: int | None = Field(default=None, ge=1)  # None: what the endpoint serves at once
     retries: int = Field(default=2, ge=0)
     max_turns: int = Field(default=4, alias="maxTurns", ge=1)
+    sampling_requests: int = Field(default=4, alias="samplingRequests", ge=1)  # one question, the client's model
+    sampling_tokens: int = Field(default=100_000, alias="samplingTokens", ge=1000)  # sent with them, in all
 
 
 class ApiSettings(StrictModel):

@@ -203,18 +203,29 @@ class Pool:
     async def for_client(self, route: Route, requester: Requester, relay: Relay | None = None) -> Route:
         """`route` with the process that serves `requester` (started now if it is the first call that needs it,
         which asks its roots through `relay`)."""
-        if not self.many_clients:
+        if not self.many_clients:  # the one client's roots, in place before its call (`RootsInPlace`)
+            await route.downstream.roots_in_place.wait(route.downstream)
             return route
         downstream = await self.instances[route.downstream.name].get(requester, route.public, relay)
         return route if downstream is route.downstream else replace(route, downstream=downstream)
 
     def for_everyone(self, route: Route) -> bool:
-        """Whether `route`'s calls go to its server's first process whoever makes them (the fast paths' own)."""
-        return not self.many_clients or self.instances[route.downstream.name].for_everyone()
+        """Whether `route`'s calls go to its server's first process whoever makes them (the fast paths' own); with
+        one client, not while its roots are being put in place (the SDK's path waits for that: `for_client`)."""
+        if not self.many_clients:
+            return route.downstream.roots_in_place.settled
+        return self.instances[route.downstream.name].for_everyone()
 
     def connection_closed(self, connection: str) -> None:
         for instances in self.instances.values():
             instances.connection_closed(connection)
+
+    def start_early(self, requester: Requester) -> None:
+        """A client with roots came or changed them: each server that gives it a process of its own starts that
+        process now (`Instances.start_early`), so that its first call does not wait for a start."""
+        if self.many_clients:
+            for instances in self.instances.values():
+                instances.start_early(requester)
 
     def hearing_roots_of(self, connection: str) -> list[Downstream]:
         """The processes to tell when `connection`'s roots change: with one client, every server; else the

@@ -25,6 +25,7 @@ from server.config import for_instance
 from server.downstream.connect import DownstreamSpec
 from server.downstream.inflight import OutsideRoots
 from server.downstream.relay import Relay, no_roots
+from server.downstream.roots_applied import roots_applied
 from server.downstream.server import ROOTS_PROBE_S, Downstream
 from server.errors import DownstreamUnavailable
 
@@ -55,6 +56,8 @@ class _Instance:
     """The connection it serves, for a "session" instance: it stops when that connection closes."""
     used: float = field(default_factory=time.monotonic)
     why: str = "claimcheck stopped"
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    """Set once it is up and has had its roots and the chance to apply them (or the wait for that ended)."""
 
 
 def fixed_roots(roots: list[str]) -> OutsideRoots:
@@ -125,17 +128,45 @@ class Instances:
                 )
             instance = self._start(key, requester)
             await self._started(instance.downstream, relay)
+            instance.ready.set()
+        elif not instance.ready.is_set():  # started early (`start_early`): its first call waits as the starter would
+            await self._ready(instance, relay)
         instance.used = time.monotonic()
         return instance.downstream
 
+    def start_early(self, requester: Requester) -> None:
+        """A client whose roots are known came, or its roots changed: the process of its own that a server asking
+        for roots gives it starts now, and has its roots before the client's first call (which waits for that)."""
+        key = self.key_for(requester)
+        if not (self.primary.asks_roots and requester.declares_roots) or key is None or not key.startswith("session:"):
+            return
+        if key in self._live or self._tg is None or len(self._live) >= self.primary.config.max_instances:
+            return  # one running already, or none may start: the first call starts it, or says why not
+        instance = self._start(key, requester)
+        self._tg.start_soon(self._settle, instance)
+
+    async def _settle(self, instance: _Instance) -> None:
+        try:
+            await self._started(instance.downstream, None)
+        finally:
+            instance.ready.set()
+
+    async def _ready(self, instance: _Instance, relay: Relay | None) -> None:
+        """Until an instance started early is ready; a roots question it asks meanwhile may go through `relay`."""
+        downstream = instance.downstream
+        with downstream.in_flight.track(relay), anyio.move_on_after(downstream.connect_timeout + ROOTS_PROBE_S):
+            await instance.ready.wait()
+
     async def _started(self, downstream: Downstream, relay: Relay | None) -> None:
-        """Until the new process is up, and has had its roots (a server that asks for them as it starts would
-        otherwise serve the first call before the answer came)."""
+        """Until the new process is up, and has had its roots and the chance to apply them (a server that asks for
+        them as it starts would otherwise serve the first call before the answer came, or before it applied it)."""
         with downstream.in_flight.track(relay), anyio.move_on_after(downstream.connect_timeout + ROOTS_PROBE_S):
             await downstream.first_attempt()
             if downstream.state == "ready" and self.primary.asks_roots:
                 with anyio.move_on_after(ROOTS_PROBE_S):
                     await downstream.roots_answered.wait()
+                if downstream.roots_answered.is_set():
+                    await roots_applied(downstream, downstream.roots_mark)
 
     def _start(self, key: str, requester: Requester) -> _Instance:
         kind, _, who = key.partition(":")

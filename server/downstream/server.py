@@ -30,6 +30,7 @@ from server.downstream.processes import CONNECT_TIMEOUT_S
 from server.downstream.refusal import Refusals
 from server.downstream.relay import Relay
 from server.downstream.restarts import Restarts
+from server.downstream.roots_applied import RootsInPlace
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 from server.downstream.task_client import call_as_task, wants_task
@@ -102,6 +103,10 @@ class Downstream:
         """Set once it asked for roots, or did not within `ROOTS_PROBE_S` of being told they changed."""
         self.roots_answered = anyio.Event()
         """Set once its first `roots/list` was answered."""
+        self.roots_mark = 0
+        """Its count of stderr lines when that answer was made (`server.downstream.roots_applied`)."""
+        self.roots_in_place = RootsInPlace()
+        self._roots_refused_early = False  # a roots question answered with an error before it was up
         self._retired: str | None = None
         self._refusals: Refusals | None = None  # over HTTP: the 401/403 the server answered
 
@@ -133,6 +138,9 @@ class Downstream:
                                 tg.start_soon(self._watch, self.process)
                             if self.in_flight.fixed_roots is not None and not self.roots_known.is_set():
                                 tg.start_soon(self._probe_roots)
+                            elif self._roots_refused_early:  # a client may have come meanwhile: ask again
+                                self._roots_refused_early = False
+                                tg.start_soon(self.roots_changed)
                             await self._broken.wait()
                             tg.cancel_scope.cancel()
                 if scope.cancelled_caught and not was_up:
@@ -282,8 +290,14 @@ class Downstream:
     async def _on_list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         self.asks_roots = True
         self.roots_known.set()
-        answer = await self.in_flight.list_roots()
+        self.roots_in_place.asked()
+        try:
+            answer = await self.in_flight.list_roots()
+        finally:
+            self.roots_mark = self.process.stderr.written if self.process is not None else 0
+            self.roots_in_place.answered(self.roots_mark)
         self.roots_answered.set()
+        self._roots_refused_early |= isinstance(answer, types.ErrorData) and self._client is None
         return answer
 
     async def _probe_roots(self) -> None:
@@ -298,6 +312,8 @@ class Downstream:
         """Tell the server, if it is up, that the client's roots changed (roots: `server.downstream.relay.no_roots`)."""
         if self._client is None or self._broken.is_set():
             return
+        if self.asks_roots:  # it asks again now: one client's calls wait for that (`RootsInPlace`)
+            self.roots_in_place.expect(anyio.current_time() + ROOTS_PROBE_S)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only

@@ -59,9 +59,18 @@ class StderrTail:
     def __init__(self) -> None:
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
         self._partial = b""
+        self.written = 0
+        """How many non-blank lines the stream has ended so far (`line_after` waits on it)."""
+        self._grew: anyio.Event | None = None
 
     def feed(self, data: bytes) -> None:
         *complete, self._partial = (self._partial + data).split(b"\n")
+        ended = sum(1 for line in complete if line.strip())
+        if ended:
+            self.written += ended
+            if self._grew is not None:
+                self._grew.set()
+                self._grew = None
         for line in [line for line in complete if line.strip()][-TAIL_LINES:]:
             self._keep(line)
         self._partial = self._partial[-TAIL_PARTIAL_BYTES:]
@@ -70,6 +79,13 @@ class StderrTail:
         line = raw.decode("utf-8", "replace").strip()
         if line:
             self._lines.append(line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + "…")
+
+    async def line_after(self, mark: int) -> None:
+        """Until the stream has ended a line past its first `mark` (`written` as it was at some moment)."""
+        while self.written <= mark:
+            if self._grew is None:
+                self._grew = anyio.Event()
+            await self._grew.wait()
 
     def lines(self) -> list[str]:
         """The kept lines, with an unfinished last line as one."""

@@ -35,7 +35,8 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[^\W_]+")
 _STOP = frozenset(
     "a an the of to in on for from by with and or is are be it its this that these those i me my we our you your "
-    "what which how can could should would do does please want need some any all into at as about".split()
+    "what which how can could should would do does did please want need some any all into at as about s t am was were "
+    "has have had there then just".split()
 )
 _ALSO = {
     word: also.split()
@@ -63,12 +64,43 @@ _ALSO = {
         "history": "log",
         "fact": "observation",
         "facts": "observation",
-        "remember": "create",
+        "remember": "memory knowledge observation",
+        "recall": "memory knowledge search",
+        "memorize": "memory knowledge observation",
+        "note": "memory knowledge observation",
+        "mind": "memory knowledge observation",
+        "record": "memory knowledge observation",
+        "say": "memory knowledge search",
+        "said": "memory knowledge search",
+        "tell": "memory knowledge search",
+        "told": "memory knowledge search",
+        "know": "memory knowledge search",
+        "who": "search",
+        "everything": "entire",
+        "now": "current",
+        "today": "current date",
+        "date": "time",
+        "hour": "time",
+        "clock": "time",
         "environment": "env",
     }.items()
 }
 """Words a need is often written in, and the words tools tend to use for the same (a general table of software
-verbs and nouns, not one server's vocabulary): each is searched beside the need's own word."""
+verbs and nouns, not one server's vocabulary): each is searched beside the need's own word. What a person asks
+to be remembered, or asks back ("who did I say…"), is a memory's: "memory", "observation" and "search" are the
+words memory servers use."""
+_PHRASES = {
+    "what time is it": "current",
+    "time is it": "current",
+    "right now": "current",
+    "keep track": "memory knowledge observation",
+}
+"""Phrases whose meaning is in no one word of them: "what time is it" asks for the current time."""
+_UNDOING = frozenset("delete remove erase forget drop clear reset unstage undo revert discard".split())
+"""Words of a need that asks to take something away: the tools that delete or reset rank before the others for
+such a need, and after them for any other."""
+_RERANKED = 20
+"""How many of bm25's best are looked at again (tools that take something away moved after the others)."""
 _SCHEMA_DEPTH = 3
 """How deep nested objects' parameter names are read (an argument's own fields; deeper ones rarely name a need)."""
 
@@ -156,16 +188,22 @@ class ToolIndex:
         terms = [word for word in dict.fromkeys(words_of(need[:MAX_QUERY_CHARS])) if word not in _STOP]
         if not terms:
             terms = list(dict.fromkeys(words_of(need[:MAX_QUERY_CHARS])))
-        terms = list(dict.fromkeys([*terms[:MAX_QUERY_WORDS], *(also for t in terms for also in _ALSO.get(t, ()))]))
+        spoken = " ".join(words_of(need[:MAX_QUERY_CHARS]))
+        phrased = [word for phrase, also in _PHRASES.items() if f" {phrase} " in f" {spoken} " for word in also.split()]
+        terms = list(
+            dict.fromkeys([*terms[:MAX_QUERY_WORDS], *(also for t in terms for also in _ALSO.get(t, ())), *phrased])
+        )
         if not terms:
             return []
         match = " OR ".join(f'"{term}"' for term in terms)  # words only: no quote or operator gets through
         weights = ", ".join(str(weight) for weight in _WEIGHTS)
         rows = self._db.execute(
-            f"SELECT public FROM tools WHERE tools MATCH ? ORDER BY bm25(tools, 0, {weights}) LIMIT ?",
-            (match, limit),
+            f"SELECT public, name FROM tools WHERE tools MATCH ? ORDER BY bm25(tools, 0, {weights}) LIMIT ?",
+            (match, max(limit, _RERANKED)),
         ).fetchall()
-        return [public for (public,) in rows]
+        undoing = bool(_UNDOING.intersection(terms))  # tools that take something away first for such a need only
+        rows.sort(key=lambda row: bool(_UNDOING.intersection(row[1].split())) != undoing)
+        return [public for public, _ in rows[:limit]]
 
     def close(self) -> None:
         self._db.close()

@@ -29,6 +29,7 @@ from extraction import (
     Usage,
 )
 from extraction import Mode as ExtractMode
+from extraction.allowance import Allowance
 from extraction.llm import ToolSpec
 from extraction.openai import DEFAULT_CONTEXT_WINDOW, OpenAICompatible, default_answer_tokens
 from extraction.source import sha256_of
@@ -136,6 +137,11 @@ class BatchSamplingLLM:
             timeout = LLMTimeout(f"the client did not answer the sampling requests within {self._wait:g} s")
             return [timeout] * len(conversations)
         return answers
+
+
+def _allowance(settings: ExtractionSettings) -> Allowance:
+    """What one question may send to the client's model (extraction.allowance)."""
+    return Allowance(settings.sampling_requests, settings.sampling_tokens)
 
 
 def _sampling_window(settings: ExtractionSettings) -> tuple[int, int]:
@@ -272,6 +278,7 @@ def extract_function(
                     tools={"Read": file_tool("Read"), "Grep": file_tool("Grep")},
                     threshold=threshold,
                     unavailable_reason=reason,
+                    allowance=_allowance(settings) if isinstance(chosen, SamplingLLM | BatchSamplingLLM) else None,
                 )
 
         if llm is None and reason == _ROUNDS:

@@ -55,7 +55,8 @@ async def for_client(
     proxy: Proxy, ctx: ServerRequestContext[Any], route: Route, session: Session, relay: Relay | None = None
 ) -> Route:
     """`route` with the server's process for this request's client (`Pool.for_client`); `relay`: the request's."""
-    if not proxy.pool.many_clients:
+    if not proxy.pool.many_clients:  # the one client's roots, in place before its call
+        await route.downstream.roots_in_place.wait(route.downstream)
         return route
     return await proxy.pool.for_client(route, requester_of(proxy, ctx, session), relay)
 

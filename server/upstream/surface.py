@@ -34,7 +34,7 @@ from server.upstream.extracting import InputRequired, extract_function, llm_avai
 from server.upstream.forwarding import forward
 from server.upstream.mcp_tasks import request_asker
 from server.upstream.replies import error_result, with_footer
-from server.upstream.requesters import connection_key
+from server.upstream.requesters import connection_key, requester_of
 from server.upstream.standing import StandingStreams
 from server.upstream.tool_catalog import client_tools
 from server.version import VERSION
@@ -150,10 +150,13 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         _keep_channel(ctx, session, standing)  # questions may come before the first call
         if session.lists_roots:  # servers that asked before it came may ask again now
             await proxy.roots_changed(connection_key(proxy, ctx, session))
+            proxy.pool.start_early(requester_of(proxy, ctx, session))  # its own processes get its roots now
 
     async def on_roots_changed(ctx: ServerRequestContext[Proxy], params: Any) -> None:
         session = proxy.sessions.for_request(ctx)
         await proxy.roots_changed(connection_key(proxy, ctx, session))
+        if session.lists_roots:
+            proxy.pool.start_early(requester_of(proxy, ctx, session))
 
     instructions = _INSTRUCTIONS
     if proxy.config.settings.catalog != "full":

@@ -14,7 +14,8 @@ import pytest
 from mcp import Client
 
 from server.config import parse_config
-from server.downstream.stdio import StderrTail
+from server.downstream.roots_applied import RootsInPlace
+from server.downstream.stdio import StderrTail, StdioProcess
 from server.proxy import Proxy
 from server.upstream.surface import build_server
 from tests.support.processes import PYTHON, demo_server_entry, program_entry
@@ -121,3 +122,62 @@ def test_the_stderr_tail_keeps_the_last_lines_whole_and_bounded() -> None:
     assert lines == ["three", "four", "five", "six", "seven"]
     tail.feed(b"y" * 1_000_000)
     assert len(tail.lines()) == 5 and all(len(line) <= 301 for line in tail.lines())
+
+
+async def test_line_after_waits_for_a_line_ended_past_the_mark() -> None:
+    tail = StderrTail()
+    tail.feed(b"started\n")
+    mark = tail.written
+    woke: list[int] = []
+
+    async def wait() -> None:
+        await tail.line_after(mark)
+        woke.append(tail.written)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            tail.feed(b"\n  \nUpdated allowed")  # blank lines and an unfinished one are not a line
+            await anyio.wait_all_tasks_blocked()
+            assert woke == []
+            tail.feed(b" directories\n")
+    assert woke == [2]
+    await tail.line_after(0)  # a line already past the mark: no wait
+
+
+async def test_a_call_waits_while_a_roots_question_is_expected_or_answered_then_for_its_ping() -> None:
+    pings: list[str] = []
+
+    class Server:
+        name, connect_timeout = "fs", 5.0
+        process: StdioProcess | None = None
+
+        async def client(self, tool: str) -> Any:
+            class Pinged:
+                async def send_ping(self) -> None:
+                    pings.append(tool)
+
+            return Pinged()
+
+    roots = RootsInPlace()
+    done: list[bool] = []
+
+    async def call() -> None:
+        await roots.wait(Server())
+        done.append(True)
+
+    with anyio.fail_after(5):
+        assert roots.settled
+        roots.expect(anyio.current_time() + 5)
+        assert not roots.settled
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            roots.asked()
+            await anyio.wait_all_tasks_blocked()
+            assert done == [] and not roots.settled  # expected, then being answered: the call waits
+            roots.answered(0)
+        assert done == [True] and pings == ["ping"] and roots.settled
+        await roots.wait(Server())  # nothing new answered: no second ping
+    assert pings == ["ping"]

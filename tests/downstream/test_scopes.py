@@ -101,6 +101,27 @@ async def test_auto_is_shared_until_the_server_asks_for_roots_then_a_client_with
     assert a_count.split("instance=")[1].startswith("session-") and b_count.endswith("instance=shared")
 
 
+async def test_a_client_with_roots_gets_its_own_process_started_before_its_first_call() -> None:
+    pool = pool_of("auto")
+    with_roots, without = requester("a", roots=["file:///srv/a"]), requester("b")
+    instances = pool.instances["fs"]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            await instances.primary.roots_known.wait()  # the probe: roots_server asks when told roots changed
+            pool.start_early(without)
+            assert instances.status()["instancesStarted"] == 0  # no roots: it keeps the shared process
+            pool.start_early(with_roots)
+            pool.start_early(with_roots)  # again (its roots changed): the process it has is kept
+            early = instances.status()["instancesStarted"]
+            count = await call(pool, "count", with_roots)
+            roots = await call(pool, "roots", with_roots)
+            tg.cancel_scope.cancel()
+    assert instances.primary.asks_roots
+    assert early == 1 and instances.status()["instancesStarted"] == 1  # the first call took the one started early
+    assert count.split("instance=")[1].startswith("session-") and roots == "file:///srv/a=None"
+
+
 async def test_with_one_client_every_scope_is_that_clients_one_process() -> None:
     pool = pool_of("session")
     with anyio.fail_after(60):

@@ -167,7 +167,8 @@ async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode
 
     down = Downstream()
     down.server.add_tool(lambda: log_text(), name="log", structured_output=False)
-    settings = {"asyncTokenThreshold": 1000, "extraction": {"contextWindow": 3000, "maxOutputTokens": 300}}
+    extraction = {"contextWindow": 3000, "maxOutputTokens": 300, "samplingRequests": 16}  # every chunk, then one
+    settings = {"asyncTokenThreshold": 1000, "extraction": extraction}
     async with running_proxy({"down": down.server}, settings=settings) as proxy:
         async with Client(build_server(proxy), mode=mode, sampling_callback=sample) as client:
             with anyio.fail_after(30):
@@ -183,6 +184,7 @@ async def test_client_sampling_answers_extraction_when_no_llm_is_configured(mode
     assert "STRATEGY:full-chunked" in answer, answer
     assert ERRORS[120] in answer and ERRORS[333] in answer
     assert re.search(r"chunks=(\d+)/\1 model=sampling:", answer), answer
+    assert re.search(rf"sent to the client's model: {len(prompts)} sampling requests, about [\d,]+ tokens", answer)
     assert int(re.search(r"chunks=(\d+)/", answer).group(1)) > 1  # type: ignore[union-attr]  # several rounds of maps
     assert requests and "QUESTION: every ERROR line" in requests[0]
     assert json.dumps("down__log")[1:-1] in prompts[0]
