@@ -153,7 +153,13 @@ class Proxy:
                     restarted_at=self._restarted_at,
                 )
                 tg.start_soon(self.output_watch.run, self.bus.publish)
-                self.sandbox = Sandbox(store.run_root)
+                limits = settings.limits  # Grep's fair shares count by principal (server.handles.files)
+                self.sandbox = Sandbox(
+                    store.run_root,
+                    per_owner=limits.greps,
+                    workers_per_owner=limits.grep_workers,
+                    setting="limits.greps",
+                )
                 self.api_url = status.url if status is not None else None
                 tg.start_soon(self._warm_up, status.history if status is not None else None, warmed)
                 if self.config_watch is not None:
