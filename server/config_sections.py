@@ -90,6 +90,8 @@ class LimitsSettings(StrictModel):
     limit is refused with an error naming the setting; every other principal is served as before. The defaults
     are far above what one user's agents do; a server's `maxInstancesPerPrincipal` is its share of processes."""
 
+    calls: int = Field(default=256, ge=1)
+    """Calls running at once, in the foreground or the background."""
     greps: int = Field(default=20, ge=1)
     """Grep searches queued or running."""
     grep_workers: int | None = Field(default=None, alias="grepWorkers", ge=1)

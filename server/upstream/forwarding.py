@@ -23,6 +23,7 @@ from server.handles.guide import guide_for
 from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.resources import link_result
 from server.handles.sessions import Session
+from server.handles.shares import check_calls
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.replies import inline_result, text_result
@@ -160,6 +161,7 @@ def begin(
     `raw`: the fast path's plain call, written and read as bytes (`server.downstream.rawcall`), whose request
     `sent` may already have written; `ttl_ms`: a call started as an MCP task."""
     sessions = proxy.sessions
+    check_calls(sessions.live, session, proxy.config.settings.limits.calls)  # the principal's share, else OverShare
     call = sessions.new_call(session, route.public, route.downstream.name, route.tool, args or {}, ttl_ms=ttl_ms)
 
     def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
