@@ -1,7 +1,8 @@
 """Fair turns at a few workers for many owners: a bounded queue per owner, served round-robin.
 
-An owner (a client session, say) may have at most `per_owner` jobs admitted, queued or running; one more
-is refused at once with `Busy`. When a worker is free it goes to the waiting owner with the fewest jobs
+An owner (a client's principal, say) may have at most `per_owner` jobs admitted, queued or running; one more
+is refused at once with `Busy`, and at most `running_per_owner` of them hold a worker at once, so one owner's
+flood leaves a worker free for another. When a worker is free it goes to the waiting owner with the fewest jobs
 running, and among equals to the one that has waited longest for its turn, so one owner's flood delays
 another's job by at most the time it takes one running job to end.
 """
@@ -20,10 +21,13 @@ __all__ = ["FairQueue"]
 
 
 class FairQueue:
-    def __init__(self, slots: int, per_owner: int) -> None:
-        if slots < 1 or per_owner < 1:
-            raise ValueError("slots and per_owner must be at least 1")
-        self.slots, self.per_owner = slots, per_owner
+    def __init__(
+        self, slots: int, per_owner: int, *, running_per_owner: int | None = None, setting: str = "per_owner"
+    ) -> None:
+        if slots < 1 or per_owner < 1 or (running_per_owner is not None and running_per_owner < 1):
+            raise ValueError("slots, per_owner and running_per_owner must be at least 1")
+        self.slots, self.per_owner, self.setting = slots, per_owner, setting
+        self.running_per_owner = running_per_owner or slots
         self._free = slots
         self._admitted: dict[str, int] = {}
         self._running: dict[str, int] = {}
@@ -40,8 +44,8 @@ class FairQueue:
         count = self._admitted.get(owner, 0)
         if count >= self.per_owner:
             raise Busy(
-                f"too many searches in flight for this session ({count} queued or running, at most "
-                f"{self.per_owner}); wait for some of them to finish, then search again"
+                f"too many searches in flight for this principal ({count} queued or running, at most "
+                f'{self.per_owner}: "{self.setting}"); each ends within seconds, then search again'
             )
         self._admitted[owner] = count + 1
         try:
@@ -61,7 +65,7 @@ class FairQueue:
             self._release(owner)
 
     async def _acquire(self, owner: str) -> None:
-        if self._free and not self._turns:
+        if self._free and self._running.get(owner, 0) < self.running_per_owner:  # no one waits who could run
             self._free -= 1
             self._running[owner] = self._running.get(owner, 0) + 1
             return
@@ -85,10 +89,11 @@ class FairQueue:
         self._running[owner] -= 1
         if not self._running[owner]:
             del self._running[owner]
-        if not self._turns:
+        eligible = [name for name in self._turns if self._running.get(name, 0) < self.running_per_owner]
+        if not eligible:
             self._free += 1
             return
-        chosen = min(self._turns, key=lambda name: self._running.get(name, 0))  # the first of the least served
+        chosen = min(eligible, key=lambda name: self._running.get(name, 0))  # the first of the least served
         queue = self._waiting[chosen]
         queue.popleft().set()
         self._running[chosen] = self._running.get(chosen, 0) + 1

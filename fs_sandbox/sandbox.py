@@ -119,14 +119,26 @@ class Sandbox:
     """Read and Grep over the regular files under `root`, and nothing else.
 
     Greps run in `workers` processes (default: one per core, at least 2), each stopped after `timeout`
-    seconds. They are queued per `owner` and served in turn, at most `per_owner` in flight per owner.
+    seconds. They are queued per `owner` and served in turn, at most `per_owner` in flight per owner and at most
+    `workers_per_owner` of them running (default: all workers but one, at least one); `setting` is the name a
+    refusal gives the limit.
     """
 
-    def __init__(self, root: Path, *, timeout: float = 2.0, workers: int | None = None, per_owner: int = 20) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        timeout: float = 2.0,
+        workers: int | None = None,
+        per_owner: int = 20,
+        workers_per_owner: int | None = None,
+        setting: str = "per_owner",
+    ) -> None:
         self.root = root
         self.timeout = timeout
         self._slots = workers or max(2, os.cpu_count() or 2)
-        self._queue = FairQueue(self._slots, per_owner)
+        running = workers_per_owner or max(1, self._slots - 1)
+        self._queue = FairQueue(self._slots, per_owner, running_per_owner=running, setting=setting)
         self._idle: list[_Worker] = []
         self._live = 0  # worker processes, idle or busy
         self._closed = False

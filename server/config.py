@@ -21,9 +21,12 @@ from server.auth_config import AuthSettings
 from server.client_configs import read_config_data, translate
 from server.config_errors import describe_errors
 from server.config_sections import (
+    PREFIX_RE,
     ApiSettings,
     ExtractionSettings,
     HistorySettings,
+    LimitsSettings,
+    ServerConfig,
     StateSettings,
     StrictModel,
     ToolFilter,
@@ -39,6 +42,7 @@ __all__ = [
     "Config",
     "ExtractionSettings",
     "HistorySettings",
+    "LimitsSettings",
     "Policy",
     "ServerConfig",
     "Settings",
@@ -59,55 +63,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 _PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-class ServerConfig(StrictModel):
-    """One downstream server: stdio (`command`) or HTTP (`url`)."""
-
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    transport: Literal["streamable-http", "sse"] | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout: float = Field(default=3600, gt=0)
-    disabled: bool = False
-    tools: ToolFilter = Field(default_factory=ToolFilter)
-    prefix: str | None = None
-    async_: bool | None = Field(default=None, alias="async")
-    async_token_threshold: int | None = Field(default=None, alias="asyncTokenThreshold", gt=0)
-    async_timeout_secs: float | None = Field(default=None, alias="asyncTimeoutSecs", ge=0)
-    scope: Literal["auto", "shared", "owner", "session"] = "auto"
-    """Whose world one process of this server is, when claimcheck has several clients (HTTP, SSE, the shared
-    claimcheck): "shared" one for all, "owner" one per owner, "session" one per client connection; "auto" is
-    "shared" until the server asks for roots, then "session" for the clients that declare roots
-    (`server.downstream.scopes`). With one client (stdio) there is one process, that client's."""
-    idle_secs: float = Field(default=600, alias="idleSecs", gt=0)
-    max_instances: int = Field(default=16, alias="maxInstances", ge=1)
-    pinned: list[str] = Field(default_factory=list, max_length=1000)
-    """Glob patterns on the server's own tool names listed even when `settings.catalog` hides the catalog."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> ServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError('give exactly one of "command" (stdio) or "url" (HTTP)')
-        if self.url is None and (self.transport is not None or self.headers):
-            raise ValueError('"transport" and "headers" only apply to a "url" server')
-        if self.command is None and (self.args or self.env or self.cwd is not None):
-            raise ValueError('"args", "env" and "cwd" only apply to a "command" server')
-        if self.prefix is not None and not _PREFIX_RE.match(self.prefix):
-            raise ValueError(f'"prefix" {self.prefix!r} may only contain letters, digits, "_", "-" and "."')
-        return self
-
-    @property
-    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
-        if self.command is not None:
-            return "stdio"
-        return self.transport or "streamable-http"
 
 
 class Settings(StrictModel):
@@ -142,6 +99,8 @@ class Settings(StrictModel):
     """What `tools/list` holds of the servers' tools: all ("full"), the pinned ones with find_tools and call_tool
     ("search"), or search once the definitions pass `catalogTokens` ("auto"); `server.upstream.tool_catalog`."""
     catalog_tokens: int = Field(default=8000, alias="catalogTokens", gt=0)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    """Fair shares: what one principal may hold at once (`server.config_sections.LimitsSettings`)."""
     auth: AuthSettings | None = None
     """OAuth access tokens over HTTP/SSE (`server.auth_config`); None: only `--auth-token-env`/`--auth-tokens-file`."""
 
@@ -155,7 +114,7 @@ class Config(StrictModel):
     @model_validator(mode="after")
     def _prefixes(self) -> Config:
         for name, server in self.mcp_servers.items():
-            if server.prefix is None and not (name and _PREFIX_RE.match(name)):
+            if server.prefix is None and not (name and PREFIX_RE.match(name)):
                 raise ValueError(
                     f'server key {name!r} cannot be a tool prefix (letters, digits, "_", "-", "." only); '
                     'set "prefix" for it'

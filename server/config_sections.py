@@ -1,13 +1,27 @@
-"""The sections of the config that stand alone: a server's tool filter and the `settings` sub-objects
-(`extraction`, `api`, `history`, `state`). `server.config` composes them and re-exports each."""
+"""The sections of the config that stand alone: one server's entry (with its tool filter) and the `settings`
+sub-objects (`extraction`, `api`, `history`, `state`, `limits`). `server.config` composes them and re-exports
+each."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ApiSettings", "ExtractionSettings", "HistorySettings", "StateSettings", "StrictModel", "ToolFilter"]
+__all__ = [
+    "PREFIX_RE",
+    "ApiSettings",
+    "ExtractionSettings",
+    "HistorySettings",
+    "LimitsSettings",
+    "ServerConfig",
+    "StateSettings",
+    "StrictModel",
+    "ToolFilter",
+]
+
+PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]*$")
 
 
 class StrictModel(BaseModel):
@@ -70,3 +84,70 @@ class StateSettings(StrictModel):
     poll_secs: float = Field(default=1.5, alias="pollSecs", gt=0)
     retain_secs: float = Field(default=86_400, alias="retainSecs", gt=0)
     key_prefix: str = Field(default="cc:", alias="keyPrefix")
+
+
+class LimitsSettings(StrictModel):
+    """Fair shares: what one principal (a tokens file's or OAuth principal, the shared claimcheck's user, a
+    client without a token by its connection; never a `Claimcheck-Session` header) may hold at once. One at its
+    limit is refused with an error naming the setting; every other principal is served as before. The defaults
+    are far above what one user's agents do; a server's `maxInstancesPerPrincipal` is its share of processes."""
+
+    calls: int = Field(default=256, ge=1)
+    """Calls running at once, in the foreground or the background."""
+    greps: int = Field(default=20, ge=1)
+    """Grep searches queued or running."""
+    grep_workers: int | None = Field(default=None, alias="grepWorkers", ge=1)
+    """Grep worker processes held at once; None: all but one (at least one)."""
+
+
+class ServerConfig(StrictModel):
+    """One downstream server: stdio (`command`) or HTTP (`url`)."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    transport: Literal["streamable-http", "sse"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=3600, gt=0)
+    disabled: bool = False
+    tools: ToolFilter = Field(default_factory=ToolFilter)
+    prefix: str | None = None
+    async_: bool | None = Field(default=None, alias="async")
+    async_token_threshold: int | None = Field(default=None, alias="asyncTokenThreshold", gt=0)
+    async_timeout_secs: float | None = Field(default=None, alias="asyncTimeoutSecs", ge=0)
+    scope: Literal["auto", "shared", "owner", "session"] = "auto"
+    """Whose world one process of this server is, when claimcheck has several clients (HTTP, SSE, the shared
+    claimcheck): "shared" one for all, "owner" one per owner, "session" one per client connection; "auto" is
+    "shared" until the server asks for roots, then "session" for the clients that declare roots
+    (`server.downstream.scopes`). With one client (stdio) there is one process, that client's."""
+    idle_secs: float = Field(default=600, alias="idleSecs", gt=0)
+    max_instances: int = Field(default=16, alias="maxInstances", ge=1)
+    max_instances_per_principal: int | None = Field(default=None, alias="maxInstancesPerPrincipal", ge=1)
+    """How many of `maxInstances` one principal's processes may be (`server.handles.owners.principal_of`);
+    None: half of them, rounded up."""
+    pinned: list[str] = Field(default_factory=list, max_length=1000)
+    """Glob patterns on the server's own tool names listed even when `settings.catalog` hides the catalog."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give exactly one of "command" (stdio) or "url" (HTTP)')
+        if self.url is None and (self.transport is not None or self.headers):
+            raise ValueError('"transport" and "headers" only apply to a "url" server')
+        if self.command is None and (self.args or self.env or self.cwd is not None):
+            raise ValueError('"args", "env" and "cwd" only apply to a "command" server')
+        if self.prefix is not None and not PREFIX_RE.match(self.prefix):
+            raise ValueError(f'"prefix" {self.prefix!r} may only contain letters, digits, "_", "-" and "."')
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
+        if self.command is not None:
+            return "stdio"
+        return self.transport or "streamable-http"
+
+    @property
+    def instances_per_principal(self) -> int:
+        return min(self.max_instances, self.max_instances_per_principal or (self.max_instances + 1) // 2)

@@ -11,6 +11,7 @@ ClaimcheckError
 │   ├── DownstreamUnavailable   it is not running and could not be (re)started
 │   └── DownstreamTimeout       the call exceeded the server's `timeout`
 ├── OwnToolError         bad input to one of claimcheck's own tools (server.handles.own_tools, .waiting)
+├── OverShare            a principal is at one of its fair shares (`settings.limits`; server.handles.shares)
 ├── NoBackChannel        the client cannot be sent a request of claimcheck's (server.downstream.relay)
 ├── StoreError           an output could not be written or read (server.handles.store)
 ├── StateUnavailable     the shared state of replicas (Redis) cannot be reached (server.handles.state)
@@ -38,6 +39,7 @@ __all__ = [
     "DownstreamUnavailable",
     "IssuerUnavailable",
     "NoBackChannel",
+    "OverShare",
     "OwnToolError",
     "RemoteRefused",
     "StartupError",
@@ -130,6 +132,11 @@ class IssuerUnavailable(ClaimcheckError):
 
 class OwnToolError(ClaimcheckError):
     """A call of one of claimcheck's own tools that cannot be answered; the message is the whole answer."""
+
+
+class OverShare(ClaimcheckError):
+    """The asking principal holds all of one of its fair shares; the message names the setting and when one
+    frees. Every other principal is served as before."""
 
 
 class NoBackChannel(ClaimcheckError):

@@ -95,7 +95,10 @@ class Proxy:
         self._live: set[Session] = set()  # the live sessions, which `sessions` fills once it is made
         self._client_sessions: Sessions | None = None  # made in `_running`, in its task group
         self._store = store
-        self.sandbox = Sandbox(store.run_root)
+        limits = config.settings.limits  # Grep's fair shares count by principal (server.handles.files)
+        self.sandbox = Sandbox(
+            store.run_root, per_owner=limits.greps, workers_per_owner=limits.grep_workers, setting="limits.greps"
+        )
         self.api_url: str | None = None  # the status API's, once it is served (None: it is off)
         self._warmed = anyio.Event()
         self.extractor = Extractor(_policy(config.settings.extraction))

@@ -4,7 +4,10 @@ With one client (stdio) every server runs once, for that client, and hears its r
 the shared claimcheck) a server's first process (the one the pool lists tools from) is shared by all of them,
 so it is given only `settings.roots` and never a client's; a server whose `scope` is "owner" or "session" gets a
 process of its own per owner or per client connection, started by the first call that needs it, stopped once
-idle for `idleSecs` (or when its connection closes), and refused past `maxInstances` with a clear error. An
+idle for `idleSecs` (or when its connection closes), and refused past `maxInstances` with a clear error. One
+principal (never counted by its `Claimcheck-Session` headers or connections) may hold at most its share
+(`maxInstancesPerPrincipal`); when all `maxInstances` are taken and another principal needs one, the process
+idle the longest of another principal is stopped for it (never one that is serving a call). An
 "auto" server (the default) is shared until it asks for roots; then a client that declares roots gets a process
 of its own, which hears that client's roots and no one else's, and a client without roots keeps the shared one.
 """
@@ -45,6 +48,8 @@ class Requester:
     declares_roots: bool
     ask_roots: OutsideRoots | None = None
     """How to ask this client for its roots outside any request (its connection's own channel), if it can be."""
+    principal: str = ""
+    """Whose share its processes count in (`server.handles.owners.principal_of`); "": its owner's."""
 
 
 @dataclass(eq=False)
@@ -58,6 +63,10 @@ class _Instance:
     why: str = "claimcheck stopped"
     ready: anyio.Event = field(default_factory=anyio.Event)
     """Set once it is up and has had its roots and the chance to apply them (or the wait for that ended)."""
+    principal: str = ""
+
+    def last_used(self) -> float:
+        return max(self.used, self.downstream.in_flight.idle_since)
 
 
 def fixed_roots(roots: list[str]) -> OutsideRoots:
@@ -80,6 +89,7 @@ class Instances:
         self._live: dict[str, _Instance] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.started = 0  # instances made since start, for the status API
+        self.reclaimed = 0  # stopped for another principal's call
 
     @property
     def scope(self) -> str:
@@ -118,14 +128,7 @@ class Instances:
         if instance is None:
             if self._tg is None:
                 raise DownstreamUnavailable(self.primary.name, tool, "claimcheck is stopping")
-            limit = self.primary.config.max_instances
-            if len(self._live) >= limit:
-                raise DownstreamUnavailable(
-                    self.primary.name,
-                    tool,
-                    f'the server runs one process per {_unit(key)} and {limit} are running (its "maxInstances"); '
-                    f'one stops after {self.primary.config.idle_secs:g} s idle ("idleSecs"), then try again',
-                )
+            self._admit(key, requester.principal or requester.owner, tool)
             instance = self._start(key, requester)
             await self._started(instance.downstream, relay)
             instance.ready.set()
@@ -142,6 +145,9 @@ class Instances:
             return
         if key in self._live or self._tg is None or len(self._live) >= self.primary.config.max_instances:
             return  # one running already, or none may start: the first call starts it, or says why not
+        principal = requester.principal or requester.owner
+        if sum(i.principal == principal for i in self._live.values()) >= self.primary.config.instances_per_principal:
+            return  # past its share: the first call says so
         instance = self._start(key, requester)
         self._tg.start_soon(self._settle, instance)
 
@@ -156,6 +162,38 @@ class Instances:
         downstream = instance.downstream
         with downstream.in_flight.track(relay), anyio.move_on_after(downstream.connect_timeout + ROOTS_PROBE_S):
             await instance.ready.wait()
+
+    def _admit(self, key: str, principal: str, tool: str) -> None:
+        """Room for one more process of `principal`: within its share, and within `maxInstances` (stopping
+        another principal's process idle the longest when all are taken); else a DownstreamUnavailable."""
+        config = self.primary.config
+        share, idle = config.instances_per_principal, f'one stops after {config.idle_secs:g} s idle ("idleSecs")'
+        held = sum(1 for instance in self._live.values() if instance.principal == principal)
+        if held >= share:
+            raise DownstreamUnavailable(
+                self.primary.name,
+                tool,
+                f"the server runs one process per {_unit(key)} and this principal has {held}, its share "
+                f'("maxInstancesPerPrincipal" {share} of "maxInstances" {config.max_instances}); {idle}, '
+                "or close a client, then try again",
+            )
+        if len(self._live) >= config.max_instances and not self._reclaim(principal):
+            raise DownstreamUnavailable(
+                self.primary.name,
+                tool,
+                f"the server runs one process per {_unit(key)} and {config.max_instances} are running, each "
+                f'serving a call (its "maxInstances"); {idle} or when its call ends, then try again',
+            )
+
+    def _reclaim(self, principal: str) -> bool:
+        """Stop the process of another principal that has been idle the longest (none serving a call)."""
+        idle = [i for i in self._live.values() if i.principal != principal and not i.downstream.in_flight.busy]
+        if not idle:
+            return False
+        oldest = min(idle, key=_Instance.last_used)
+        self._stop(oldest, '"maxInstances" were all taken and another principal needed one; it was idle the longest')
+        self.reclaimed += 1
+        return True
 
     async def _started(self, downstream: Downstream, relay: Relay | None) -> None:
         """Until the new process is up, and has had its roots and the chance to apply them (a server that asks for
@@ -178,7 +216,8 @@ class Instances:
             downstream.in_flight.outside_roots = requester.ask_roots
         else:  # one owner's clients may be in different projects: the configured roots only
             downstream.in_flight.fixed_roots = self.primary.in_flight.fixed_roots
-        instance = _Instance(key, downstream, connection=requester.connection if session else None)
+        connection = requester.connection if session else None
+        instance = _Instance(key, downstream, connection=connection, principal=requester.principal or requester.owner)
         self._live[key] = instance
         self.started += 1
         assert self._tg is not None
@@ -220,7 +259,13 @@ class Instances:
 
     def status(self) -> dict[str, object]:
         """What the status API adds to the server's state: its scope and its processes beyond the first."""
-        return {"scope": self.scope, "instances": len(self._live), "instancesStarted": self.started}
+        live, started = len(self._live), self.started
+        return {
+            "scope": self.scope,
+            "instances": live,
+            "instancesStarted": started,
+            "instancesReclaimed": self.reclaimed,
+        }
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host the instances, and stop each one idle for `idleSecs` (no request waiting on it)."""
@@ -239,7 +284,7 @@ class Instances:
     def stop_idle(self, now: float) -> None:
         idle = self.primary.config.idle_secs
         for instance in list(self._live.values()):
-            last = max(instance.used, instance.downstream.in_flight.idle_since)
+            last = instance.last_used()
             if not instance.downstream.in_flight.busy and now - last >= idle:
                 self._stop(instance, f"idle for {idle:g} s")
 

@@ -1,7 +1,8 @@
 """claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs.
 
 Each file is opened through the store's one door (`SessionStore.open_output`: the session's own directory,
-no links) and streamed by the sandbox; greps queue per session, served in turn.
+no links) and streamed by the sandbox; greps queue per principal (`server.handles.owners.principal_of`; a
+connection's own session is its own), served in turn.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from server.handles.calls import Call
 from server.handles.messages import cut_answer_note, not_ready_message
 from server.handles.mirrors import lookup
 from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
+from server.handles.owners import principal_of
 from server.handles.sessions import Session, Sessions
 from server.handles.store import StoreError
 
@@ -93,7 +95,7 @@ async def run_file_tool(
             after=args.after,
             case_sensitive=args.case_sensitive,
             max_matches=args.max_matches,
-            owner=session.id,
+            owner=principal_of(session.owner) or session.id,  # fair shares by principal, not by session
             max_line_chars=MAX_LINE_CHARS,
             max_chars=max_chars,
         )

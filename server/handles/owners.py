@@ -40,6 +40,7 @@ __all__ = [
     "owner_key",
     "owner_name",
     "principal",
+    "principal_of",
 ]
 
 SESSION_HEADER = "claimcheck-session"
@@ -108,14 +109,27 @@ def principal(
     """The owner key of an HTTP request with an `Authorization` header (and its `Claimcheck-Session` header):
     by the (issuer, subject) `identity` of an OAuth access token, by the principal's `name` when a tokens file
     named it, else by a digest of the header."""
+    session = ":" + _digest(claimcheck_session) if claimcheck_session else ""
     if identity is not None:
         issuer, subject = identity
         shown = _SHOWN.sub("_", subject)[:_SHOWN_LENGTH]
-        session = ":" + _digest(claimcheck_session) if claimcheck_session else ""
         return f"{_OAUTH}{shown}:{_digest(issuer, subject)}{session}"
     if name:
-        return _PRINCIPAL + name + (":" + _digest(claimcheck_session) if claimcheck_session else "")
-    return _PRINCIPAL + _digest(authorization, claimcheck_session)
+        return _PRINCIPAL + name + session
+    return _PRINCIPAL + _digest(authorization, "") + session  # without the header, the key it always had
+
+
+def principal_of(key: str | None) -> str | None:
+    """The principal an owner key belongs to, whatever its `Claimcheck-Session` header: what its fair shares
+    are counted by (`settings.limits`). The header tells apart one principal's agents, never two principals;
+    a sessionless client without a token is its own key, and None (a connection's session) stays None."""
+    if key is None or key == USER:
+        return key
+    if key.startswith(_OAUTH):
+        return ":".join(key.split(":", 3)[:3])
+    if key.startswith(_PRINCIPAL):
+        return ":".join(key.split(":", 2)[:2])
+    return key
 
 
 def owner_name(key: str | None) -> str | None:

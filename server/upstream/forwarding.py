@@ -23,6 +23,7 @@ from server.handles.guide import guide_for
 from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.resources import link_result
 from server.handles.sessions import Session
+from server.handles.shares import check_calls
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.replies import inline_result, text_result
@@ -163,6 +164,7 @@ def begin(
     (`server.downstream.rawcall`), whose request `sent` may already have written; `ttl_ms`: a call started as
     an MCP task."""
     sessions = proxy.sessions
+    check_calls(sessions.live, session, proxy.config.settings.limits.calls)  # the principal's share, else OverShare
     public, server = route.public, route.downstream.name
     call = sessions.new_call(session, public, server, route.tool, args or {}, origin=origin, ttl_ms=ttl_ms)
 

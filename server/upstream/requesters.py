@@ -14,7 +14,7 @@ from server.downstream.pool import Route
 from server.downstream.relay import ClientChannel, Relay, RootsParams, declares_roots, no_roots
 from server.downstream.scopes import Requester
 from server.errors import NoBackChannel
-from server.handles.owners import connection_of
+from server.handles.owners import connection_of, principal_of
 from server.handles.session import Session
 from server.proxy import Proxy
 
@@ -48,7 +48,9 @@ def requester_of(proxy: Proxy, ctx: ServerRequestContext[Any], session: Session)
     async def ask_roots() -> types.ListRootsResult | types.ErrorData:
         return await _ask_roots(client)
 
-    return Requester(connection, session.owner or connection, lists_roots, ask_roots if lists_roots else None)
+    owner = session.owner or connection
+    asker = ask_roots if lists_roots else None
+    return Requester(connection, owner, lists_roots, asker, principal=principal_of(session.owner) or connection)
 
 
 async def for_client(

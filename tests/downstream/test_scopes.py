@@ -51,26 +51,65 @@ async def started(pool: Pool, tg: anyio.abc.TaskGroup, *, many: bool = True) -> 
     await pool.settled()
 
 
-async def test_owner_scope_gives_each_owner_one_process_of_its_own_and_refuses_past_max_instances() -> None:
+async def test_owner_scope_gives_each_owner_one_process_of_its_own_and_a_third_owner_reclaims_the_idlest() -> None:
     pool = pool_of("owner", maxInstances=2)
-    alice_1, alice_2, bob, carol = requester("c1", "alice"), requester("c2", "alice"), requester("c3", "bob"), None
+    alice_1, alice_2, bob = requester("c1", "alice"), requester("c2", "alice"), requester("c3", "bob")
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             await started(pool, tg)
             first = await call(pool, "count", alice_1)
             second = await call(pool, "count", alice_2)
             other = await call(pool, "count", bob)
-            carol = requester("c4", "carol")
-            with pytest.raises(DownstreamUnavailable) as refused:
-                await call(pool, "count", carol)
+            carol = await call(pool, "count", requester("c4", "carol"))  # all taken: alice's, idle longest, stops
+            again = await call(pool, "count", alice_1)  # then bob's
             status = pool.instances["fs"].status()
             tg.cancel_scope.cancel()
     assert first.startswith("count=1 ") and second.startswith("count=2 "), (first, second)  # one process for alice
-    assert other.startswith("count=1 ")
+    assert other.startswith("count=1 ") and carol.startswith("count=1 ") and again.startswith("count=1 ")
     assert first.split("instance=")[1] == second.split("instance=")[1] != other.split("instance=")[1]
     assert first.split("instance=")[1].startswith("owner-")
-    assert 'one process per owner and 2 are running (its "maxInstances")' in str(refused.value)
-    assert status == {"scope": "owner", "instances": 2, "instancesStarted": 2}
+    assert status == {"scope": "owner", "instances": 2, "instancesStarted": 4, "instancesReclaimed": 2}
+
+
+async def test_one_principal_gets_its_share_of_max_instances_however_many_sessions_it_names() -> None:
+    pool = pool_of("owner", maxInstances=4)
+    agents = [Requester(f"c{n}", f"principal:mallory:{n}", False, principal="principal:mallory") for n in range(3)]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            await call(pool, "count", agents[0])
+            await call(pool, "count", agents[1])
+            with pytest.raises(DownstreamUnavailable) as refused:
+                await call(pool, "count", agents[2])
+            served = await call(pool, "count", requester("c9", "principal:alice"))
+            tg.cancel_scope.cancel()
+    assert 'this principal has 2, its share ("maxInstancesPerPrincipal" 2 of "maxInstances" 4)' in str(refused.value)
+    assert served.startswith("count=1 ")
+
+
+async def test_a_process_serving_a_call_is_never_reclaimed_and_past_max_instances_all_busy_is_refused() -> None:
+    pool = pool_of("owner", maxInstances=2)
+    alice, bob = requester("c1", "alice"), requester("c2", "bob")
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            await call(pool, "count", alice)
+            await call(pool, "count", bob)
+            busy: list[Route] = []
+            for who in (alice, bob):
+                route = pool.route("fs__roots")
+                assert isinstance(route, Route)
+                busy.append(await pool.for_client(route, who))
+                tg.start_soon(busy[-1].downstream.call, "roots", {"after": 600}, None)
+            while not all(routed.downstream.in_flight.busy for routed in busy):
+                await anyio.wait_all_tasks_blocked()
+                await anyio.lowlevel.checkpoint()
+            with pytest.raises(DownstreamUnavailable) as refused:
+                await call(pool, "count", requester("c3", "carol"))
+            status = pool.instances["fs"].status()
+            tg.cancel_scope.cancel()
+    assert '2 are running, each serving a call (its "maxInstances")' in str(refused.value)
+    assert status["instances"] == 2 and status["instancesReclaimed"] == 0
 
 
 async def test_an_owners_process_hears_the_configured_roots_never_a_clients() -> None:

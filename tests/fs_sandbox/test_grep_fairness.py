@@ -35,7 +35,7 @@ def files(tmp_path: Path) -> Path:
 async def test_one_sessions_flood_delays_anothers_grep_by_at_most_one_grep_timeout(
     files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sandbox = Sandbox(files, timeout=1.0, workers=2, per_owner=20)
+    sandbox = Sandbox(files, timeout=1.0, workers=2, per_owner=20, workers_per_owner=2)
     turns: list[str] = []  # whose search took each worker that came free, in order
     queue_turn = sandbox._queue.turn
 
@@ -179,7 +179,7 @@ async def test_through_claimcheck_a_flooding_session_does_not_hold_up_another(fi
     assert text_of(found).startswith("1 matching line for 'line 00399'")
     refused = [answer for answer in answers if "too many searches in flight" in answer]
     assert len(refused) == 4
-    assert refused[0].startswith("Grep failed: too many searches in flight for this session (20 queued or running")
+    assert refused[0].startswith("Grep failed: too many searches in flight for this principal (20 queued or running")
 
 
 async def test_a_search_killed_at_its_timeout_leaves_a_spare_worker_for_the_next_turn(files: Path) -> None:
@@ -194,3 +194,28 @@ async def test_a_search_killed_at_its_timeout_leaves_a_spare_worker_for_the_next
         await sandbox.aclose()
     assert spares == 1
     assert found.matches == 1
+
+
+async def test_an_owner_at_its_running_share_waits_and_leaves_a_free_worker_to_another() -> None:
+    queue = FairQueue(slots=3, per_owner=10, running_per_owner=2)
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def job(owner: str, hold: bool) -> None:
+        with queue.admitted(owner):
+            async with queue.turn(owner):
+                order.append(owner)
+                if hold:
+                    await release.wait()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(job, "A", True)
+                await anyio.wait_all_tasks_blocked()
+            assert order == ["A", "A"]  # two hold workers; two wait though a worker is free
+            tg.start_soon(job, "B", False)
+            await anyio.wait_all_tasks_blocked()
+            assert order == ["A", "A", "B"]  # B takes the free worker at once
+            release.set()
+    assert order == ["A", "A", "B", "A", "A"]

@@ -1,0 +1,33 @@
+"""Fair shares of claimcheck's own work, counted by principal (`server.handles.owners.principal_of`), never by
+session: however many `Claimcheck-Session` headers or connections a principal uses, its sessions together hold
+at most `settings.limits` of running calls. A session its connection owns (stdio, handshake-era HTTP without a
+token) is a principal of its own. One over its share gets an `OverShare` naming the setting and when one frees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from server.errors import OverShare
+from server.handles.owners import principal_of
+from server.handles.session import Session
+
+__all__ = ["check_calls", "of_principal"]
+
+
+def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
+    """The live sessions of `session`'s principal, `session` among them."""
+    if session.owner is None:
+        return [session]
+    principal = principal_of(session.owner)
+    return [session, *(other for other in live if other is not session and principal_of(other.owner) == principal)]
+
+
+def check_calls(live: Iterable[Session], session: Session, limit: int) -> None:
+    """Room for one more call of `session`'s principal: fewer than `limit` running (foreground or background)."""
+    running = sum(call.status == "running" for mine in of_principal(live, session) for call in mine.calls.values())
+    if running >= limit:
+        raise OverShare(
+            f'This principal has {running} calls running, at most {limit} ("limits.calls"); one frees when one of '
+            "them ends (cancel_tool_output ends one), then call again."
+        )
