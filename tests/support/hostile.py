@@ -1,5 +1,6 @@
-"""Hostile input, as a small library: request frames a client might send, outputs a server might return, and bearer
-tokens no issuer made.
+"""Hostile input, as a small library: request frames a client might send, outputs a server might return, bearer
+tokens no issuer made, and the calls of a principal that tries to take every other principal's share
+(`SHARE_ATTACKS`, tests/e2e/test_fair_shares.py).
 
 Each generator makes bytes from a seeded `random.Random`, so a failing run is repeated by its seed. `REGRESSIONS`
 holds the exact inputs that once broke claimcheck; every bug fixed adds one there, and the fuzz tests
@@ -20,11 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "CATASTROPHIC",
+    "EVIL_TEXT",
     "HOSTILE_READS",
     "OUTPUT_CASES",
     "REGRESSIONS",
+    "SHARE_ATTACKS",
     "Frame",
     "Ids",
+    "ShareAttack",
     "deep",
     "hostile_output",
     "hostile_tokens",
@@ -32,6 +37,9 @@ __all__ = [
 ]
 
 Expect = Literal["one", "at_most_one", "none"]
+
+CATASTROPHIC = "(a+)+\\Z"  # \Z needs the backtracking engine; on "aaa…ab" it backtracks past any timeout
+EVIL_TEXT = "a" * 50_000 + "b"
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,3 +424,36 @@ def hostile_tokens(rng: random.Random, count: int) -> list[tuple[str, str]]:
         else:
             made.append(("dots", rng.choice([".", "..", "...", "a..", "..b", "a.b.c.d.e", "a" * 50 + "."])))
     return made
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAttack:
+    """One way a principal may try to take more than its share: `tool` called with `arguments(handles)`, given
+    handles of its own (the first holds `EVIL_TEXT`, the others run for long), from every `Claimcheck-Session`
+    header value and MCP session it opens. `server` names the config entry the tool needs ("" for claimcheck's
+    own): "scoped" is one with `scope: owner`, "demo" the bundled demo server."""
+
+    what: str
+    tool: str
+    arguments: Callable[[list[str]], dict[str, Any]]
+    server: str = ""
+
+
+SHARE_ATTACKS = [
+    ShareAttack("a scoped process per session", "scoped__echo", lambda handles: {"text": "mine"}, "scoped"),
+    ShareAttack(
+        "background calls that never end",
+        "demo__slow",
+        lambda handles: {"seconds": 3600, "background": True},
+        "demo",
+    ),
+    ShareAttack("catastrophic greps", "Grep", lambda handles: {"file": handles[0], "regex": CATASTROPHIC}),
+    ShareAttack(
+        "waits on every handle it has, each many times",
+        "wait_for_tool_output",
+        lambda handles: {"handles": (handles * 64)[:64], "timeout_secs": 30},
+    ),
+    ShareAttack("lists", "list_tool_outputs", lambda handles: {}),
+]
+"""Every axis at once: what tests/e2e/test_fair_shares.py sends, from many sessions, while another principal
+must be served."""
