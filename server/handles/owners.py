@@ -21,6 +21,8 @@ outputs for `settings.keepOutputsSecs` after they were last touched (`server.han
 from __future__ import annotations
 
 import hashlib
+import hmac
+import os
 import re
 from typing import Any
 
@@ -135,7 +137,8 @@ def principal_of(key: str | None) -> str | None:
 def owner_name(key: str | None) -> str | None:
     """Whom an owner key names, as the status API shows it: a tokens file's principal by its name, an OAuth user
     by the subject of their tokens (characters other than letters, digits and `._@-` shown as `_`, at most 63),
-    "user" in the shared claimcheck, "token" for `--auth-token-env`'s, "client" for a sessionless client; None
+    "user" in the shared claimcheck, `token-` and 8 hex digits for a token no tokens file named (a label keyed by
+    this process: two tokens are told apart, neither is revealed), "client" for a sessionless client; None
     when the session is its connection's. Names are for reading: two issuers may have a subject of one name."""
     if key is None or key == USER:
         return key
@@ -143,8 +146,19 @@ def owner_name(key: str | None) -> str | None:
         return key.removeprefix(_OAUTH).split(":", 1)[0]
     if key.startswith(_PRINCIPAL):
         name = key.removeprefix(_PRINCIPAL).split(":", 1)[0]
-        return "token" if len(name) == _DIGEST_LENGTH else name
+        return _token_label(name) if len(name) == _DIGEST_LENGTH else name
     return key.split(":", 1)[0]
+
+
+_LABEL_KEY = os.urandom(16)
+"""This process's key for the labels of unnamed tokens: a label tells two tokens apart and reveals nothing of
+either (another process labels them differently)."""
+
+
+def _token_label(digest: str) -> str:
+    """`token-` and 8 hex digits keyed by this process: how the status API tells apart bearer tokens no tokens
+    file named, without showing anything that could confirm a guess at one."""
+    return "token-" + hmac.new(_LABEL_KEY, digest.encode(), hashlib.sha256).hexdigest()[:8]
 
 
 def _digest(*parts: str) -> str:

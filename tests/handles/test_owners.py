@@ -4,6 +4,8 @@ claimcheck, or by the principal over HTTP; running calls go on after the connect
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from pathlib import Path
 
@@ -119,13 +121,18 @@ def test_an_owner_is_shown_by_its_tokens_file_name_else_by_its_kind_and_a_connec
     named = principal("Bearer t", "", "alice")
     agent = principal("Bearer t", "agent 2", "alice")
     assert named == "principal:alice" and agent.startswith("principal:alice:") and agent != named
-    assert [owner_name(key) for key in (named, agent, principal("Bearer t", ""), USER, None)] == [
-        "alice",
-        "alice",
-        "token",
-        "user",
-        None,
-    ]
+    assert [owner_name(key) for key in (named, agent, USER, None)] == ["alice", "alice", "user", None]
+
+
+def test_unnamed_tokens_are_told_apart_by_a_label_that_shows_nothing_of_them() -> None:
+    one, again, agent, other = (
+        owner_name(principal(header, session))
+        for header, session in (("Bearer t", ""), ("Bearer t", ""), ("Bearer t", "agent 2"), ("Bearer u", ""))
+    )
+    assert one is not None and re.fullmatch(r"token-[0-9a-f]{8}", one), one
+    assert one == again == agent != other  # one token, whatever its agents; another token, another label
+    digest = hashlib.sha256(b"Bearer t\0").hexdigest()
+    assert one[6:] not in digest and one[6:] not in hashlib.sha256(b"Bearer t").hexdigest()
 
 
 def test_an_oauth_user_is_keyed_by_issuer_and_subject_and_shown_by_the_subject() -> None:
