@@ -98,6 +98,9 @@ class LimitsSettings(StrictModel):
     """Grep searches queued or running."""
     grep_workers: int | None = Field(default=None, alias="grepWorkers", ge=1)
     """Grep worker processes held at once; None: all but one (at least one)."""
+    sessions: int = Field(default=64, ge=1)
+    """Sessions held at once (one per `Claimcheck-Session` header value or sessionless client name): past it,
+    the least recently used one with no call running and no connection attached ends (its outputs with it)."""
 
 
 class ServerConfig(StrictModel):

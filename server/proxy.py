@@ -168,6 +168,7 @@ class Proxy:
                     on_output=self.output_watch.changed,
                     meters=self.meters,
                     restarted_at=self._restarted_at,
+                    sessions_per_principal=settings.limits.sessions,
                 )
                 tg.start_soon(self.output_watch.run, self.bus.publish)
                 self.api_url = status.url if status is not None else None

@@ -14,6 +14,7 @@ finished output is kept `settings.keepOutputsSecs` after it was last touched onc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -48,6 +49,7 @@ from server.handles.outcome import Failed
 from server.handles.owners import SESSION_HEADER, connection_of, link_of, owner_key, owner_name
 from server.handles.session import Session, reads_links
 from server.handles.settle import settle, store_text
+from server.handles.shares import over_sessions
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, random_hex, session_of
 
@@ -117,11 +119,12 @@ class Sessions:
         on_output: Callable[[Session, Call, bool], None] | None = None,
         meters: Meters | None = None,
         restarted_at: str | None = None,
+        sessions_per_principal: int = 64,
     ) -> None:
         """`backend`: where handles live (default: this process), reading `live`, the set of live sessions this
         registry fills; `observer`: told of every call's events (the status API's hub); `on_output`: told when a
         handed-out call finishes, and (True) when a session's ready outputs change (`server.handles.output_watch`);
-        `meters`: what its calls count into (`/metrics`)."""
+        `meters`: what its calls count into (`/metrics`); `sessions_per_principal`: `settings.limits.sessions`."""
         self.store = store
         self.meters = meters if meters is not None else Meters()
         self._tg = task_group
@@ -134,6 +137,7 @@ class Sessions:
         self._on_output = on_output
         self.shared = shared  # the shared claimcheck: every connection is the user's
         self.keep_outputs_secs = keep_outputs_secs
+        self.sessions_per_principal = sessions_per_principal
         self.restarted_at = restarted_at  # the shared claimcheck took over from one that died (its time)
         self.backend: StateBackend = backend if backend is not None else LocalBackend(self.live)
         self._ended: OrderedDict[str, float] = OrderedDict()  # session id -> when it closed, the latest ENDED_KEPT
@@ -182,6 +186,9 @@ class Sessions:
             if session is None or session.closed:
                 if not create:
                     return None
+                for idle in over_sessions(self._owned.values(), owner, self.sessions_per_principal):
+                    del self._owned[idle.owner or ""]  # its principal opened one too many: the longest unused goes
+                    self.spawn(functools.partial(self.close, idle))
                 session = self._owned[owner] = self.open(owner)
             if state is not None and _STATE_KEY not in state:
                 if not create:

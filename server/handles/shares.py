@@ -1,6 +1,7 @@
 """Fair shares of claimcheck's own work, counted by principal (`server.handles.owners.principal_of`), never by
 session: however many `Claimcheck-Session` headers or connections a principal uses, its sessions together hold
-at most `settings.limits` of running calls. A session its connection owns (stdio, handshake-era HTTP without a
+at most `settings.limits` of running calls and of sessions (past the latter, its least recently used idle
+session ends: `over_sessions`). A session its connection owns (stdio, handshake-era HTTP without a
 token) is a principal of its own. One over its share gets an `OverShare` naming the setting and when one frees.
 """
 
@@ -12,7 +13,7 @@ from server.errors import OverShare
 from server.handles.owners import principal_of
 from server.handles.session import Session
 
-__all__ = ["check_calls", "of_principal"]
+__all__ = ["check_calls", "of_principal", "over_sessions"]
 
 
 def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
@@ -31,3 +32,17 @@ def check_calls(live: Iterable[Session], session: Session, limit: int) -> None:
             f'This principal has {running} calls running, at most {limit} ("limits.calls"); one frees when one of '
             "them ends (cancel_tool_output ends one), then call again."
         )
+
+
+def over_sessions(owned: Iterable[Session], owner: str, limit: int) -> list[Session]:
+    """The sessions to end before `owner` opens one more, so that its principal holds at most `limit`: the least
+    recently used of its sessions with no call running and no connection attached. Sessions with calls running
+    are never ended (`limits.calls` bounds them instead), so the list may be shorter than the excess."""
+    principal = principal_of(owner)
+    mine = [s for s in owned if not s.closed and s.owner is not None and principal_of(s.owner) == principal]
+    excess = len(mine) + 1 - limit
+    if excess <= 0:
+        return []
+    idle = [s for s in mine if s.attached == 0 and not any(c.status == "running" for c in s.calls.values())]
+    idle.sort(key=lambda s: s.touched)
+    return idle[:excess]

@@ -6,6 +6,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from server.handles.calls import Call, Description
+from server.handles.owners import principal
+from server.handles.session import Session
+from server.handles.sessions import Entrance
 from tests.support.handles import Downstream, client_of, handles_proxy, start_in_background
 from tests.support.proxies import text_of
 
@@ -26,3 +30,29 @@ async def test_a_principal_at_its_share_of_running_calls_is_refused_and_another_
     assert refused.is_error
     assert 'This principal has 2 calls running, at most 2 ("limits.calls")' in text_of(refused)
     assert not waited.is_error and "hers" in text_of(waited)
+
+
+async def test_a_principal_past_its_sessions_loses_the_longest_unused_idle_one_never_one_with_a_call_running() -> None:
+    down = Downstream()
+    async with handles_proxy(down, {"limits": {"sessions": 2}}) as proxy:
+        sessions = proxy.sessions
+
+        def opened(owner: str) -> Session:
+            session = sessions.find(Entrance(None, owner, None), create=True)
+            assert session is not None
+            return session
+
+        with anyio.fail_after(10):
+            first, busy = opened(principal("Bearer a", "agent 0")), opened(principal("Bearer a", "agent 1"))
+            handle = f"{busy.id}/call"
+            busy.calls[handle] = Call(Description(handle, "down__gated", "down", "gated", {}))  # running
+            bobs = [opened(principal("Bearer b", f"agent {n}")) for n in range(2)]
+            third = opened(principal("Bearer a", "agent 2"))
+            await anyio.wait_all_tasks_blocked()
+            ended_first = first.closed
+            fourth = opened(principal("Bearer a", "agent 3"))
+            await anyio.wait_all_tasks_blocked()
+            assert ended_first and third.closed  # the longest unused idle session went each time
+            assert not busy.closed and not fourth.closed  # never one with a call running
+            assert not any(bob.closed for bob in bobs)  # another principal's sessions are its own count
+            del busy.calls[handle]  # it never ran: nothing to wait for as the proxy stops
