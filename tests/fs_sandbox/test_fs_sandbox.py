@@ -515,7 +515,7 @@ async def test_a_catastrophic_pattern_is_stopped_while_the_event_loop_goes_on(tm
 
 async def test_closing_stops_the_idle_workers(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x\n", encoding="utf-8")
-    sandbox = Sandbox(tmp_path)
+    sandbox = Sandbox(tmp_path, workers=2, workers_per_owner=2)  # one owner may hold both workers here
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:  # two greps at once need two workers
             for _ in range(2):
