@@ -24,14 +24,31 @@ def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
     return [session, *(other for other in live if other is not session and principal_of(other.owner) == principal)]
 
 
-def check_calls(live: Iterable[Session], session: Session, limit: int) -> None:
-    """Room for one more call of `session`'s principal: fewer than `limit` running (foreground or background)."""
-    running = sum(call.status == "running" for mine in of_principal(live, session) for call in mine.calls.values())
+def check_calls(live: Iterable[Session], session: Session, limit: int, stored_limit: int | None = None) -> None:
+    """Room for one more call of `session`'s principal: fewer than `limit` running (foreground or background),
+    and (`stored_limit`) fewer than that many bytes of outputs stored on disk."""
+    running = stored = 0
+    for mine in of_principal(live, session):
+        for call in mine.calls.values():
+            if call.status == "running":
+                running += 1
+            elif stored_limit is not None and call.stored:
+                stored += call.bytes
     if running >= limit:
         raise OverShare(
             f'This principal has {running} calls running, at most {limit} ("limits.calls"); one frees when one of '
             "them ends (cancel_tool_output ends one), then call again."
         )
+    if stored_limit is not None and stored >= stored_limit:
+        raise OverShare(
+            f'This principal stores {_mib(stored)} of outputs, at most {_mib(stored_limit)} ("limits.storedBytes"); '
+            "an output is removed when its session ends, or keepOutputsSecs after it was last read once no "
+            "connection of its session is open; then call again."
+        )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
 
 
 def over_sessions(owned: Iterable[Session], owner: str, limit: int) -> list[Session]:

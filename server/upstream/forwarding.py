@@ -164,7 +164,8 @@ def begin(
     (`server.downstream.rawcall`), whose request `sent` may already have written; `ttl_ms`: a call started as
     an MCP task."""
     sessions = proxy.sessions
-    check_calls(sessions.live, session, proxy.config.settings.limits.calls)  # the principal's share, else OverShare
+    limits = proxy.config.settings.limits  # the principal's shares, else OverShare
+    check_calls(sessions.live, session, limits.calls, limits.stored_bytes)
     public, server = route.public, route.downstream.name
     call = sessions.new_call(session, public, server, route.tool, args or {}, origin=origin, ttl_ms=ttl_ms)
 

@@ -56,3 +56,16 @@ async def test_a_principal_past_its_sessions_loses_the_longest_unused_idle_one_n
             assert not busy.closed and not fourth.closed  # never one with a call running
             assert not any(bob.closed for bob in bobs)  # another principal's sessions are its own count
             del busy.calls[handle]  # it never ran: nothing to wait for as the proxy stops
+
+
+async def test_a_principal_past_its_stored_bytes_is_refused_a_new_call_and_another_is_served() -> None:
+    down = Downstream()
+    async with handles_proxy(down, {"limits": {"storedBytes": 100_000}}) as proxy:
+        async with client_of(proxy) as mallory, client_of(proxy) as alice:
+            with anyio.fail_after(10):
+                first = await mallory.call_tool("down__big", {"lines": 2500})  # ~140 kB: stored
+                refused = await mallory.call_tool("down__echo", {"text": "more"})
+                served = await alice.call_tool("down__big", {"lines": 2500})
+    assert "too large" in text_of(first) and "too large" in text_of(served)
+    assert refused.is_error
+    assert 'at most 0.1 MiB ("limits.storedBytes")' in text_of(refused), text_of(refused)
