@@ -100,6 +100,8 @@ class LimitsSettings(StrictModel):
     """Grep worker processes held at once; None: all but one (at least one)."""
     stored_bytes: int = Field(default=16 << 30, alias="storedBytes", ge=1)
     """Bytes of outputs stored on disk: past it, a new call is refused until some are removed (16 GiB)."""
+    waits: int = Field(default=64, ge=1)
+    """`wait_for_tool_output` calls waiting at once."""
     sessions: int = Field(default=64, ge=1)
     """Sessions held at once (one per `Claimcheck-Session` header value or sessionless client name): past it,
     the least recently used one with no call running and no connection attached ends (its outputs with it)."""

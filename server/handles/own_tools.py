@@ -34,6 +34,7 @@ from server.handles.own_registry import (
 from server.handles.resources import resource_link
 from server.handles.retrieval import Opener, RetrievalError, SliceRequest, error_of, raw, slice_text, source_of
 from server.handles.sessions import Session, Sessions
+from server.handles.shares import waiting
 
 __all__ = ["OWN_TOOLS", "ExtractFn", "OwnToolError", "Reporter", "run_own_tool"]
 
@@ -68,7 +69,8 @@ async def run_own_tool(
     if isinstance(args, ToolOutputArgs):
         return await _tool_output(args, session, sessions, threshold, extract)
     if isinstance(args, WaitArgs):
-        return await _wait(args, session, origin, sessions, settings, report, llm)
+        with waiting(sessions.live, session, settings.limits.waits):  # the principal's share, else OverShare
+            return await _wait(args, session, origin, sessions, settings, report, llm)
     if isinstance(args, CancelArgs):
         return _text(await cancel(args.handle, session, sessions))
     assert isinstance(args, ListArgs)

@@ -45,6 +45,7 @@ class Session:
         self.conversations: dict[str, Any] = {}  # extractions answered over client rounds (server.upstream.extracting)
         self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
         self.inbox = Inbox()  # the questions its calls wait to have answered, and its standing channel
+        self.waiting = 0  # wait_for_tool_output calls waiting now (`settings.limits.waits`, server.handles.shares)
         self._changed = anyio.Event()
         self.closed = False
         self.lists_roots = False

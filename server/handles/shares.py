@@ -7,13 +7,14 @@ token) is a principal of its own. One over its share gets an `OverShare` naming 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from server.errors import OverShare
 from server.handles.owners import principal_of
 from server.handles.session import Session
 
-__all__ = ["check_calls", "of_principal", "over_sessions"]
+__all__ = ["check_calls", "of_principal", "over_sessions", "waiting"]
 
 
 def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
@@ -45,6 +46,23 @@ def check_calls(live: Iterable[Session], session: Session, limit: int, stored_li
             "an output is removed when its session ends, or keepOutputsSecs after it was last read once no "
             "connection of its session is open; then call again."
         )
+
+
+@contextmanager
+def waiting(live: Iterable[Session], session: Session, limit: int) -> Iterator[None]:
+    """One `wait_for_tool_output` of `session`'s principal, while it waits; past `limit` waiting at once, an
+    `OverShare` (each wait is cheap, but a principal's are bounded like the rest of its work)."""
+    held = sum(mine.waiting for mine in of_principal(live, session))
+    if held >= limit:
+        raise OverShare(
+            f'This principal has {held} wait_for_tool_output calls waiting, at most {limit} ("limits.waits"); one '
+            "frees when one of them returns (at most waitMaxSecs), then call again."
+        )
+    session.waiting += 1
+    try:
+        yield
+    finally:
+        session.waiting -= 1
 
 
 def _mib(size: int) -> str:

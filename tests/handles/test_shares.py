@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from mcp import Client
 
 from server.handles.calls import Call, Description
 from server.handles.owners import principal
@@ -69,3 +70,26 @@ async def test_a_principal_past_its_stored_bytes_is_refused_a_new_call_and_anoth
     assert "too large" in text_of(first) and "too large" in text_of(served)
     assert refused.is_error
     assert 'at most 0.1 MiB ("limits.storedBytes")' in text_of(refused), text_of(refused)
+
+
+async def test_a_principal_past_its_waits_is_refused_one_more_and_another_waits_as_before() -> None:
+    down = Downstream()
+    async with handles_proxy(down, {"limits": {"waits": 1}}) as proxy:
+        async with client_of(proxy) as mallory, client_of(proxy) as alice:
+            with anyio.fail_after(10):
+                his = await start_in_background(mallory, text="his")
+                hers = await start_in_background(alice, text="hers")
+                waited: list[str] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def wait(client: Client, handle: str) -> None:
+                        waited.append(text_of(await client.call_tool("wait_for_tool_output", {"handles": [handle]})))
+
+                    tg.start_soon(wait, mallory, his)
+                    await anyio.wait_all_tasks_blocked()  # his first wait is waiting
+                    refused = await mallory.call_tool("wait_for_tool_output", {"handles": [his]})
+                    tg.start_soon(wait, alice, hers)
+                    await anyio.wait_all_tasks_blocked()
+                    down.release.set()
+    assert refused.is_error and 'at most 1 ("limits.waits")' in text_of(refused), text_of(refused)
+    assert len(waited) == 2 and all("1 finished" in text for text in waited), waited
