@@ -10,7 +10,6 @@ checked by name. bench/catalog_tools.py records the definitions again when the s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -18,29 +17,17 @@ import mcp_types as types
 import pytest
 
 from server.downstream.tool_index import ToolIndex
+from tests.support.catalog import catalog_route
 from tests.support.source import ROOT
 
 BENCH = ROOT / "bench"
-
-
-@dataclass(frozen=True)
-class _Server:
-    name: str
-
-
-@dataclass(frozen=True)
-class _Route:
-    downstream: _Server
-    tool: str
-    definition: types.Tool
-    background_param: str | None = None
 
 
 @cache
 def index() -> ToolIndex:
     recorded = json.loads((BENCH / "catalog_tools.json").read_text(encoding="utf-8"))["servers"]
     routes = {
-        f"{server}__{tool['name']}": _Route(_Server(server), tool["name"], types.Tool.model_validate(tool))
+        f"{server}__{tool['name']}": catalog_route(server, tool["name"], types.Tool.model_validate(tool))
         for server, tools in recorded.items()
         for tool in tools
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from server.downstream.pool import specs_from_config
 from server.downstream.tool_index import ToolIndex, words_of
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.catalog import catalog_route
 from tests.support.processes import program_entry
 from tests.support.proxies import OWN_TOOLS, proxied, running_proxy, text_of
 
@@ -258,19 +259,6 @@ async def test_a_crashed_servers_tools_are_found_with_the_reason_it_is_down(tmp_
     assert "exited with status 3" in text and "a call restarts it]: says hello" in text
 
 
-@dataclass(frozen=True)
-class _Named:
-    name: str
-
-
-@dataclass(frozen=True)
-class _Route:
-    downstream: _Named
-    tool: str
-    definition: types.Tool
-    background_param: str | None = None
-
-
 def _fuzzed_index() -> tuple[ToolIndex, set[str]]:
     words = ["read", "file", "git", "log", "fetch", "url", "near", "or", "and", "not", "*", '"', "^", ":"]
     routes = {}
@@ -279,7 +267,7 @@ def _fuzzed_index() -> tuple[ToolIndex, set[str]]:
         description = " ".join(words[(number + k) % len(words)] for k in range(8))
         schema = {"type": "object", "properties": {words[number % 5]: {"type": "string", "description": description}}}
         tool = types.Tool(name=name, description=description, input_schema=schema)
-        routes[f"s__{name}"] = _Route(_Named("s"), name, tool)
+        routes[f"s__{name}"] = catalog_route("s", name, tool)
     index = ToolIndex()
     index.follow(routes)
     return index, set(routes)
