@@ -92,8 +92,9 @@ class LimitsSettings(StrictModel):
     limit is refused with an error naming the setting; every other principal is served as before. The defaults
     are far above what one user's agents do; a server's `maxInstancesPerPrincipal` is its share of processes."""
 
-    calls: int = Field(default=256, ge=1)
-    """Calls running at once, in the foreground or the background."""
+    calls: int = Field(default=1024, ge=1)
+    """Calls running at once, in the foreground or the background: above the 256 requests a stdio client may
+    have waiting for answers (`upstream/stdio.py`'s backpressure), so one client pipelining calls never meets it."""
     greps: int = Field(default=20, ge=1)
     """Grep searches queued or running."""
     grep_workers: int | None = Field(default=None, alias="grepWorkers", ge=1)

@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -104,6 +106,34 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
+class _SignalledServer(uvicorn.Server):
+    """uvicorn stopping on SIGINT/SIGTERM itself, which keeps the signals it caught (`caught`) instead of raising
+    them again as it returns: the caller raises them once what runs around the server has stopped (the proxy's
+    shutdown removes its discovery file and stops its servers; a signal raised before that ended the process)."""
+
+    caught: list[int]
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        self.caught = []
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+            self.caught = list(self._captured_signals)
+
+
+def raise_caught(server: uvicorn.Server) -> None:
+    """Raise again the signals `server` stopped on (the last first), as uvicorn would have as it returned."""
+    for sig in reversed(getattr(server, "caught", [])):
+        signal.raise_signal(sig)
+
+
 def edge_server(
     app: ASGIApp,
     *,
@@ -123,7 +153,7 @@ def edge_server(
         server_header=False,
         timeout_graceful_shutdown=graceful_secs,
     )
-    return uvicorn.Server(config) if own_signals else _QuietServer(config)
+    return _SignalledServer(config) if own_signals else _QuietServer(config)
 
 
 async def serve_until_cancelled(server: uvicorn.Server, sock: socket.socket) -> None:

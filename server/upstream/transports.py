@@ -19,6 +19,7 @@ from functools import partial
 from typing import Literal
 
 import anyio
+import uvicorn
 from mcp.server.sse import SseServerTransport
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -31,7 +32,7 @@ from starlette.types import ASGIApp
 from server import tracing
 from server.errors import StartupError
 from server.http_compat import send_of
-from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, serve_until_cancelled
+from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, raise_caught, serve_until_cancelled
 from server.platform import cancel_on_stop_signal
 from server.proxy import Proxy, Starter
 from server.upstream.bearer import BearerAuth, Tokens
@@ -108,12 +109,13 @@ async def serve_http(
     """Serve streamable HTTP at `/mcp` on an already bound socket; the proxy runs from before the first request
     to after the last."""
     async with start(many_clients=True) as proxy:
-        await _serve_http(proxy, sock, auth, oauth, request_deadline)
+        server = await _serve_http(proxy, sock, auth, oauth, request_deadline)
+    raise_caught(server)  # SIGTERM or SIGINT, as uvicorn would, now that the proxy has stopped
 
 
 async def _serve_http(
     proxy: Proxy, sock: socket.socket, auth: Tokens | None, oauth: OAuth | None, request_deadline: float
-) -> None:
+) -> uvicorn.Server:
     standing = StandingStreams()  # questions go at once to a session whose GET stream is open
     server = build_server(proxy, standing)
     host = sock.getsockname()[0]
@@ -146,7 +148,7 @@ async def _serve_http(
         for route in inner.routes
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=_edges(limit))
-    await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", _access(proxy, auth, oauth), request_deadline)
+    return await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", _access(proxy, auth, oauth), request_deadline)
 
 
 async def serve_sse(
@@ -159,12 +161,13 @@ async def serve_sse(
 ) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
     async with start(many_clients=True) as proxy:
-        await _serve_sse(proxy, sock, auth, oauth, request_deadline)
+        server = await _serve_sse(proxy, sock, auth, oauth, request_deadline)
+    raise_caught(server)
 
 
 async def _serve_sse(
     proxy: Proxy, sock: socket.socket, auth: Tokens | None, oauth: OAuth | None, request_deadline: float
-) -> None:
+) -> uvicorn.Server:
     server = build_server(proxy)
     host = sock.getsockname()[0]
     security = None
@@ -186,7 +189,7 @@ async def _serve_sse(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
         middleware=_edges(limit),
     )
-    await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
+    return await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
 
 
 def _edges(limit: int) -> list[Middleware]:
@@ -237,7 +240,7 @@ async def _run_uvicorn(
     label: str,
     access: tuple[Tokens | None, OAuth | None] = (None, None),
     request_deadline: float = REQUEST_DEADLINE_SECS,
-) -> None:
+) -> uvicorn.Server:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}{path}"
@@ -250,3 +253,4 @@ async def _run_uvicorn(
         deadline = request_deadline
         server = edge_server(served, lifespan="on", request_deadline=deadline, graceful_secs=3, own_signals=True)
         await serve_until_cancelled(server, sock)
+    return server

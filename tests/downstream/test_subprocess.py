@@ -407,7 +407,7 @@ async def test_an_http_client_that_leaves_has_its_running_calls_cancelled_and_it
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     command = claimcheck("serve", "--config", str(config), "--transport", "http", "--port", "0")
     with anyio.fail_after(90):
-        both = r"(http://127\.0\.0\.1:\d+/mcp)[\s\S]*status API at"  # the API comes up after the MCP line
+        both = r"status API at[\s\S]*(http://127\.0\.0\.1:\d+/mcp)"  # the proxy (and its API) starts first
         async with announced_url(command, both) as url:
             (discovery,) = (state / "instances").glob("*.json")
             info = json.loads(discovery.read_text(encoding="utf-8"))
