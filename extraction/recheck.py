@@ -2,7 +2,7 @@
 
 A small model shown a page of excerpts often answers with a value from a line near the one that answers: asked
 when a worker was OOM killed, Qwen2.5-Coder-0.5B gave the pod of a routine `Normal Killing` line on the same page
-(issue 50; the eval's ps-backup, log-errors and git-oldest misses are the same kind). So after an excerpts answer,
+(the eval's ps-backup, log-errors and git-oldest misses are the same kind). So after an excerpts answer,
 the page line holding its first value found there is read: when it carries none of the question's rarest terms
 (`Excerpt.rare`) and other lines of the page do, the page is narrowed to those lines and their neighbours and the
 model is asked once more; when the answer's line still does not carry them, the answer says so.

@@ -17,6 +17,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any, Literal
 
 import anyio
@@ -119,13 +120,16 @@ class _SignalledServer(uvicorn.Server):
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        original = {sig: signal.signal(sig, self._caught) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
             for sig, handler in original.items():
                 signal.signal(sig, handler)
-            self.caught = list(self._captured_signals)
+
+    def _caught(self, sig: int, frame: FrameType | None) -> None:
+        self.caught.append(sig)
+        self.handle_exit(sig, frame)  # uvicorn's public handler: stop (a second SIGINT: at once)
 
 
 def raise_caught(server: uvicorn.Server) -> None:

@@ -2,7 +2,7 @@
 bench/catalog_needs.json, offline: the index claimcheck searches, scored as bench/catalog.py scores it live.
 
 `needs` is what the index is tuned on; `heldOut` is never tuned on, and is scored to see that a change generalises.
-The floors are the scores when they were last raised (issue 50: needs recall@1 0.597 → 0.806, recall@5 0.855 →
+The floors are the scores when they were last raised (needs recall@1 0.597 → 0.806, recall@5 0.855 →
 0.984; held out 0.333 → 0.667 and 0.667 → 1.0), so a change that loses needs fails here; the issue's three needs are
 checked by name. bench/catalog_tools.py records the definitions again when the servers change.
 """

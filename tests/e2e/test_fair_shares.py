@@ -1,4 +1,4 @@
-"""Fair shares (issue 49): one principal attacks on every axis at once (`SHARE_ATTACKS`: many `Claimcheck-Session`
+"""Fair shares by principal: one principal attacks on every axis at once (`SHARE_ATTACKS`: many `Claimcheck-Session`
 headers and MCP sessions, scoped processes, catastrophic greps, waits on 64 handles, background calls that never
 end, lists) a real claimcheck over HTTP with tight limits, while another principal of the same tokens file calls
 every kind of tool. Hers are all served, none refused, each within a bound far above a normal call's and the

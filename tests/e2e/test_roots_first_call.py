@@ -1,4 +1,4 @@
-"""A client's first call sees its roots (issue 50): server-filesystem from npm behind a real `claimcheck serve`
+"""A client's first call sees its roots: server-filesystem from npm behind a real `claimcheck serve`
 over HTTP and behind the shared claimcheck (`--shared`, stdio clients), with `scope: auto`. Each of 20 clients
 with roots of its own gets exactly those roots as the allowed directories on its very first call (before: the
 first call raced the server applying the roots it had just asked for, and saw the configured directory)."""

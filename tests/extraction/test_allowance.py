@@ -1,4 +1,4 @@
-"""The client's model's allowance for one question (issue 50: one question about a 5 MB output sent 27 sampling
+"""The client's model's allowance for one question (before it, one question about a 5 MB output sent 27 sampling
 requests, ~1.7 M tokens, without a word): the strategy is chosen within it, nothing past it is sent, and the
 answer says what was sent."""
 

@@ -1,4 +1,4 @@
-"""The located-line check (issue 50): an excerpts answer whose value sits on a line without the question's rarest
+"""The located-line check: an excerpts answer whose value sits on a line without the question's rarest
 words, while another line of the page has them, is asked once more on the narrowed page; an answer whose line
 still does not mention what was asked says so."""
 
