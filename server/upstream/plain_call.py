@@ -35,8 +35,8 @@ __all__ = [
     "cancelled_id",
     "line",
     "read_envelope",
-    "roots_changed",
     "result_line",
+    "roots_changed",
 ]
 
 _MAX_ID = (1 << 63) - 1
