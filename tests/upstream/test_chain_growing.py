@@ -107,3 +107,29 @@ async def test_the_inner_claimcheck_begins_its_answer_before_its_server_has_fini
             answer = await wire.answer(ident)
     text = answer["result"]["content"][0]["text"]
     assert hashlib.sha256(text.encode()).hexdigest() == whole_text_sha256()
+
+
+async def test_a_pass_through_cancelled_while_its_answer_is_under_way_ends_it_as_an_error_and_the_inner_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A line cannot be taken back: cancelled while the server still writes, it ends at once as an error (the
+    server's output, once finished, is dropped), and the next call is answered."""
+    gate = tmp_path / "gate"
+    servers = {"halt": program_entry("halting_downstream")}
+    with anyio.fail_after(240):
+        async with serving(tmp_path, "on", SETTINGS, servers) as wire:
+            call = {"name": "halt__halting", "arguments": {"mib": HALF_MIB, "gate": str(gate)}}
+            ident = await wire.send("tools/call", {**call, "_meta": {PASSTHROUGH: True}})
+            with anyio.fail_after(120):
+                await wire.peek(8 * MIB)
+                await wire.send("notifications/cancelled", {"requestId": ident}, notify=True)
+                cancelled = await wire.answer(ident)  # the gate is still shut: the line ended by itself
+            gate.touch()
+            small = {"name": "halt__halting", "arguments": {"mib": 0.25, "gate": str(gate)}}
+            later = await wire.answer(await wire.send("tools/call", {**small, "_meta": {PASSTHROUGH: True}}))
+    result = cancelled["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].endswith(
+        "\n[claimcheck] the request was cancelled while its output was passed on"
+    )
+    assert len(later["result"]["content"][0]["text"].encode()) == 2 * MIB // 4
