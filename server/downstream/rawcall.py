@@ -7,7 +7,9 @@ id). Everything else about the call is as `Downstream.call` does it: the same li
 if it is down), the same in-flight tracking (log messages, sampling and elicitation of the server go to
 the waiting requests), the call's progress, its timeout and a courtesy cancel when it is abandoned, and
 the same errors. A tool of a claimcheck behind this one is called with the pass-through mark in the request's
-`_meta` (`chain.passthrough_meta`) beside the progress token, as the SDK client would send it. A call this
+`_meta` (`chain.passthrough_meta`) beside the progress token, as the SDK client would send it. A caller that
+streams its answer (`follow`) may get a long tool result's output while the server still writes it (a
+`GrowingOutput`). A call this
 path cannot make exactly as the SDK would (a task, an HTTP server) is made by `Downstream.call`.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import anyio
 import mcp_types as types
@@ -26,6 +28,7 @@ from server.downstream.chain import passthrough_meta
 from server.downstream.rawchannel import RawAnswer, RawChannel
 from server.downstream.relay import Relay
 from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
+from server.downstream.spooled import GrowingOutput
 from server.errors import DownstreamError, clip
 
 __all__ = ["RawResult", "RawSent", "call_raw", "raw_capable", "send_now"]
@@ -126,15 +129,41 @@ def send_now(downstream: Downstream, tool: str, arguments: dict[str, Any] | None
     return RawSent(ident, waiter)
 
 
+@overload
 async def call_raw(
     downstream: Downstream,
     tool: str,
     arguments: dict[str, Any] | None,
     relay: Relay | None,
     sent: RawSent | None = None,
-) -> RawResult | types.CallToolResult:
+    *,
+    follow: Literal[False] = False,
+) -> RawResult | types.CallToolResult: ...
+
+
+@overload
+async def call_raw(
+    downstream: Downstream,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    relay: Relay | None,
+    sent: RawSent | None = None,
+    *,
+    follow: bool,
+) -> RawResult | types.CallToolResult | GrowingOutput: ...
+
+
+async def call_raw(
+    downstream: Downstream,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    relay: Relay | None,
+    sent: RawSent | None = None,
+    *,
+    follow: bool = False,
+) -> RawResult | types.CallToolResult | GrowingOutput:
     """Forward one `tools/call` (or wait for the one `sent` already wrote); failures become `DownstreamError`s
-    exactly as in `Downstream.call`."""
+    exactly as in `Downstream.call`. With `follow`, a long tool result may come as its output while it grows."""
     if sent is None:
         await downstream.client(tool)  # connects (or says why it cannot) as a call through the SDK would
     process = downstream.process
@@ -150,6 +179,8 @@ async def call_raw(
         ident, data, waiter = sent.ident, b"", sent.waiter
     if relay is not None:
         channel.progress[ident] = relay.progress
+    if follow:
+        channel.follows.add(ident)
     answered = False
     try:
         with downstream.in_flight.track(relay) as waiting, anyio.move_on_after(downstream.config.timeout):
@@ -165,13 +196,21 @@ async def call_raw(
     finally:
         channel.waiting.pop(ident, None)
         channel.progress.pop(ident, None)
+        channel.follows.discard(ident)
+        if not answered and waiter.done() and not waiter.cancelled():
+            if isinstance(growing := waiter.result(), GrowingOutput):
+                growing.release()  # handed over as this call was cancelled: nobody will read it
         if not answered and not channel.closed and channel.send is not None:
             await _courtesy_cancel(channel.send, ident)
 
 
-async def _result(downstream: Downstream, tool: str, answer: RawAnswer) -> RawResult | types.CallToolResult:
+async def _result(
+    downstream: Downstream, tool: str, answer: RawAnswer
+) -> RawResult | types.CallToolResult | GrowingOutput:
     if answer is None:
         raise await downstream.closed_during_call(tool)
+    if isinstance(answer, GrowingOutput):
+        return answer
     if not isinstance(answer, tuple):  # a long response the spool stood in for: the SDK's message
         message = answer.message
         assert isinstance(message, types.JSONRPCResponse)

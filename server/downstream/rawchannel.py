@@ -2,7 +2,9 @@
 
 `server.downstream.stdio` offers each line it reads to the channel while a raw request waits: the response
 to a raw request (told apart by its id), progress on one, and the server's log messages (relayed here so
-they keep their order with the response) are taken; everything else goes to the SDK's session as always.
+they keep their order with the response) are taken; everything else goes to the SDK's session as always. A
+request that can stream its answer while it is read (`follows`: a pass-through) is answered with the output of
+a long tool result as it grows (`take_growing`), before the message has ended.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from server.downstream.spool import MessageSpool
+from server.downstream.spooled import GrowingOutput
+
 __all__ = ["RawAnswer", "RawChannel"]
 
 logger = logging.getLogger(__name__)
 
-RawAnswer = tuple[bytes, dict[str, Any]] | SessionMessage | None
+RawAnswer = tuple[bytes, dict[str, Any]] | SessionMessage | GrowingOutput | None
 """What a raw request gets back: the response line and its parsed form, a spooled stand-in of a long
-response (the SDK's message), or None when the connection closed first."""
+response (the SDK's message), a long tool result's output as it is spooled (only to a request in `follows`),
+or None when the connection closed first."""
 
 
 class RawChannel:
@@ -39,6 +45,8 @@ class RawChannel:
         self.on_log = on_log
         self.waiting: dict[int, asyncio.Future[RawAnswer]] = {}
         self.progress: dict[int, Callable[[float, float | None, str | None], Awaitable[None]]] = {}
+        self.follows: set[int] = set()
+        """Waiting requests that take a long tool result's output while it grows (`take_growing`)."""
         self.send: Callable[[bytes], Awaitable[None]] | None = None
         self.send_nowait: Callable[[bytes], bool] | None = None
         self.closed = False
@@ -103,6 +111,17 @@ class RawChannel:
         if not isinstance(inner, types.JSONRPCResponse) or type(inner.id) is not int or inner.id not in self.waiting:
             return False
         self._deliver(inner.id, message)
+        return True
+
+    def take_growing(self, spooler: MessageSpool) -> bool:
+        """Hand a long tool result's output, as it grows, to its request, if that request follows one."""
+        ident = spooler.followable_id()
+        if type(ident) is not int or ident not in self.follows:
+            return False
+        waiter = self.waiting.get(ident)
+        if waiter is None or waiter.done():
+            return False
+        self._deliver(ident, spooler.follow())
         return True
 
     def _deliver(self, ident: int, answer: RawAnswer) -> None:

@@ -8,6 +8,12 @@ useful whole (`raw_keep`). At the end the transport gets the bytes to give the S
 result a small stand-in whose `_meta` names a `SpooledOutput` kept in `SpoolPolicy.outputs` (the pool's
 `SpooledOutputs`, which hands it to whoever settles the call, or releases it if nobody claims it in time);
 for anything else the original message when it was kept, else an error answer or nothing.
+
+A tool result can also be followed while it is read (`MessageSpool.follow`): once the message has passed
+`raw_keep` (so it will not be answered from the message as it came) and its content has begun (so its output is
+the content's text, not the structured content's), its answer is sure to be the output file's text; the
+transport may then hand a `GrowingOutput` of that file to the request that waits for it, and at the end the spool
+settles it (its `SpooledOutput`, or why the message broke off) instead of making a stand-in.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import mcp_types as types
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 from server.downstream.spool_file import SpoolFile
-from server.downstream.spooled import META_KEY, SpooledOutput, SpooledOutputs
+from server.downstream.spooled import META_KEY, GrowingOutput, SpooledOutput, SpooledOutputs
 
 __all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
 
@@ -74,7 +80,29 @@ class MessageSpool:
         self._stream = JsonStream(self._renderer)
         self._renderer.stream = self._stream
         self._broken: str | None = None
+        self._growing: GrowingOutput | None = None
         self.size = 0
+
+    def followable_id(self) -> object | None:
+        """The id of the tool result this message is, once its answer is sure to be its output file's text and
+        nobody follows it yet (see the module's doc); else None."""
+        renderer, output = self._renderer, self._output.file
+        if self._growing is not None or self._broken is not None or renderer.method is not None:
+            return None
+        if self._raw.produced <= self._policy.raw_keep or not renderer.items or output.failure is not None:
+            return None
+        ident: object = renderer.id
+        return ident
+
+    def follow(self) -> GrowingOutput:
+        """Its output file as it grows, for the request whose answer it is (`followable_id`); the spool settles
+        it, and makes no stand-in."""
+        assert self._growing is None
+        file = self._output.file
+        self._growing = GrowingOutput(file.path)
+        self._growing.grew(file.written)
+        file.on_written = self._growing.grew
+        return self._growing
 
     async def feed(self, piece: bytes) -> None:
         self.size += len(piece)
@@ -102,12 +130,22 @@ class MessageSpool:
         if not raw_whole:
             self._raw.remove()
         renderer = self._renderer
+        growing, self._growing = self._growing, None
         if self._broken is not None:
             self._discard()
             logger.warning("%s wrote a %d-byte line that is not JSON-RPC: %s", self._peer, self.size, self._broken)
+            if growing is not None:
+                growing.failed(f"the server's answer broke off after {self.size} bytes: {self._broken}")
             return ValueError(f"a {self.size}-byte message that is not JSON: {self._broken}")
         if renderer.method is None and renderer.has_result and (renderer.has_content or renderer.has_structured):
+            if growing is not None:  # its request has its answer already: the output goes there, not to a stand-in
+                growing.finished(self._output_of(raw_whole))
+                return None
             return self._stand_in(raw_whole)
+        if growing is not None:  # its request has its answer already: nothing goes to the session
+            growing.failed("the server's answer turned out not to be a tool result")
+            self._discard()
+            return None
         if raw_whole:  # a bounded message of another kind: pass it on as it was
             data = await anyio.to_thread.run_sync(self._raw.path.read_bytes)
             self._discard()
@@ -131,6 +169,17 @@ class MessageSpool:
         return json.dumps(error).encode()
 
     def _stand_in(self, raw_whole: bool) -> bytes:
+        renderer = self._renderer
+        token = self._policy.outputs.put(self._output_of(raw_whole))
+        result = {
+            "content": [{"type": "text", "text": f"[claimcheck] spooled output {token}"}],
+            "isError": True,  # never checked against the tool's output schema; the real flag is in SpooledOutput
+            "_meta": {META_KEY: token},
+        }
+        return json.dumps({"jsonrpc": "2.0", "id": renderer.id, "result": result}).encode()
+
+    def _output_of(self, raw_whole: bool) -> SpooledOutput:
+        """The finished result's output: its file (cut marker and line index added), or why it has none."""
         renderer = self._renderer
         use_structured = renderer.items == 0 and renderer.has_structured
         sink = self._structured if use_structured else self._output
@@ -159,13 +208,7 @@ class MessageSpool:
             file.remove()
         else:
             file.write_index()
-        token = self._policy.outputs.put(spooled)
-        result = {
-            "content": [{"type": "text", "text": f"[claimcheck] spooled output {token}"}],
-            "isError": True,  # never checked against the tool's output schema; the real flag is in SpooledOutput
-            "_meta": {META_KEY: token},
-        }
-        return json.dumps({"jsonrpc": "2.0", "id": renderer.id, "result": result}).encode()
+        return spooled
 
     def _discard(self) -> None:
         for file in (self._output.file, self._structured.file, self._raw):
@@ -173,6 +216,9 @@ class MessageSpool:
 
     async def abort(self) -> None:
         """Forget a message that will never end (the connection went away)."""
+        if self._growing is not None:
+            self._growing.failed(f"the server's connection closed after {self.size} bytes of its answer")
+            self._growing = None
         for file in (self._output.file, self._structured.file, self._raw):
             await file.close()
         self._discard()

@@ -4,7 +4,7 @@ The event loop's side (`add`, `flush`) only gathers the bytes into batches of ab
 the file's writer thread, which writes it and feeds the line index, so the disk works while the next piece of
 the message is decoded. At most `IN_FLIGHT` batches wait for the thread: past that, `flush` waits for it, so
 memory stays bounded when the disk is slower than the pipe. The file stops growing, and says why, when the disk
-cannot take more.
+cannot take more. A reader may follow the file as it grows (`SpoolFile.on_written`).
 
 No digest is taken on the way: hashing a gigabyte costs half a second of CPU that the two cores of a small
 machine need for the pipe, and only extraction asks for it (`SessionStore.sha256`, once, from the file).
@@ -52,6 +52,8 @@ class SpoolFile:
         self._worker: _Worker | None = None
         self._index = IndexBuilder() if indexed else None
         self._last = b""
+        self.on_written: Callable[[int], None] | None = None
+        """Told, from the writer thread, how many bytes are on disk after each batch (a reader that follows)."""
 
     def add(self, data: bytes, chars: int | None = None) -> None:
         """Bytes to write (with how many characters they hold, when the caller knows), gathered until `flush`."""
@@ -111,6 +113,8 @@ class SpoolFile:
                     continue
                 for piece, piece_chars in zip(pieces, chars, strict=True):
                     self._counted(piece, piece_chars)
+                if self.on_written is not None:
+                    self.on_written(self.written)
         finally:
             if fd is not None:
                 try:

@@ -5,10 +5,16 @@
 stand-in. A stand-in can be dropped on the way (the request was cancelled, the call timed out, nobody waits
 for that answer any more): its entry is then never claimed, so every entry expires `ttl` seconds after it was
 made, and whatever is left when the registry stops, is released with its files.
+
+A tool result whose answer is sure to be its output file's text before it has ended (its message passed what the
+spool keeps whole, and its content began) can instead be handed, while it is still being read, to a pass-through
+that waits for it (`RawChannel.take_growing`): a `GrowingOutput`, which says as the file grows how much of it is
+on disk, and then how it ended: its `SpooledOutput`, or why it broke off.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -22,7 +28,15 @@ import mcp_types as types
 from fs_sandbox import INDEX_SUFFIX
 from server.downstream.json_depth import deeper_than
 
-__all__ = ["META_KEY", "SPOOLED_TTL_S", "SpooledOutput", "SpooledOutputs", "kept_result", "materialize"]
+__all__ = [
+    "META_KEY",
+    "SPOOLED_TTL_S",
+    "GrowingOutput",
+    "SpooledOutput",
+    "SpooledOutputs",
+    "kept_result",
+    "materialize",
+]
 
 META_KEY = "claimcheck/spooled"
 SPOOLED_TTL_S = 300.0
@@ -55,6 +69,67 @@ class SpooledOutput:
                     path.unlink(missing_ok=True)
                 except OSError:
                     pass
+
+
+class GrowingOutput:
+    """A tool result's output file while its message is still being spooled (see the module's doc). Its spool
+    is the one writer of how it grows and ends (`grew`, `finished`, `failed`); its reader waits on `changed` and
+    says when it stops reading (`release`, which removes the files once the output has ended, or at once if it
+    has). Used from the event loop's thread, but `grew`, which the spool file's writer thread calls."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.written = 0
+        """Bytes of the file on disk, readable."""
+        self.outcome: SpooledOutput | str | None = None
+        """None while it grows; then its `SpooledOutput` (whose `path` is None when it could not be stored), or
+        why its message broke off."""
+        self.interrupted = False
+        """Its reader was asked to stop (the request was cancelled)."""
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        self._released = False
+
+    def grew(self, written: int) -> None:
+        """`written` bytes of the file are on disk (from the spool file's writer thread)."""
+        try:
+            self._loop.call_soon_threadsafe(self._grown, written)
+        except RuntimeError:  # the loop has closed: nobody reads any more
+            pass
+
+    def _grown(self, written: int) -> None:
+        if written > self.written and self.outcome is None:
+            self.written = written
+            self._changed.set()
+
+    def finished(self, output: SpooledOutput) -> None:
+        """The message ended: the output is whole (its `bytes`, the cut marker included)."""
+        self.outcome = output
+        self.written = output.bytes if output.path is not None else self.written
+        self._changed.set()
+        if self._released:
+            output.release()
+
+    def failed(self, reason: str) -> None:
+        """The message broke off, or was not the tool result it began as (its files are the spool's to remove)."""
+        self.outcome = reason
+        self._changed.set()
+
+    def interrupt(self) -> None:
+        """Ask the reader to stop where it is."""
+        self.interrupted = True
+        self._changed.set()
+
+    async def changed(self) -> None:
+        """Wait until it grew, ended, or was interrupted since the last wait."""
+        await self._changed.wait()
+        self._changed.clear()
+
+    def release(self) -> None:
+        """Nobody reads it any more: its files go once it has ended (at once if it has)."""
+        self._released = True
+        if isinstance(self.outcome, SpooledOutput):
+            self.outcome.release()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 mcp 2.3.0's `stdio_client` re-splits its whole buffer on every 64 KiB chunk (quadratic in the size of
 one message) and holds every message whole; this one frames with `Framer`, and a message longer than the
-spool threshold goes to disk through `MessageSpool` as it arrives (the session gets a small stand-in).
+spool threshold goes to disk through `MessageSpool` as it arrives (the session gets a small stand-in; a
+pass-through that waits for it may get its output as it grows, `RawChannel.take_growing`).
 `closed` is set when the child goes away, which is how the downstream supervisor notices a crash without
 waiting for a call; `mid_message` says that the child is in the middle of a long message. The child's
 stderr is passed on to claimcheck's and its last lines are kept (`StderrTail`), so that a server that
@@ -286,6 +287,8 @@ async def _long_line(
     assert spooler is not None
     if frame.kind != "end":
         await spooler.feed(frame.data)
+        if raw.follows:
+            raw.take_growing(spooler)
         return spooler
     spec.mid_message = False
     message = await spooler.finish()

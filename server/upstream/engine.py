@@ -37,6 +37,7 @@ from server.upstream.fast_passthrough import Streamed, pass_through
 from server.upstream.forwarding import answer, begin, drop
 from server.upstream.plain_call import CallContext, Envelope, FastRelay
 from server.upstream.replies import error_line, error_result, response_line
+from server.upstream.streamed import Followed
 
 __all__ = ["Answer", "FastRequest", "Responder", "passthrough_route", "plain_route", "relay_of"]
 
@@ -49,7 +50,7 @@ class Responder(Protocol):
     def write_nowait(self, data: bytes) -> None:
         """The answer, from the call's finish callback (no task to wait in)."""
 
-    async def write(self, data: bytes | Streamed) -> None:
+    async def write(self, data: bytes | Streamed | Followed) -> None:
         """The answer, from the task that built it (a pass-through's spooled output only over stdio)."""
 
     def forget(self, request: FastRequest) -> None:
@@ -64,6 +65,7 @@ class FastRequest:
         "call_relay",
         "context",
         "envelope",
+        "following",
         "origin",
         "proxy",
         "relay",
@@ -101,6 +103,7 @@ class FastRequest:
         self.call_relay: CallRelay | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.scope: anyio.CancelScope | None = None
+        self.following: Followed | None = None  # its answer, while written as its output grows
 
     def start(self) -> None:
         args = dict(self.envelope.arguments) if self.envelope.arguments is not None else None
@@ -166,12 +169,12 @@ class FastRequest:
             self.call_relay.upstream = None
         self._answering(functools.partial(self._build, result))
 
-    def _answering(self, build: Callable[[], Awaitable[bytes | Streamed]]) -> None:
+    def _answering(self, build: Callable[[], Awaitable[bytes | Streamed | Followed]]) -> None:
         self.state = "answering"
         self.scope = anyio.CancelScope()
         self.proxy.sessions.spawn(lambda: self._answer(build))
 
-    async def _answer(self, build: Callable[[], Awaitable[bytes | Streamed]]) -> None:
+    async def _answer(self, build: Callable[[], Awaitable[bytes | Streamed | Followed]]) -> None:
         """Build the answer under the request's cancel scope and write it, unless the request was cancelled first."""
         assert self.scope is not None
         try:
@@ -181,13 +184,16 @@ class FastRequest:
             self.state = "done"  # a line cannot be taken back: once writing, it is finished
             if isinstance(response, Streamed) and self.scope.cancelled_caught:
                 response.spooled.release()
+            elif isinstance(response, Followed) and self.scope.cancelled_caught:
+                response.growing.release()
             elif response is not None and not self.scope.cancelled_caught:
+                self.following = response if isinstance(response, Followed) else None
                 await self.responder.write(response)
         finally:
             self.state = "done"
             self.responder.forget(self)
 
-    async def _pass_through(self, sent: RawSent | None) -> bytes | Streamed:
+    async def _pass_through(self, sent: RawSent | None) -> bytes | Streamed | Followed:
         try:
             return await pass_through(self.proxy, self.route, self.envelope, self.context, self.relay, sent)
         finally:
@@ -224,7 +230,10 @@ class FastRequest:
 
     def cancel(self) -> None:
         """The client cancelled its request: as the SDK does, it is never answered; a call not handed out yet is
-        cancelled with it."""
+        cancelled with it; an answer written as its output grows is ended now, as an error."""
+        if self.following is not None:
+            self.following.growing.interrupt()
+            return
         if self.state == "answering":
             assert self.scope is not None
             self.scope.cancel()
@@ -255,7 +264,7 @@ class Answer:
     def write_nowait(self, data: bytes) -> None:
         self.data = data
 
-    async def write(self, data: bytes | Streamed) -> None:
+    async def write(self, data: bytes | Streamed | Followed) -> None:
         assert isinstance(data, bytes), "a pass-through is answered over stdio only"
         self.data = data
 

@@ -10,13 +10,17 @@ on the way unless it must be. The answer:
   serializer;
 - a result the downstream's transport spooled to a file: streamed from that file (`streamed.write_spooled`),
   never held whole, unless the spool kept its whole message (then read from it, at most 16 MiB);
+- a long tool result still being spooled, once its answer is sure to be the file's text (its message passed
+  the 16 MiB the spool keeps whole): streamed while the file grows (`streamed.write_followed`), so the
+  claimcheck in front decodes it while this one reads it;
 - a failure of claimcheck's (the server is down, timed out, said an error): its error result, as on the SDK's
   path; anything unexpected: the internal error the SDK's dispatcher would answer.
 
 The claimcheck in front sends a progress token; progress the downstream reports goes back under it, as
 `notifications/progress` lines through the same writer, before the answer (the SDK's path relays it too).
 A `notifications/cancelled` cancels the downstream call and the request is never answered, unless its answer
-is already being written: a line cannot be taken back, so it is finished. The request itself is the engine's
+is already being written: a line cannot be taken back, so it is finished (one written while its output grows
+is ended at once, as an error). The request itself is the engine's
 (`server.upstream.engine.FastRequest`); this module says what a pass-through answers and how its progress goes.
 """
 
@@ -33,13 +37,13 @@ import mcp_types as types
 from server.downstream.pool import Route
 from server.downstream.rawcall import RawResult, RawSent, call_raw
 from server.downstream.relay import RequestRelay
-from server.downstream.spooled import SpooledOutput, materialize
+from server.downstream.spooled import GrowingOutput, SpooledOutput, materialize
 from server.errors import ClaimcheckError
 from server.proxy import Proxy
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, FastRelay, RequestId, line, result_line
 from server.upstream.replies import inline_result, text_result
-from server.upstream.streamed import streamable
+from server.upstream.streamed import Followed, streamable
 
 __all__ = ["PassthroughRelay", "Streamed", "pass_through"]
 
@@ -93,12 +97,14 @@ async def pass_through(
     context: CallContext,
     relay: RequestRelay,
     sent: RawSent | None,
-) -> bytes | Streamed:
-    """Call the downstream and say what to answer: a line, or an output to stream."""
+) -> bytes | Streamed | Followed:
+    """Call the downstream and say what to answer: a line, or an output to stream (whole, or as it grows)."""
     ident, version = envelope.id, context.protocol_version
     args = dict(envelope.arguments) if envelope.arguments is not None else None
     try:
-        got = await call_raw(route.downstream, route.tool, args, relay, sent)
+        got = await call_raw(route.downstream, route.tool, args, relay, sent, follow=True)
+        if isinstance(got, GrowingOutput):
+            return _followed(route, ident, version, got)
         return await _answer(proxy, route, ident, version, got)
     except ClaimcheckError as exc:
         return result_line(ident, text_result(str(exc), is_error=True), version)
@@ -106,6 +112,21 @@ async def pass_through(
         logger.exception("the fast path failed on a pass-through call of %s", route.public)
         error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
         return line({"jsonrpc": "2.0", "id": ident, "error": error})
+
+
+def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutput) -> Followed:
+    """The answer to write while `growing` grows: the three lines it may be, shaped as `_answer` shapes them."""
+    try:
+        placeholder = uuid.uuid4().hex
+        lines = (
+            result_line(ident, inline_result(route, text_result(placeholder)), version),
+            result_line(ident, inline_result(route, text_result(placeholder, is_error=True)), version),
+            result_line(ident, text_result(placeholder, is_error=True), version),
+        )
+        return Followed.of(placeholder, lines, growing, stall_s=route.downstream.config.timeout)
+    except BaseException:
+        growing.release()
+        raise
 
 
 async def _answer(

@@ -9,9 +9,10 @@ stream (one that finished its handshake; or a sessionless one, once the SDK serv
 `FastPath` as its responder: answers go out as lines through the `LineWriter`. A call a claimcheck in
 front marks as a pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here
 too, as the SDK's path answers it: no rules, no handle, its output streamed from the spool's file when it
-went there (`server.upstream.fast_passthrough`). A `notifications/cancelled` for a call taken here cancels
-it, and, as the SDK does, a cancelled request is never answered. Anything else, and every line while the
-path is off (`settings.fastPath`, or `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
+went there, while the file grows when it is long (`server.upstream.fast_passthrough`). A
+`notifications/cancelled` for a call taken here cancels it, and, as the SDK does, a cancelled request is never
+answered. Anything else, and every line while the path is off (`settings.fastPath`, or
+`CLAIMCHECK_FAST_PATH=off`), goes to the SDK.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id, roots_changed
 from server.upstream.sessionless import SessionlessClients, StreamEra
-from server.upstream.streamed import write_spooled
+from server.upstream.streamed import Followed, write_followed, write_spooled
 
 __all__ = ["ENV", "FastPath", "enabled"]
 
@@ -134,9 +135,11 @@ class FastPath:
     def write_nowait(self, data: bytes) -> None:
         self.writer.write_nowait(data)
 
-    async def write(self, data: bytes | Streamed) -> None:
+    async def write(self, data: bytes | Streamed | Followed) -> None:
         if isinstance(data, bytes):
             await self.writer.write(data)
+        elif isinstance(data, Followed):
+            await write_followed(self.writer, data)
         else:
             await write_spooled(self.writer, data.ident, data.line, data.placeholder, data.spooled)
 

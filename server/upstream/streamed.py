@@ -11,6 +11,18 @@ names the output (`stand_in`, only when the request's transport context is a `Li
 `fd_streams` gives one to every request of the connection it serves, `streaming_of` reads it), and that
 transport's writer streams the output in its place (`stand_in_token`, `write_stand_in`).
 
+A pass-through on the stdio fast path may get its output before the downstream has finished writing it (a
+`GrowingOutput`, `server.downstream.spooled`): its answer is then written while the file grows (`write_followed`),
+so that the claimcheck in front decodes while this one reads. The line's head is the same whatever the output
+turns out to be, so it goes first; the text follows the file as it is written (decoded and escaped exactly as
+`write_spooled` would, so a whole output gives the same bytes); the tail is chosen at the end: the plain result's,
+or the tool's error's (its note after the text). A line cannot be taken back, so an output that breaks off (the
+downstream's JSON broke, it died, the disk filled, it wrote nothing for its call timeout, or the client cancelled)
+ends the text with claimcheck's note of why and the result as an error (`Followed.broken_tail`): the claimcheck in
+front reports an error, never a truncated success. While the line is written every other line of this stdout
+waits behind it (as behind `write_spooled`), now for as long as the downstream takes to write its output, at
+most its call timeout between two pieces.
+
 A spooled output whose whole original message was kept (`SpooledOutput.raw`, at most the spool's `raw_keep`,
 16 MiB) is not streamed (`streamable`): that message may hold more than text (images, structured content),
 so it is answered from the message as it came (`materialize`, bounded by the same 16 MiB).
@@ -24,23 +36,26 @@ import json
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from server.downstream.spooled import SpooledOutput, SpooledOutputs
+from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 
 __all__ = [
     "PIECE_BYTES",
     "STREAM_KEY",
+    "Followed",
     "LineLink",
     "stand_in",
     "stand_in_token",
     "streamable",
     "streaming_of",
+    "write_followed",
     "write_spooled",
     "write_stand_in",
 ]
@@ -154,6 +169,116 @@ def _unreadable(ident: types.RequestId, exc: OSError) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode() + b"\n"
 
 
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """An answer to write while its output grows (`write_followed`): the line's head (up to the text), and
+    the tails it may end with, each beginning where the text ends."""
+
+    head: bytes
+    tail: bytes  # a plain result
+    error_tail: bytes  # the tool's error: its note after the text
+    broken_tail: bytes  # it broke off: claimcheck's note ends the text, and the result is an error
+    growing: GrowingOutput
+    stall_s: float  # the longest wait for the file to grow
+
+    @classmethod
+    def of(
+        cls, placeholder: str, lines: tuple[bytes, bytes, bytes], growing: GrowingOutput, stall_s: float
+    ) -> Followed:
+        """From the three lines the answer may be, each with `placeholder` where the text goes (same head)."""
+        parts = [line.partition(placeholder.encode()) for line in lines]
+        assert all(found and head == parts[0][0] for head, found, _ in parts), "the lines differ before the text"
+        return cls(parts[0][0], parts[0][2], parts[1][2], parts[2][2], growing, stall_s)
+
+
+async def write_followed(writer: LineWriter, followed: Followed) -> bool:
+    """Write the answer while its output grows (see the module's doc); its files are removed after. False once
+    the client has gone away."""
+    try:
+        async with contextlib.aclosing(_followed_pieces(followed)) as pieces:
+            return await writer.write_pieces(pieces)
+    finally:
+        followed.growing.release()
+
+
+async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
+    yield followed.head
+    growing = followed.growing
+    text = _GrowingText(growing.path)
+    try:
+        while True:
+            outcome = growing.outcome
+            if growing.interrupted:
+                yield text.end("the request was cancelled while its output was passed on") + followed.broken_tail
+                return
+            if isinstance(outcome, str):
+                yield text.end(outcome) + followed.broken_tail
+                return
+            if isinstance(outcome, SpooledOutput) and outcome.path is None:
+                yield text.end(f"the output could not be kept whole: {outcome.failure}") + followed.broken_tail
+                return
+            if text.position < growing.written:
+                piece = await anyio.to_thread.run_sync(text.read, min(growing.written - text.position, PIECE_BYTES))
+                if piece:
+                    yield piece
+                continue
+            if outcome is not None:
+                yield text.end() + (followed.error_tail if outcome.is_error else followed.tail)
+                return
+            with anyio.move_on_after(followed.stall_s) as waited:
+                await growing.changed()
+            if waited.cancelled_caught:
+                stalled = f"the server wrote nothing more of its answer for {followed.stall_s:g} s"
+                yield text.end(stalled) + followed.broken_tail
+                return
+    except OSError as exc:
+        yield text.end(f"claimcheck could not read the output it was passing on: {exc.strerror or exc}") + (
+            followed.broken_tail
+        )
+    finally:
+        text.close()
+
+
+class _GrowingText:
+    """A growing output's text, read up to what is on disk, decoded and escaped as `EscapedText` does."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._stored: IO[bytes] | None = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.position = 0
+
+    def read(self, size: int) -> bytes:
+        """The escaped text of the next `size` bytes, which are on disk. Blocking."""
+        if self._stored is None:
+            self._stored = self._path.open("rb")
+        block = self._stored.read(size)
+        if not block:
+            raise OSError(f"the output file ends at {self.position} bytes, before what was written")
+        self.position += len(block)
+        return _escaped(self._decoder, block, final=False)
+
+    def end(self, why: str | None = None) -> bytes:
+        """What the decoder holds back, then, when the output broke off, claimcheck's note of `why`."""
+        rest = _escaped(self._decoder, b"", final=True)
+        if why is None:
+            return rest
+        return rest + json.dumps(f"\n[claimcheck] {why}", ensure_ascii=False)[1:-1].encode()
+
+    def close(self) -> None:
+        if self._stored is not None:
+            self._stored.close()
+
+
+def _escaped(decoder: codecs.IncrementalDecoder, block: bytes, *, final: bool) -> bytes:
+    """`block` decoded (the decoder keeps a character cut at its end) and escaped, a slice at a time."""
+    return b"".join(
+        json.dumps(text, ensure_ascii=False)[1:-1].encode()
+        for start in range(0, max(len(block), 1), _SLICE_BYTES)
+        if (text := decoder.decode(block[start : start + _SLICE_BYTES], final=final))
+    )
+
+
 class EscapedText:
     """A stored output's text, decoded as `materialize` decodes it whole (UTF-8, bad bytes replaced) and
     escaped as the inside of a JSON string as `json.dumps(..., ensure_ascii=False)` writes it (as the SDK and
@@ -171,11 +296,6 @@ class EscapedText:
         while not self._done:
             block = self._stored.read(self._piece_bytes)
             self._done = not block
-            escaped = [
-                json.dumps(text, ensure_ascii=False)[1:-1].encode()
-                for start in range(0, max(len(block), 1), _SLICE_BYTES)
-                if (text := self._decoder.decode(block[start : start + _SLICE_BYTES], final=self._done))
-            ]
-            if escaped:
-                return b"".join(escaped)
+            if escaped := _escaped(self._decoder, block, final=self._done):
+                return escaped
         return b""

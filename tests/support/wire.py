@@ -51,6 +51,17 @@ class Wire:
         line, self._buffer = b"".join(parts).split(b"\n", 1)
         return line
 
+    async def peek(self, size: int) -> bytes:
+        """What claimcheck has written and was not read yet, once it is `size` bytes or more (perhaps a part of a
+        line): it stays to be read."""
+        assert self.process.stdout is not None
+        parts, have = [self._buffer], len(self._buffer)
+        while have < size:
+            parts.append(await self.process.stdout.receive())
+            have += len(parts[-1])
+        self._buffer = b"".join(parts)
+        return self._buffer
+
     async def read(self) -> dict[str, Any]:
         """The next message claimcheck writes."""
         message: dict[str, Any] = json.loads(await self.read_line())

@@ -127,4 +127,6 @@ def test_escaped_text_is_the_file_decoded_whole_as_one_json_string(
     parts = []
     while part := escaped.read():
         parts.append(part)
-    assert json.loads(b'"' + b"".join(parts) + b'"') == bytes(data).decode("utf-8", "replace")
+    whole = bytes(data).decode("utf-8", "replace")
+    assert json.loads(b'"' + b"".join(parts) + b'"') == whole
+    assert b"".join(parts) == json.dumps(whole, ensure_ascii=False)[1:-1].encode(), "escaped as json.dumps escapes"

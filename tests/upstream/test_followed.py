@@ -1,0 +1,198 @@
+"""A pass-through's answer written while its output is still being spooled (`write_followed`): the same bytes as
+the answer written from the whole file, and, when the output breaks off, a line that ends validly as an error."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import mcp_types as types
+import pytest
+
+from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
+from server.downstream.spooled import GrowingOutput, SpooledOutputs
+from server.upstream.line_writer import LineWriter
+from server.upstream.plain_call import line
+from server.upstream.streamed import Followed, write_followed, write_spooled
+
+pytestmark = pytest.mark.anyio
+
+PLACEHOLDER = "0f" * 16
+NOTE = "[claimcheck] the error above came from the tool"
+TEXT = "".join(f'line {n:07d} "quoted" \\ back é 😀 \u2028 tab\t{"x" * (n % 50)}\n' for n in range(120_000))
+PIECE = 200_003  # cuts characters and escapes between pieces
+
+
+def lines(ident: int) -> tuple[bytes, bytes, bytes]:
+    """The answer's three possible lines, shaped as the fast path shapes them (plain, the tool's error, broken)."""
+    text = {"type": "text", "text": PLACEHOLDER}
+    result = {"content": [text]}
+    error = {"content": [text, {"type": "text", "text": NOTE}], "isError": True}
+    broken = {"content": [text], "isError": True}
+    plain, errored, ended = (line({"jsonrpc": "2.0", "id": ident, "result": r}) for r in (result, error, broken))
+    return plain, errored, ended
+
+
+def message(*, is_error: bool = False) -> bytes:
+    result = {"content": [{"type": "text", "text": TEXT}], "isError": is_error}
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "result": result}, ensure_ascii=False).encode()
+
+
+def spooler(directory: Path, outputs: SpooledOutputs, max_output_bytes: int = 1 << 30) -> MessageSpool:
+    policy = SpoolPolicy(directory, max_output_bytes, outputs, raw_keep=4096)  # followed after 4 KiB
+    return MessageSpool(policy, "test")
+
+
+async def start_following(spool: MessageSpool, data: bytes) -> tuple[GrowingOutput, int]:
+    """Feed `data` until its answer can be followed; the output, and how much of `data` was fed."""
+    fed = 0
+    while spool.followable_id() is None:
+        assert fed < len(data) // 4, "the result should be followable once its content began"
+        await spool.feed(data[fed : fed + PIECE])
+        fed += PIECE
+    assert spool.followable_id() == 7
+    return spool.follow(), fed
+
+
+@asynccontextmanager
+async def writer_to(path: Path) -> AsyncIterator[LineWriter]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        yield LineWriter(fd)
+    finally:
+        os.close(fd)
+
+
+async def followed_line(directory: Path, data: bytes, *, stall_s: float = 60, **policy: Any) -> bytes:
+    """The answer written while `data` is fed to a spool piece by piece."""
+    spool = spooler(directory, SpooledOutputs(), **policy)
+    growing, fed = await start_following(spool, data)
+    out = directory / "followed.jsonl"
+    async with writer_to(out) as writer, anyio.create_task_group() as tg:
+        tg.start_soon(write_followed, writer, Followed.of(PLACEHOLDER, lines(7), growing, stall_s))
+        for start in range(fed, len(data), PIECE):
+            await spool.feed(data[start : start + PIECE])
+            await anyio.lowlevel.checkpoint()
+        assert await spool.finish() is None  # the request has its answer: nothing goes to the session
+    return out.read_bytes()
+
+
+async def whole_line(directory: Path, data: bytes, **policy: Any) -> bytes:
+    """The answer written from the whole file, as before (`write_spooled`)."""
+    outputs = SpooledOutputs()
+    spool = spooler(directory, outputs, **policy)
+    for start in range(0, len(data), PIECE):
+        await spool.feed(data[start : start + PIECE])
+    answer = await spool.finish()
+    assert isinstance(answer, bytes)
+    spooled = outputs.claim(types.CallToolResult.model_validate(json.loads(answer)["result"]))
+    assert spooled is not None and spooled.path is not None
+    out = directory / "whole.jsonl"
+    async with writer_to(out) as writer:
+        assert await write_spooled(writer, 7, lines(7)[1 if spooled.is_error else 0], PLACEHOLDER, spooled)
+    return out.read_bytes()
+
+
+def spool_files(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir() if path.name.startswith("spool-"))
+
+
+@pytest.mark.parametrize(("is_error", "cut"), [(False, False), (True, False), (False, True)])
+async def test_an_answer_written_as_its_output_grows_is_the_answer_written_from_the_whole_file(
+    tmp_path: Path, is_error: bool, cut: bool
+) -> None:
+    data = message(is_error=is_error)
+    policy = {"max_output_bytes": 3 << 20} if cut else {}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with anyio.fail_after(60):
+        followed = await followed_line(tmp_path / "a", data, **policy)
+        whole = await whole_line(tmp_path / "b", data, **policy)
+    assert followed == whole
+    result = json.loads(followed)["result"]
+    assert result.get("isError", False) is is_error
+    if cut:
+        assert result["content"][0]["text"].endswith(CUT_MARKER.format(limit=3 << 20, total=len(TEXT.encode())))
+    else:
+        assert result["content"][0]["text"] == TEXT
+    assert spool_files(tmp_path / "a") == [], "the followed output's files are removed once it was written"
+
+
+async def broken_off(directory: Path, end: str) -> dict[str, Any]:
+    """The answer written while a message is fed that breaks off (`end`: "broken" JSON, or "gone")."""
+    spool = spooler(directory, SpooledOutputs())
+    data = message()
+    growing, fed = await start_following(spool, data)
+    out = directory / "followed.jsonl"
+    with anyio.fail_after(60):
+        async with writer_to(out) as writer, anyio.create_task_group() as tg:
+            tg.start_soon(write_followed, writer, Followed.of(PLACEHOLDER, lines(7), growing, 60))
+            await spool.feed(data[fed : len(data) // 2])
+            if end == "broken":
+                await spool.feed(b"\n}")
+                assert isinstance(await spool.finish(), ValueError)
+            else:
+                await spool.abort()
+    written = out.read_bytes()
+    assert written.endswith(b"\n") and written.count(b"\n") == 1
+    answer: dict[str, Any] = json.loads(written)
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("end", "why"),
+    [("broken", "the server's answer broke off after"), ("gone", "the server's connection closed after")],
+)
+async def test_an_output_that_breaks_off_while_it_is_written_ends_the_line_as_an_error(
+    tmp_path: Path, end: str, why: str
+) -> None:
+    result = (await broken_off(tmp_path, end))["result"]
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert TEXT.startswith(text[: text.rindex("\n[claimcheck] ")])
+    assert text[text.rindex("\n[claimcheck] ") :].startswith(f"\n[claimcheck] {why}")
+    assert spool_files(tmp_path) == []
+
+
+async def test_a_followed_answer_interrupted_by_its_request_ends_at_once_and_its_files_go_when_the_output_ends(
+    tmp_path: Path,
+) -> None:
+    spool = spooler(tmp_path, SpooledOutputs())
+    data = message()
+    growing, fed = await start_following(spool, data)
+    out = tmp_path / "followed.jsonl"
+    with anyio.fail_after(60):
+        async with writer_to(out) as writer:
+            growing.interrupt()  # the client cancelled: the line ends, though the output has not
+            assert await write_followed(writer, Followed.of(PLACEHOLDER, lines(7), growing, 60))
+        for start in range(fed, len(data), PIECE):
+            await spool.feed(data[start : start + PIECE])
+        assert await spool.finish() is None
+    result = json.loads(out.read_bytes())["result"]
+    assert result["isError"] is True
+    cancelled = "\n[claimcheck] the request was cancelled while its output was passed on"
+    assert result["content"][0]["text"].endswith(cancelled)
+    assert spool_files(tmp_path) == []
+
+
+async def test_a_followed_answer_whose_output_stops_growing_for_its_stall_limit_ends_as_an_error(
+    tmp_path: Path,
+) -> None:
+    spool = spooler(tmp_path, SpooledOutputs())
+    data = message()
+    growing, _ = await start_following(spool, data)
+    out = tmp_path / "followed.jsonl"
+    with anyio.fail_after(60):
+        async with writer_to(out) as writer:
+            assert await write_followed(writer, Followed.of(PLACEHOLDER, lines(7), growing, 0.05))
+        await spool.abort()
+    result = json.loads(out.read_bytes())["result"]
+    assert result["isError"] is True
+    stalled = "\n[claimcheck] the server wrote nothing more of its answer for 0.05 s"
+    assert result["content"][0]["text"].endswith(stalled)
