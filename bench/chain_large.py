@@ -8,7 +8,8 @@ The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Eac
 makes a 20 MiB call (the spool and, in the chain, the streaming path warm up; the inner keeps 20 MiB whole in no
 case: its spool keeps at most 16 MiB of a message), then takes each claimcheck's idle peak RSS (VmHWM) and times
 one call of the size: seconds from the call to the too-large answer (the handle), each process's VmHWM above
-its idle peak, and whether the answer names the size the producer wrote.
+its idle peak, the CPU seconds each claimcheck spent on the call (/proc/PID/stat), and whether the answer names
+the size the producer wrote.
 
 Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH]
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -51,6 +53,12 @@ def _inner_pid(outer: int) -> int:
     raise RuntimeError("the inner claimcheck is not running")
 
 
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) `pid` has used so far, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _call(wire: Wire, tool: str, mib: int) -> str:
     wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
     answer = json.loads(wire.line())
@@ -77,9 +85,11 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
         if path == "chain":
             pids["inner"] = _inner_pid(wire.process.pid)
         idle = {name: vm(pid, "VmHWM") for name, pid in pids.items()}
+        cpu_before = {name: _cpu(pid) for name, pid in pids.items()}
         start = time.perf_counter()
         text = _call(wire, tool, mib)
         seconds = time.perf_counter() - start
+        cpu = {name: _cpu(pid) - cpu_before[name] for name, pid in pids.items()}
         peaks = {name: (vm(pid, "VmHWM") - idle[name]) / MIB for name, pid in pids.items()}
     finally:
         wire.close()
@@ -87,6 +97,7 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
         "path": path,
         "mib": mib,
         "seconds": round(seconds, 3),
+        "cpu_s": {name: round(value, 2) for name, value in cpu.items()},
         "peak_above_idle_mib": {name: round(value, 1) for name, value in peaks.items()},
         "idle_mib": {name: round(value / MIB, 1) for name, value in idle.items()},
         "size_ok": text.startswith(f"Tool output is too large ({mib * MIB} bytes, "),
@@ -108,6 +119,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "path": path,
                     "runs": len(done),
                     "median_seconds": round(statistics.median(row["seconds"] for row in done), 3),
+                    "median_cpu_s": {n: statistics.median(row["cpu_s"][n] for row in done) for n in names},
                     "max_peak_above_idle_mib": {n: max(row["peak_above_idle_mib"][n] for row in done) for n in names},
                     "sizes_ok": all(row["size_ok"] for row in done),
                 }
