@@ -3,7 +3,7 @@
 Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as
 the SDK's path would (`plain_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
 transport writes. The call starts as any proxied call does (`begin`, so the time rule, handles, history and
-the status API see it) and goes to the downstream as bytes (`server.downstream.rawcall`). Its answer is
+the status API see it) and goes to the downstream as bytes (`server.downstream.tool_call`). Its answer is
 written when it finishes (`Call.then`), without a task: the downstream's plain result as it came, under the
 client's id (`replies.response_line`); or, when the time rule's timer fires first, or for any other outcome
 (a handle, an error, a stored output), it is built in a task of the lifespan task group by `answer`, as on
@@ -22,8 +22,8 @@ import anyio
 import mcp_types as types
 
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, RawSent, raw_capable, send_now
 from server.downstream.relay import RequestRelay
+from server.downstream.tool_call import RawResult, RawSent, raw_capable, send_now
 from server.errors import ClaimcheckError
 from server.handles.call_relay import CallRelay
 from server.handles.calls import Call

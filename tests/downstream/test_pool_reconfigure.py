@@ -13,6 +13,7 @@ from server.config import parse_config
 from server.downstream.connect import DownstreamSpec
 from server.downstream.pool import Pool
 from server.downstream.server import Downstream
+from server.downstream.tool_call import call_tool
 
 pytestmark = [pytest.mark.anyio]
 
@@ -67,7 +68,7 @@ async def test_a_replaced_server_keeps_its_place_an_added_one_comes_last_and_the
             why = {"a": "a changed", "c": "c was removed"}
             started = await pool.reconfigure(config, why, [spec("a", named("two")), spec("d", named("d"))], prepare)
             routes = await routes_once(pool, changed, {"a__two_tool", "b__b_tool", "d__d_tool"})
-            answer: Any = await pool.downstreams[0].call("two_tool", {}, None)
+            answer: Any = await call_tool(pool.downstreams[0], "two_tool", {}, None)
             tg.cancel_scope.cancel()
     assert routes == {"a__two_tool", "b__b_tool", "d__d_tool"}
     assert [d.name for d in pool.downstreams] == ["a", "b", "d"]

@@ -15,6 +15,7 @@ import pytest
 from server.config import parse_config
 from server.downstream.pool import Pool, Route
 from server.downstream.scopes import Requester
+from server.downstream.tool_call import call_tool
 from server.errors import DownstreamUnavailable
 from tests.support.processes import program_entry
 from tests.support.proxies import text_of
@@ -41,7 +42,7 @@ async def call(pool: Pool, tool: str, who: Requester) -> str:
     route = pool.route(f"fs__{tool}")
     assert isinstance(route, Route)
     routed = await pool.for_client(route, who)
-    return text_of(await routed.downstream.call(tool, {}, None))
+    return text_of(await call_tool(routed.downstream, tool, {}, None))
 
 
 async def started(pool: Pool, tg: anyio.abc.TaskGroup, *, many: bool = True) -> None:
@@ -100,7 +101,7 @@ async def test_a_process_serving_a_call_is_never_reclaimed_and_past_max_instance
                 route = pool.route("fs__roots")
                 assert isinstance(route, Route)
                 busy.append(await pool.for_client(route, who))
-                tg.start_soon(busy[-1].downstream.call, "roots", {"after": 600}, None)
+                tg.start_soon(call_tool, busy[-1].downstream, "roots", {"after": 600}, None)
             while not all(routed.downstream.in_flight.busy for routed in busy):
                 await anyio.wait_all_tasks_blocked()
                 await anyio.lowlevel.checkpoint()
@@ -181,8 +182,8 @@ async def test_a_session_process_stops_when_idle_and_when_its_connection_closes_
             assert route is not None
             idle = await pool.for_client(route, requester("idle"))
             closing = await pool.for_client(route, requester("closing"))
-            await idle.downstream.call("count", {}, None)
-            await closing.downstream.call("count", {}, None)
+            await call_tool(idle.downstream, "count", {}, None)
+            await call_tool(closing.downstream, "count", {}, None)
             instances.stop_idle(time.monotonic() + 299)  # not yet
             assert instances.status()["instances"] == 2
             instances.stop_idle(time.monotonic() + 301)
@@ -190,7 +191,7 @@ async def test_a_session_process_stops_when_idle_and_when_its_connection_closes_
             while instances.status()["instances"] or idle.downstream.state != "down":
                 await idle.downstream.state_changed()
             with pytest.raises(DownstreamUnavailable) as gone:
-                await idle.downstream.call("count", {}, None)
+                await call_tool(idle.downstream, "count", {}, None)
             again = await call(pool, "count", requester("idle"))
             tg.cancel_scope.cancel()
     assert "the server's process for this client connection stopped (idle for 300 s)" in str(gone.value)
