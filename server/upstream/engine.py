@@ -38,7 +38,7 @@ from server.upstream.forwarding import answer, begin, drop
 from server.upstream.plain_call import CallContext, Envelope, FastRelay
 from server.upstream.replies import error_line, error_result, response_line
 
-__all__ = ["Answer", "FastRequest", "Responder", "passthrough_route", "plain_route", "relay_of"]
+__all__ = ["Answer", "FastRequest", "Responder", "fast_route", "passthrough_route", "plain_route"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +83,11 @@ class FastRequest:
         route: Route,
         context: CallContext,
         session: Session | None,
-        relay: RequestRelay,
-        origin: str = "",
+        origin: str,
+        relay: RequestRelay | None = None,
     ) -> None:
         """`session` and `origin` (`Entrance.origin`): whose call it starts (None for a pass-through, which
-        starts none)."""
+        starts none); `relay`: the call's, when not the one `_relay_of` gives."""
         self.proxy = proxy
         self.responder = responder
         self.envelope = envelope
@@ -95,7 +95,7 @@ class FastRequest:
         self.context = context
         self.session = session
         self.origin = origin
-        self.relay = relay
+        self.relay = relay if relay is not None else _relay_of(context, proxy.log_level)
         self.state: Literal["waiting", "answering", "done"] = "waiting"
         self.call: Call | None = None
         self.call_relay: CallRelay | None = None
@@ -272,6 +272,14 @@ class Answer:
         return self.data
 
 
+def fast_route(proxy: Proxy, envelope: Envelope) -> Route | None:
+    """The route of a call a fast path takes: a pass-through's (`passthrough_route`), else a plain call's
+    (`plain_route`); None when the SDK's path must make it."""
+    if envelope.passthrough:
+        return passthrough_route(proxy, envelope)
+    return plain_route(proxy, envelope)
+
+
 def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
     """The route of a call the fast path can make exactly as the SDK's path would, else None (stdio and HTTP): a
     plain call (not a pass-through) to a server whose rules are on, that `passthrough_route` takes."""
@@ -297,7 +305,7 @@ def passthrough_route(proxy: Proxy, envelope: Envelope) -> Route | None:
     return route if raw_capable(route.downstream, route.tool) else None
 
 
-def relay_of(context: CallContext, min_log_level: types.LoggingLevel | None) -> RequestRelay:
+def _relay_of(context: CallContext, min_log_level: types.LoggingLevel | None) -> RequestRelay:
     """The relay of a fast-path call: over stdio, a handshake-era client's connection (`FastRelay`); else the
     request's, as the SDK's path relays it (no requests to a sessionless client, no log messages it did not ask
     for)."""
