@@ -13,10 +13,12 @@ import mcp_types as types
 from server.config import PRIMARY_INSTANCE, Config, Policy, for_instance, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
+from server.downstream.inflight import OutsideRoots
 from server.downstream.naming import public_name, tool_allowed
 from server.downstream.relay import Relay
 from server.downstream.scopes import Instances, Requester, fixed_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
+from server.downstream.spool import SpoolPolicy
 from server.downstream.spooled import SpooledOutputs
 from server.downstream.tool_index import ToolSearch
 
@@ -106,13 +108,25 @@ class Pool:
     def _member(self, spec: DownstreamSpec) -> tuple[Downstream, Instances]:
         """The first process of a server, and its scope's other processes (none started)."""
         first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
-        primary = Downstream(first, self._tools_changed, connect_timeout=self.connect_timeout)
+        fixed = fixed_roots(self.config.settings.roots) if self.many_clients else None
+        primary = Downstream(first, self._tools_changed, connect_timeout=self.connect_timeout, fixed_roots=fixed)
 
-        def make(spec: DownstreamSpec, timeout: float = self.connect_timeout) -> Downstream:
-            return Downstream(spec, _nothing, connect_timeout=timeout)
+        def make(
+            spec: DownstreamSpec,
+            *,
+            spool: SpoolPolicy | None,
+            outside_roots: OutsideRoots | None,
+            fixed_roots: OutsideRoots | None,
+        ) -> Downstream:
+            return Downstream(
+                spec,
+                _nothing,
+                connect_timeout=self.connect_timeout,
+                spool=spool,
+                outside_roots=outside_roots,
+                fixed_roots=fixed_roots,
+            )
 
-        if self.many_clients:
-            primary.in_flight.fixed_roots = fixed_roots(self.config.settings.roots)
         return primary, Instances(primary, spec, make)
 
     async def _launch(self, downstream: Downstream) -> None:

@@ -23,7 +23,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
-from server.downstream.inflight import InFlight
+from server.downstream.inflight import InFlight, OutsideRoots
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.processes import CONNECT_TIMEOUT_S
 from server.downstream.refusal import Refusals
@@ -65,7 +65,12 @@ class Downstream:
         on_tools_changed: Callable[[], Awaitable[None]],
         *,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        spool: SpoolPolicy | None = None,
+        outside_roots: OutsideRoots | None = None,
+        fixed_roots: OutsideRoots | None = None,
     ) -> None:
+        """`spool`: where this server's long messages go; `outside_roots`, `fixed_roots`: see `InFlight` (the
+        first process of a server gets the proxy's, later, and an instance of a scope gets them here)."""
         self.name = spec.name
         self.config = spec.config
         self.tools: dict[str, types.Tool] = {}
@@ -78,7 +83,7 @@ class Downstream:
         self.last_error: str | None = None
         self.restarts = 0
         self.process: StdioProcess | None = None
-        self.spool: SpoolPolicy | None = None  # set by the proxy: where this server's long messages go
+        self.spool = spool
         self._spec = spec
         self._on_tools_changed = on_tools_changed
         self.connect_timeout = connect_timeout if spec.connect_timeout is None else spec.connect_timeout
@@ -88,7 +93,7 @@ class Downstream:
         self._state_changed = anyio.Event()
         self._first_done = anyio.Event()
         self._broken = anyio.Event()
-        self.in_flight = InFlight(self.name, self.config.timeout)
+        self.in_flight = InFlight(self.name, self.config.timeout, outside_roots=outside_roots, fixed_roots=fixed_roots)
         self.backoff = Restarts()
         self._ever_up = False
         self.asks_roots = False
