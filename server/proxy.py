@@ -77,16 +77,14 @@ class Proxy:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
         again the same way. `store`: where outputs are kept (`Proxy.start` opens it, and removes it at the end).
         `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see.
-        `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's: `relay_count`,
+        `many_clients`: several clients will come (`Pool` with `many_clients`). The shared claimcheck's: `relay_count`,
         its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count = relay_count
         self._restarted_at = restarted_at
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
-        self.pool = Pool(config, specs, connect_timeout=connect_timeout, serving=serving)
-        if many_clients:
-            self.pool.serve_many()
+        self.pool = Pool(config, specs, connect_timeout=connect_timeout, serving=serving, many_clients=many_clients)
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`

@@ -62,10 +62,14 @@ class Pool:
         *,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         serving: bool = True,
+        many_clients: bool = False,
     ) -> None:
+        """`many_clients`: several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is
+        everyone's, so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`);
+        servers a reloaded config adds get the same."""
         self.config = config
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
-        self.many_clients = False  # several clients (`serve_many`): each server's scope applies
+        self.many_clients = many_clients
         self.connect_timeout = connect_timeout
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
@@ -205,14 +209,6 @@ class Pool:
 
     def route(self, name: str) -> Route | None:
         return self.routes.get(name)
-
-    def serve_many(self) -> None:
-        """Several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is everyone's,
-        so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`)."""
-        self.many_clients = True  # servers a reloaded config adds get the same (`_member`)
-        answer = fixed_roots(self.config.settings.roots)
-        for downstream in self.downstreams:
-            downstream.in_flight.fixed_roots = answer
 
     async def for_client(self, route: Route, requester: Requester, relay: Relay | None = None) -> Route:
         """`route` with the process that serves `requester` (started now if it is the first call that needs it,

@@ -23,11 +23,11 @@ from tests.support.proxies import text_of
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
-def pool_of(scope: str, **fields: Any) -> Pool:
+def pool_of(scope: str, *, many: bool = True, **fields: Any) -> Pool:
     settings = fields.pop("settings", {})
     server = {**program_entry("roots_server"), "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
     config = parse_config({"mcpServers": {"fs": {**server, "scope": scope, **fields}}, "settings": settings})
-    return Pool(config)
+    return Pool(config, many_clients=many)
 
 
 def requester(connection: str, owner: str | None = None, roots: list[str] | None = None) -> Requester:
@@ -45,9 +45,7 @@ async def call(pool: Pool, tool: str, who: Requester) -> str:
     return text_of(await call_tool(routed.downstream, tool, {}, None))
 
 
-async def started(pool: Pool, tg: anyio.abc.TaskGroup, *, many: bool = True) -> None:
-    if many:
-        pool.serve_many()
+async def started(pool: Pool, tg: anyio.abc.TaskGroup) -> None:
     await tg.start(pool.run)
     await pool.settled()
 
@@ -163,10 +161,10 @@ async def test_a_client_with_roots_gets_its_own_process_started_before_its_first
 
 
 async def test_with_one_client_every_scope_is_that_clients_one_process() -> None:
-    pool = pool_of("session")
+    pool = pool_of("session", many=False)
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            await started(pool, tg, many=False)
+            await started(pool, tg)
             counted = await call(pool, "count", requester("only"))
             tg.cancel_scope.cancel()
     assert counted.endswith("instance=shared") and pool.instances["fs"].status()["instancesStarted"] == 0
