@@ -308,9 +308,17 @@ class Proxy:
         )
         return questions.roots_answer(answer)
 
+    def roots_changing(self, connection: str | None) -> None:
+        """The roots of the client on `connection` (None: the one client) changed: its calls read from now on wait
+        until the servers that hear its roots were asked for them again and had the chance to apply them."""
+        for downstream in self.pool.hearing_roots_of(connection):
+            downstream.roots_changing()
+
     async def roots_changed(self, connection: str) -> None:
         """The roots of the client on `connection` changed (or a client that has roots came): the servers that hear
-        its roots, and are up, hear of it (with one client, every server)."""
+        its roots, and are up, hear of it (with one client, every server). Its calls wait for that from before
+        the first await: a call read after this notification is not served with the roots before it."""
+        self.roots_changing(connection)
         async with anyio.create_task_group() as tg:
             for downstream in self.pool.hearing_roots_of(connection):
                 tg.start_soon(downstream.roots_changed)

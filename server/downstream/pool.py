@@ -232,7 +232,10 @@ class Pool:
             await route.downstream.roots_in_place.wait(route.downstream)
             return route
         downstream = await self.instances[route.downstream.name].get(requester, route.public, relay)
-        return route if downstream is route.downstream else replace(route, downstream=downstream)
+        if downstream is route.downstream:
+            return route
+        await downstream.roots_in_place.wait(downstream)  # its own process: its roots, changed or not, in place
+        return replace(route, downstream=downstream)
 
     def for_everyone(self, route: Route) -> bool:
         """Whether `route`'s calls go to its server's first process whoever makes them (the fast paths' own); with
@@ -252,11 +255,13 @@ class Pool:
             for instances in self.instances.values():
                 instances.start_early(requester)
 
-    def hearing_roots_of(self, connection: str) -> list[Downstream]:
+    def hearing_roots_of(self, connection: str | None) -> list[Downstream]:
         """The processes to tell when `connection`'s roots change: with one client, every server; else the
-        processes that are that connection's own."""
+        processes that are that connection's own (None: the one client's, so none)."""
         if not self.many_clients:
             return list(self.downstreams)
+        if connection is None:
+            return []
         return [d for instances in self.instances.values() for d in instances.of_connection(connection)]
 
     def tools(self) -> list[types.Tool]:

@@ -307,12 +307,17 @@ class Downstream:
             await self.roots_known.wait()
         self.roots_known.set()
 
+    def roots_changing(self) -> None:
+        """The client's roots changed: a server that asks for roots asks again once told, and the client's calls wait
+        for that from now on (`RootsInPlace`), even a call read before the server could be told (`roots_changed`)."""
+        if self._client is not None and not self._broken.is_set() and self.asks_roots:
+            self.roots_in_place.expect(anyio.current_time() + ROOTS_PROBE_S)
+
     async def roots_changed(self) -> None:
         """Tell the server, if it is up, that the client's roots changed (roots: `server.downstream.relay.no_roots`)."""
         if self._client is None or self._broken.is_set():
             return
-        if self.asks_roots:  # it asks again now: one client's calls wait for that (`RootsInPlace`)
-            self.roots_in_place.expect(anyio.current_time() + ROOTS_PROBE_S)
+        self.roots_changing()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # roots are deprecated at 2026-07-28 only

@@ -29,7 +29,7 @@ from server.proxy import Proxy
 from server.upstream.engine import FastRequest, fast_route
 from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
-from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id
+from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id, roots_changed
 from server.upstream.sessionless import SessionlessClients, StreamEra
 from server.upstream.streamed import write_spooled
 
@@ -61,7 +61,11 @@ class FastPath:
             request.cancel()
             return True
         envelope = self._envelopes.envelope_of(line)
-        if envelope is None or request_key(envelope.id) in self._running:
+        if envelope is None:
+            if roots_changed(line):  # before the next line is read: a call behind it waits for the new roots
+                self._proxy.roots_changing(None)
+            return False
+        if request_key(envelope.id) in self._running:
             return False
         proxy = self._proxy
         route = fast_route(proxy, envelope)

@@ -36,6 +36,7 @@ __all__ = [
     "line",
     "read_envelope",
     "result_line",
+    "roots_changed",
 ]
 
 _MAX_ID = (1 << 63) - 1
@@ -168,6 +169,20 @@ def cancelled_id(line: bytes) -> RequestId | None:
     params = message.get("params")
     ident = params.get("requestId") if type(params) is dict else None
     return ident if type(ident) in (int, str) else None
+
+
+_ROOTS_CHANGED = b'"notifications/roots/list_changed"'
+
+
+def roots_changed(line: bytes) -> bool:
+    """Whether `line` is a `notifications/roots/list_changed` (a short line: it has no params worth reading)."""
+    if len(line) > 1024 or _ROOTS_CHANGED not in line:
+        return False
+    try:
+        message = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return False
+    return type(message) is dict and message.get("method") == "notifications/roots/list_changed" and "id" not in message
 
 
 class AnswerWire(Protocol):

@@ -100,3 +100,57 @@ async def test_every_first_call_of_one_stdio_client_sees_its_roots(tmp_path: Pat
                 seen.append(allowed(text_of(await client.call_tool("fs__list_allowed_directories", {}))))
     wrong = [(str(project), got) for project, got in zip(projects, seen, strict=False) if got != [str(project)]]
     assert not wrong, f"{len(wrong)} of 10 first calls saw other directories: {wrong[:3]}"
+
+
+CHANGES = 10
+
+
+class MovingRoots:
+    """A client's roots that it changes mid-session: the answer to `roots/list` is the current project."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+
+    async def __call__(self, context: Any) -> types.ListRootsResult:
+        root = types.Root(uri=self.project.as_uri(), name=self.project.name)  # type: ignore[arg-type]
+        return types.ListRootsResult(roots=[root])
+
+
+async def moved_calls(client: Client, roots: MovingRoots, projects: list[Path]) -> list[tuple[str, list[str]]]:
+    """For each project in turn: change the roots, tell the server at once, and call at once after."""
+    seen: list[tuple[str, list[str]]] = []
+    for project in projects:
+        roots.project = project
+        await client.send_roots_list_changed()
+        listing = allowed(text_of(await client.call_tool("fs__list_allowed_directories", {})))
+        seen.append((str(project), listing))
+    return seen
+
+
+async def test_a_call_right_after_a_roots_change_over_stdio_sees_the_new_roots(tmp_path: Path) -> None:
+    """The call that follows `notifications/roots/list_changed` at once waits until the server has been asked for
+    the new roots and had its chance to apply them: it never sees the roots before the change."""
+    _, projects, config = workspace(tmp_path)
+    serve = StdioServerParameters(command=PYTHON, args=["-m", "server", "serve", "--config", str(config), "--no-api"])
+    roots = MovingRoots(projects[0])
+    with anyio.fail_after(300), (tmp_path / "stderr.txt").open("a") as errlog:
+        async with Client(stdio_client(serve, errlog=errlog), mode="legacy", list_roots_callback=roots) as client:
+            first = allowed(text_of(await client.call_tool("fs__list_allowed_directories", {})))
+            seen = await moved_calls(client, roots, projects[1 : 1 + CHANGES])
+    assert first == [str(projects[0])], first
+    wrong = [(project, got) for project, got in seen if got != [project]]
+    assert not wrong, f"{len(wrong)} of {CHANGES} calls after a change saw other directories: {wrong[:3]}"
+
+
+async def test_a_call_right_after_a_roots_change_over_http_sees_the_new_roots(tmp_path: Path) -> None:
+    _, projects, config = workspace(tmp_path)
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--no-api", "--transport", "http"]
+    roots = MovingRoots(projects[0])
+    with anyio.fail_after(300):
+        async with announced_url([*command, "--port", "0"], SERVING) as url:
+            async with Client(url, mode="legacy", list_roots_callback=roots) as client:
+                first = allowed(text_of(await client.call_tool("fs__list_allowed_directories", {})))
+                seen = await moved_calls(client, roots, projects[1 : 1 + CHANGES])
+    assert first == [str(projects[0])], first
+    wrong = [(project, got) for project, got in seen if got != [project]]
+    assert not wrong, f"{len(wrong)} of {CHANGES} calls after a change saw other directories: {wrong[:3]}"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mcp_types.methods import validate_client_request
 
 from server.downstream.chain import PASSTHROUGH, asks_passthrough
-from server.upstream.plain_call import read_envelope
+from server.upstream.plain_call import read_envelope, roots_changed
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 INFO_KEY = "io.modelcontextprotocol/clientInfo"
@@ -292,3 +292,18 @@ def test_the_sdk_clients_own_envelope_is_taken() -> None:
     envelope = read_envelope(_sessionless_line(1, SDK_ENVELOPE, {"text": "x"}))
     assert envelope is not None and envelope.sessionless is not None
     assert envelope.sessionless.protocol_version == "2026-07-28"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}', True),
+        (b'{"method": "notifications/roots/list_changed", "jsonrpc": "2.0", "params": {}}', True),
+        (b'{"jsonrpc":"2.0","id":1,"method":"notifications/roots/list_changed"}', False),  # a request, not it
+        (b'{"jsonrpc":"2.0","id":1,"result":{"text":"notifications/roots/list_changed"}}', False),
+        (b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"', False),  # broken JSON
+        (b'{"jsonrpc":"2.0","method":"notifications/initialized"}', False),
+    ],
+)
+def test_a_roots_change_is_told_from_its_line(line: bytes, expected: bool) -> None:
+    assert roots_changed(line) is expected
