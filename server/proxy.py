@@ -27,13 +27,12 @@ from mcp.server.subscriptions import (
 from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
 from server import tracing
-from server.config import Config, ExtractionSettings, api_port, load_config, resolve_policy, state_dir
+from server.config import Config, ExtractionSettings, api_port, load_config, state_dir
 from server.downstream.connect import DownstreamSpec
 from server.downstream.offerings import Offerings
 from server.downstream.pool import Pool, specs_from_config
 from server.downstream.relay import RootsParams, no_roots
-from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
-from server.downstream.spool import SpoolPolicy
+from server.downstream.server import CONNECT_TIMEOUT_S
 from server.errors import StartupError
 from server.handles import questions
 from server.handles.calls import Call
@@ -77,16 +76,22 @@ class Proxy:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
         again the same way. `store`: where outputs are kept (`Proxy.start` opens it, and removes it at the end).
         `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see.
-        `many_clients`: several clients will come (`Pool.serve_many`). The shared claimcheck's: `relay_count`,
+        `many_clients`: several clients will come (`Pool` with `many_clients`). The shared claimcheck's: `relay_count`,
         its relays attached now, and `restarted_at`, when it took over from one that died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count = relay_count
         self._restarted_at = restarted_at
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
-        self.pool = Pool(config, specs, connect_timeout=connect_timeout, serving=serving)
-        if many_clients:
-            self.pool.serve_many()
+        self.pool = Pool(
+            config,
+            specs,
+            connect_timeout=connect_timeout,
+            serving=serving,
+            many_clients=many_clients,
+            spool_root=store.run_root,
+            outside_roots=lambda server: partial(self._roots_outside, server),
+        )
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`
@@ -103,8 +108,6 @@ class Proxy:
         self._warmed = anyio.Event()
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
-        for downstream in self.pool.downstreams:
-            self._prepare(downstream)
         self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
         # the file the config came from, watched while running: a change is applied without a restart
         self.config_watch = ConfigWatch(config_path, self.reload, load=load) if config_path is not None else None
@@ -188,14 +191,6 @@ class Proxy:
             if traced:
                 await anyio.to_thread.run_sync(tracing.shutdown)  # what is left is exported
 
-    def _prepare(self, downstream: Downstream) -> None:
-        """What a server's first process gets from the proxy: the roots of clients outside requests, and a spool
-        for long messages in the store (except in a plain pass-through)."""
-        downstream.in_flight.outside_roots = partial(self._roots_outside, downstream.name)
-        settings = self.config.settings
-        if resolve_policy(settings, downstream.config).async_enabled:
-            downstream.spool = SpoolPolicy(self._store.run_root, settings.max_output_bytes, self.pool.spooled)
-
     async def reload(self, new: Config) -> Changes:
         """Apply a config read again (`server.reload`): servers whose entry changed restart (their calls in flight
         fail, saying so, as in a crash), added ones start, removed ones stop (their calls fail, saying so); every
@@ -207,7 +202,7 @@ class Proxy:
         why = {name: f'its entry in the config changed, so claimcheck restarted "{name}"' for name in found.changed}
         why |= {name: f'"{name}" was removed from the config, so claimcheck stopped it' for name in found.removed}
         start = [spec for spec in specs_from_config(self.config) if spec.name in found.changed + found.added]
-        await self.pool.reconfigure(self.config, why, start, self._prepare)
+        await self.pool.reconfigure(self.config, why, start)
         await self.offerings.servers_changed(self.pool.downstreams)
         return found
 

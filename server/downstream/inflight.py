@@ -44,14 +44,21 @@ class Waiting:
 class InFlight:
     """Forwarded requests of one downstream, each with the timeout `timeout`."""
 
-    def __init__(self, server: str, timeout: float) -> None:
+    def __init__(
+        self,
+        server: str,
+        timeout: float,
+        *,
+        outside_roots: OutsideRoots | None = None,
+        fixed_roots: OutsideRoots | None = None,
+    ) -> None:
         self.server = server
         self.timeout = timeout
         self._waiting: list[Waiting] = []
         self._order = itertools.count(1)
-        self.outside_roots: OutsideRoots | None = None
+        self.outside_roots = outside_roots
         """Where a `roots/list` made outside any forwarded request goes; without it, it gets `no_roots()`."""
-        self.fixed_roots: OutsideRoots | None = None
+        self.fixed_roots = fixed_roots
         """When set, the answer to every `roots/list`: a process that serves several clients never hears one's
         roots (`server.downstream.scopes`)."""
         self.idle_since = time.monotonic()

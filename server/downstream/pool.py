@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -13,10 +14,12 @@ import mcp_types as types
 from server.config import PRIMARY_INSTANCE, Config, Policy, for_instance, resolve_policy
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
+from server.downstream.inflight import OutsideRoots
 from server.downstream.naming import public_name, tool_allowed
 from server.downstream.relay import Relay
 from server.downstream.scopes import Instances, Requester, fixed_roots
 from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
+from server.downstream.spool import SpoolPolicy
 from server.downstream.spooled import SpooledOutputs
 from server.downstream.tool_index import ToolSearch
 
@@ -60,10 +63,21 @@ class Pool:
         *,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         serving: bool = True,
+        many_clients: bool = False,
+        spool_root: Path | None = None,
+        outside_roots: Callable[[str], OutsideRoots] | None = None,
     ) -> None:
+        """`many_clients`: several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is
+        everyone's, so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`);
+        servers a reloaded config adds get the same. What each server's first process gets besides: the directory
+        its long messages spool to, with its rules on (`spool_root`, the store's), and where its `roots/list`
+        outside any request goes (`outside_roots`, by server name)."""
         self.config = config
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
-        self.many_clients = False  # several clients (`serve_many`): each server's scope applies
+        self.many_clients = many_clients
+        self.spooled = SpooledOutputs()
+        self._spool_root = spool_root
+        self._outside_roots = outside_roots
         self.connect_timeout = connect_timeout
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
@@ -73,7 +87,6 @@ class Pool:
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}  # by server name: what stops it alone
         self.routes: dict[str, Route] = {}
-        self.spooled = SpooledOutputs()
         self.tool_search = ToolSearch(config.settings)  # the catalog behind find_tools: one per process
         self.listeners: list[Callable[[], Awaitable[None]]] = []
         self._listable = anyio.Event()
@@ -106,13 +119,35 @@ class Pool:
     def _member(self, spec: DownstreamSpec) -> tuple[Downstream, Instances]:
         """The first process of a server, and its scope's other processes (none started)."""
         first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
-        primary = Downstream(first, self._tools_changed, connect_timeout=self.connect_timeout)
+        settings = self.config.settings
+        spool = None
+        if self._spool_root is not None and resolve_policy(settings, first.config).async_enabled:
+            spool = SpoolPolicy(self._spool_root, settings.max_output_bytes, self.spooled)
+        primary = Downstream(
+            first,
+            self._tools_changed,
+            connect_timeout=self.connect_timeout,
+            spool=spool,
+            outside_roots=self._outside_roots(spec.name) if self._outside_roots is not None else None,
+            fixed_roots=fixed_roots(settings.roots) if self.many_clients else None,
+        )
 
-        def make(spec: DownstreamSpec, timeout: float = self.connect_timeout) -> Downstream:
-            return Downstream(spec, _nothing, connect_timeout=timeout)
+        def make(
+            spec: DownstreamSpec,
+            *,
+            spool: SpoolPolicy | None,
+            outside_roots: OutsideRoots | None,
+            fixed_roots: OutsideRoots | None,
+        ) -> Downstream:
+            return Downstream(
+                spec,
+                _nothing,
+                connect_timeout=self.connect_timeout,
+                spool=spool,
+                outside_roots=outside_roots,
+                fixed_roots=fixed_roots,
+            )
 
-        if self.many_clients:
-            primary.in_flight.fixed_roots = fixed_roots(self.config.settings.roots)
         return primary, Instances(primary, spec, make)
 
     async def _launch(self, downstream: Downstream) -> None:
@@ -139,10 +174,9 @@ class Pool:
         config: Config,
         stop: Mapping[str, str],
         start: Sequence[DownstreamSpec],
-        prepare: Callable[[Downstream], None],
     ) -> list[Downstream]:
         """Apply a reloaded config: stop the servers named in `stop` (each with why, which calls still holding it
-        are told), start those of `start` (`prepare`d first; one that replaces a stopped server of its name takes
+        are told), start those of `start` (one that replaces a stopped server of its name takes
         its place in the order), leave every other server and its calls alone, and tell the listeners if the
         tools changed. Returns the servers started."""
         # A stopped server's `instances` entry stays (until one of its name replaces it): a call that found its
@@ -156,7 +190,6 @@ class Pool:
         new: dict[str, Downstream] = {}
         for spec in start:
             new[spec.name], self.instances[spec.name] = self._member(spec)
-            prepare(new[spec.name])
         started = list(new.values())
         kept = [new.pop(d.name, d) for d in self.downstreams if d.name not in stop or d.name in new]
         self.downstreams[:] = kept + list(new.values())
@@ -191,14 +224,6 @@ class Pool:
 
     def route(self, name: str) -> Route | None:
         return self.routes.get(name)
-
-    def serve_many(self) -> None:
-        """Several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is everyone's,
-        so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`)."""
-        self.many_clients = True  # servers a reloaded config adds get the same (`_member`)
-        answer = fixed_roots(self.config.settings.roots)
-        for downstream in self.downstreams:
-            downstream.in_flight.fixed_roots = answer
 
     async def for_client(self, route: Route, requester: Requester, relay: Relay | None = None) -> Route:
         """`route` with the process that serves `requester` (started now if it is the first call that needs it,

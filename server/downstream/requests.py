@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from extraction.wording import plural
 from server.downstream.relay import Relay
-from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT, Downstream
+from server.downstream.server import Downstream
+from server.downstream.tool_call import DOWNSTREAM_MESSAGE_LIMIT, client_of, connection_failed
 from server.errors import DownstreamError, clip
 
 __all__ = ["forward_request"]
@@ -35,7 +36,7 @@ async def forward_request(
         return MCPError(code=code, message=f'Server "{downstream.name}" failed on {method}: {reason}', data=data)
 
     try:
-        client = await downstream.client(method)
+        client = await client_of(downstream, method)
     except DownstreamError as exc:
         raise failed(exc.reason) from None
     timeout = downstream.config.timeout
@@ -49,7 +50,7 @@ async def forward_request(
         downstream.mark_broken("the connection closed during a request")
         raise failed("the server closed the connection (it may have crashed)") from None
     except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-        raise failed(downstream.connection_failed(method, exc).reason) from None
+        raise failed(connection_failed(downstream, method, exc).reason) from None
     except ValidationError as exc:
         raise failed(f"the server's answer is not a valid result ({plural(exc.error_count(), 'problem')})") from None
     raise failed(f"no answer within the server's timeout of {timeout:g} s (mcpServers.{downstream.name}.timeout)")

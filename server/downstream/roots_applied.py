@@ -43,7 +43,7 @@ class Downstream(Protocol):
     connect_timeout: float
     process: StdioProcess | None
 
-    async def client(self, tool: str) -> Client: ...
+    async def connected(self) -> Client | str: ...
 
 
 class RootsInPlace:
@@ -104,8 +104,11 @@ async def roots_applied(downstream: Downstream, mark: int) -> None:
     """Until `downstream` has had its chance to apply the roots just answered: a ping's round trip, then (a stdio
     server) its first line on stderr past `mark` (its count of lines when the answer was made), or `ROOTS_SETTLE_S`.
     Returns early, never raises, when the server is gone: the call then meets whatever is there."""
+    client = await downstream.connected()
+    if isinstance(client, str):  # gone: why is the call's to report
+        logger.debug("server %r: no ping after its roots (%s)", downstream.name, client)
+        return
     try:
-        client = await downstream.client("ping")
         with anyio.move_on_after(downstream.connect_timeout), warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)  # ping is deprecated at 2026-07-28 only
             await client.send_ping()

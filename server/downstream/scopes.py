@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -30,9 +30,10 @@ from server.downstream.inflight import OutsideRoots
 from server.downstream.relay import Relay, no_roots
 from server.downstream.roots_applied import roots_applied
 from server.downstream.server import ROOTS_PROBE_S, Downstream
+from server.downstream.spool import SpoolPolicy
 from server.errors import DownstreamUnavailable
 
-__all__ = ["Instances", "Requester", "fixed_roots"]
+__all__ = ["Instances", "MakeDownstream", "Requester", "fixed_roots"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,10 +80,23 @@ def fixed_roots(roots: list[str]) -> OutsideRoots:
     return answer
 
 
+class MakeDownstream(Protocol):
+    """Makes a process of a scope (not started), given what the proxy gives its server's first one."""
+
+    def __call__(
+        self,
+        spec: DownstreamSpec,
+        *,
+        spool: SpoolPolicy | None,
+        outside_roots: OutsideRoots | None,
+        fixed_roots: OutsideRoots | None,
+    ) -> Downstream: ...
+
+
 class Instances:
     """The processes of one server beyond its first, each for one owner or one client connection."""
 
-    def __init__(self, primary: Downstream, spec: DownstreamSpec, make: Callable[[DownstreamSpec], Downstream]) -> None:
+    def __init__(self, primary: Downstream, spec: DownstreamSpec, make: MakeDownstream) -> None:
         self.primary = primary
         self._spec = spec
         self._make = make
@@ -209,13 +223,15 @@ class Instances:
     def _start(self, key: str, requester: Requester) -> _Instance:
         kind, _, who = key.partition(":")
         name = f"{kind}-{hashlib.sha256(who.encode()).hexdigest()[:16]}"  # stable for an owner across restarts
-        downstream = self._make(replace(self._spec, config=for_instance(self._spec.config, name)))
-        downstream.spool = self.primary.spool
         session = key.startswith("session:")
-        if session:  # a process of one client: its roots, asked in its calls or on its own channel
-            downstream.in_flight.outside_roots = requester.ask_roots
-        else:  # one owner's clients may be in different projects: the configured roots only
-            downstream.in_flight.fixed_roots = self.primary.in_flight.fixed_roots
+        # A process of one client: its roots, asked in its calls or on its own channel; one owner's clients may be
+        # in different projects: the configured roots only.
+        downstream = self._make(
+            replace(self._spec, config=for_instance(self._spec.config, name)),
+            spool=self.primary.spool,
+            outside_roots=requester.ask_roots if session else None,
+            fixed_roots=None if session else self.primary.in_flight.fixed_roots,
+        )
         connection = requester.connection if session else None
         instance = _Instance(key, downstream, connection=connection, principal=requester.principal or requester.owner)
         self._live[key] = instance

@@ -1,4 +1,5 @@
-"""One downstream MCP server: its connection, its tools (and resources, prompts), and calls to it.
+"""One downstream MCP server: its connection, and its tools (and resources, prompts); calls to it are
+`server.downstream.tool_call`'s.
 
 A supervisor task owns the `Client` (anyio scopes must be left by the task that entered them). A
 server that fails at start has no tools and is started again with backoff until it comes up; one
@@ -16,25 +17,20 @@ from contextlib import AsyncExitStack
 from typing import Any, Literal, Protocol
 
 import anyio
-import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server.downstream.chain import passthrough_meta
 from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
-from server.downstream.inflight import InFlight
+from server.downstream.inflight import InFlight, OutsideRoots
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.processes import CONNECT_TIMEOUT_S
 from server.downstream.refusal import Refusals
-from server.downstream.relay import Relay
 from server.downstream.restarts import Restarts
 from server.downstream.roots_applied import RootsInPlace
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
-from server.downstream.task_client import call_as_task, wants_task
-from server.errors import DownstreamError, DownstreamTimeout, DownstreamUnavailable, clip
 from server.version import VERSION
 
 __all__ = ["CONNECT_TIMEOUT_S", "CatalogObserver", "Downstream", "State"]
@@ -45,8 +41,6 @@ GONE_REPORT_S = 10.0
 """How long a call that lost its server waits to say why (the supervisor stops the process: at most ~4 s)."""
 ROOTS_PROBE_S = 1.0
 """How long a process several clients share is given to ask for roots once told they changed (`asks_roots`)."""
-DOWNSTREAM_MESSAGE_LIMIT = 2000
-"""The most characters of a downstream's JSON-RPC error message passed on (it may quote a huge argument)."""
 
 State = Literal["starting", "ready", "down", "failed"]
 _IMPLEMENTATION = types.Implementation(name="claimcheck", version=VERSION)
@@ -71,7 +65,12 @@ class Downstream:
         on_tools_changed: Callable[[], Awaitable[None]],
         *,
         connect_timeout: float = CONNECT_TIMEOUT_S,
+        spool: SpoolPolicy | None = None,
+        outside_roots: OutsideRoots | None = None,
+        fixed_roots: OutsideRoots | None = None,
     ) -> None:
+        """`spool`: where this server's long messages go; `outside_roots`, `fixed_roots`: see `InFlight` (the
+        first process of a server gets the proxy's, later, and an instance of a scope gets them here)."""
         self.name = spec.name
         self.config = spec.config
         self.tools: dict[str, types.Tool] = {}
@@ -84,7 +83,7 @@ class Downstream:
         self.last_error: str | None = None
         self.restarts = 0
         self.process: StdioProcess | None = None
-        self.spool: SpoolPolicy | None = None  # set by the proxy: where this server's long messages go
+        self.spool = spool
         self._spec = spec
         self._on_tools_changed = on_tools_changed
         self.connect_timeout = connect_timeout if spec.connect_timeout is None else spec.connect_timeout
@@ -94,7 +93,7 @@ class Downstream:
         self._state_changed = anyio.Event()
         self._first_done = anyio.Event()
         self._broken = anyio.Event()
-        self.in_flight = InFlight(self.name, self.config.timeout)
+        self.in_flight = InFlight(self.name, self.config.timeout, outside_roots=outside_roots, fixed_roots=fixed_roots)
         self.backoff = Restarts()
         self._ever_up = False
         self.asks_roots = False
@@ -146,7 +145,7 @@ class Downstream:
                 if scope.cancelled_caught and not was_up:
                     self.last_error = f"no answer to initialize and tools/list within {self.connect_timeout:g} s"
             except Exception as exc:  # boundary: any failure of one server must leave the others running
-                self.last_error = self._where(describe(exc))
+                self.last_error = self.where(describe(exc))
             if self.process is not None and (self.process.ended_itself or not was_up):
                 self.last_error = self.process.why_down(self.last_error or "it stopped")
             self._client = None
@@ -172,7 +171,7 @@ class Downstream:
         await anyio.sleep(delay)
         self.backoff.retry_at = None
 
-    def _where(self, reason: str) -> str:
+    def where(self, reason: str) -> str:
         """`reason` with the URL it concerns, for a server reached over HTTP."""
         url = self.config.url
         if url is None or self._spec.target is not None or url in reason:
@@ -326,95 +325,47 @@ class Downstream:
         except Exception as exc:  # boundary: a server that went away hears on its next start
             logger.debug("could not tell server %r that the roots changed: %s", self.name, exc)
 
-    # -- calls ---------------------------------------------------------------------------------
+    # -- what a call meets (`server.downstream.tool_call`) ---------------------------------------
 
-    async def client(self, tool: str) -> Client:
-        """The live client, (re)connecting first if the server is down."""
+    async def connected(self) -> Client | str:
+        """The live client, (re)connecting first if the server is down; else why it cannot be reached."""
         requested = False
         while True:
             if self._client is not None and not self._broken.is_set():
                 return self._client
             if self._retired is not None:
-                raise DownstreamUnavailable(self.name, tool, self._retired)
+                return self._retired
             if self.state == "failed":
-                raise DownstreamUnavailable(self.name, tool, f"the server {self.backoff.not_started(self.last_error)}")
+                return f"the server {self.backoff.not_started(self.last_error)}"
             if self.state == "down" and (crashing := self.backoff.crashing(self.last_error)) is not None:
-                raise DownstreamUnavailable(self.name, tool, f"the server {crashing}")
+                return f"the server {crashing}"
             if self.state == "down":
                 if requested:
-                    raise DownstreamUnavailable(self.name, tool, f"the server could not restart ({self.last_error})")
+                    return f"the server could not restart ({self.last_error})"
                 requested = True
                 self._wanted.set()
             await self._state_changed.wait()
 
-    async def call(
-        self, tool: str, arguments: dict[str, Any] | None, relay: Relay | None, *, as_task: bool = False
-    ) -> types.CallToolResult:
-        """Forward one `tools/call`; failures of the downstream become `DownstreamError`s.
-
-        A tool that requires tasks is always called as one; a tool that allows them is when `as_task`
-        (the call goes to the background anyway), so cancellation and progress are the server's own.
-        """
-        progress = relay.progress if relay is not None else None
-        # Tracked from before the connection: a process started for this call asks its roots through it.
-        with self.in_flight.track(relay) as waiting:
-            client = await self.client(tool)
-            try:
-                with anyio.move_on_after(self.config.timeout):
-                    if wants_task(self.tools.get(tool), client.server_capabilities, as_task):
-                        ttl_ms = int(self.config.timeout * 1000)
-                        return await call_as_task(client, tool, arguments, relay, ttl_ms=ttl_ms)
-                    meta = passthrough_meta(self.tools.get(tool))
-                    return await client.call_tool(tool, arguments, progress_callback=progress, meta=meta)
-                raise self.timed_out(tool, waiting.unanswered)
-            except MCPError as exc:
-                if exc.error.code == types.CONNECTION_CLOSED:
-                    raise await self.closed_during_call(tool) from None
-                refused = self._refusals.failure(self.name, self.config) if self._refusals else None
-                message = clip(exc.error.message, DOWNSTREAM_MESSAGE_LIMIT)
-                raise DownstreamError(
-                    self.name, tool, refused or f"{message} (JSON-RPC error {exc.error.code})"
-                ) from None
-            except (httpx2.HTTPError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise self.connection_failed(tool, exc) from None
-
-    # What a call learns of the connection, the same for a call through the SDK client and a raw one
-    # (`server.downstream.rawcall`): each marks the connection broken where it is, and gives the call's error.
-
     @property
     def broken(self) -> bool:
-        """The connection failed; the next call reconnects first (`client`)."""
+        """The connection failed; the next call reconnects first (`connected`)."""
         return self._broken.is_set()
 
     def mark_broken(self, why: str) -> None:
         self.last_error = why
         self._broken.set()
 
-    def connection_failed(self, tool: str, exc: BaseException) -> DownstreamError:
-        if self._retired is not None:  # stopped on purpose: that is why, not what the connection said
-            return DownstreamUnavailable(self.name, tool, self._retired)
-        self.last_error = self._where(describe(exc))
-        self._broken.set()
-        return DownstreamError(self.name, tool, f"the connection failed: {self.last_error}")
+    @property
+    def retired_why(self) -> str | None:
+        """Why this process was stopped for good (`retired`), else None: what a call that still holds it hears."""
+        return self._retired
 
-    async def closed_during_call(self, tool: str) -> DownstreamError:
-        if self._retired is not None:
-            return DownstreamUnavailable(self.name, tool, self._retired)
-        self.mark_broken("the connection closed during a call")
-        why = await self._why_gone()
-        return DownstreamError(self.name, tool, f"the server closed the connection ({why})")
+    @property
+    def refusals(self) -> Refusals | None:
+        """Over HTTP: the 401/403 the server answered, which a failed call names."""
+        return self._refusals
 
-    def timed_out(self, tool: str, unanswered: str | None) -> DownstreamTimeout:
-        """`unanswered`: the kind of request of the server's that the client left unanswered meanwhile, if any."""
-        if self.process is not None and self.process.mid_message:
-            # It is still writing one message that never ends: nothing after it can get through.
-            self.last_error = "a message that did not end within the call's timeout"
-            self._broken.set()
-        asked = f" (nobody answered its {unanswered} request)" if unanswered else ""
-        limit = f"the server's timeout of {self.config.timeout:g} s (mcpServers.{self.name}.timeout)"
-        return DownstreamTimeout(self.name, tool, f"no answer within {limit}{asked}")
-
-    async def _why_gone(self) -> str:
+    async def why_gone(self) -> str:
         """Why the server went away, once its supervisor knows (its process' exit status and last stderr
         lines); at most `GONE_REPORT_S` later, else a guess."""
         with anyio.move_on_after(GONE_REPORT_S):

@@ -111,7 +111,7 @@ class StdioProcess:
     on_log: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]] | None = None
     """Where the server's log messages go while a raw request waits (in order with its response)."""
     raw: RawChannel | None = None
-    """Requests written as bytes by the fast path (`server.downstream.rawcall`); set while connected."""
+    """Requests written as bytes by the fast path (`server.downstream.tool_call`); set while connected."""
     stderr: StderrTail = field(default_factory=StderrTail)
     returncode: int | None = None
     hung_up: bool = False

@@ -34,10 +34,9 @@ from extraction import estimate_tokens
 from server import tracing
 from server.config import Policy
 from server.downstream.listing import describe
-from server.downstream.rawcall import RawResult
 from server.downstream.relay import Relay, declares_roots
-from server.downstream.server import DOWNSTREAM_MESSAGE_LIMIT
 from server.downstream.spooled import SpooledOutputs
+from server.downstream.tool_call import DOWNSTREAM_MESSAGE_LIMIT, RawResult
 from server.errors import ClaimcheckError, clip
 from server.handles.call_relay import CallRelay
 from server.handles.calls import Call, Description, render_output

@@ -3,7 +3,7 @@
 Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as
 the SDK's path would (`plain_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
 transport writes. The call starts as any proxied call does (`begin`, so the time rule, handles, history and
-the status API see it) and goes to the downstream as bytes (`server.downstream.rawcall`). Its answer is
+the status API see it) and goes to the downstream as bytes (`server.downstream.tool_call`). Its answer is
 written when it finishes (`Call.then`), without a task: the downstream's plain result as it came, under the
 client's id (`replies.response_line`); or, when the time rule's timer fires first, or for any other outcome
 (a handle, an error, a stored output), it is built in a task of the lifespan task group by `answer`, as on
@@ -22,8 +22,8 @@ import anyio
 import mcp_types as types
 
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, RawSent, raw_capable, send_now
 from server.downstream.relay import RequestRelay
+from server.downstream.tool_call import RawResult, RawSent, raw_capable, send_now
 from server.errors import ClaimcheckError
 from server.handles.call_relay import CallRelay
 from server.handles.calls import Call
@@ -39,7 +39,7 @@ from server.upstream.plain_call import CallContext, Envelope, FastRelay
 from server.upstream.replies import error_line, error_result, response_line
 from server.upstream.streamed import Followed
 
-__all__ = ["Answer", "FastRequest", "Responder", "passthrough_route", "plain_route", "relay_of"]
+__all__ = ["Answer", "FastRequest", "Responder", "fast_route", "passthrough_route", "plain_route"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,11 @@ class FastRequest:
         route: Route,
         context: CallContext,
         session: Session | None,
-        relay: RequestRelay,
-        origin: str = "",
+        origin: str,
+        relay: RequestRelay | None = None,
     ) -> None:
         """`session` and `origin` (`Entrance.origin`): whose call it starts (None for a pass-through, which
-        starts none)."""
+        starts none); `relay`: the call's, when not the one `_relay_of` gives."""
         self.proxy = proxy
         self.responder = responder
         self.envelope = envelope
@@ -97,7 +97,7 @@ class FastRequest:
         self.context = context
         self.session = session
         self.origin = origin
-        self.relay = relay
+        self.relay = relay if relay is not None else _relay_of(context, proxy.log_level)
         self.state: Literal["waiting", "answering", "done"] = "waiting"
         self.call: Call | None = None
         self.call_relay: CallRelay | None = None
@@ -281,6 +281,14 @@ class Answer:
         return self.data
 
 
+def fast_route(proxy: Proxy, envelope: Envelope) -> Route | None:
+    """The route of a call a fast path takes: a pass-through's (`passthrough_route`), else a plain call's
+    (`plain_route`); None when the SDK's path must make it."""
+    if envelope.passthrough:
+        return passthrough_route(proxy, envelope)
+    return plain_route(proxy, envelope)
+
+
 def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:
     """The route of a call the fast path can make exactly as the SDK's path would, else None (stdio and HTTP): a
     plain call (not a pass-through) to a server whose rules are on, that `passthrough_route` takes."""
@@ -306,7 +314,7 @@ def passthrough_route(proxy: Proxy, envelope: Envelope) -> Route | None:
     return route if raw_capable(route.downstream, route.tool) else None
 
 
-def relay_of(context: CallContext, min_log_level: types.LoggingLevel | None) -> RequestRelay:
+def _relay_of(context: CallContext, min_log_level: types.LoggingLevel | None) -> RequestRelay:
     """The relay of a fast-path call: over stdio, a handshake-era client's connection (`FastRelay`); else the
     request's, as the SDK's path relays it (no requests to a sessionless client, no log messages it did not ask
     for)."""

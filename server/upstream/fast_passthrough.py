@@ -2,7 +2,7 @@
 
 A call whose `_meta` holds `io.claimcheck/passthrough` (`server.downstream.chain`) is answered as the SDK's path
 answers it (`forwarding.forward` with `passthrough`): no time rule, no size rule, no handle, no footer, no `Call`
-record; but the downstream is called as bytes (`server.downstream.rawcall`) and nothing is parsed into models
+record; but the downstream is called as bytes (`server.downstream.tool_call`) and nothing is parsed into models
 on the way unless it must be. The answer:
 
 - a plain-text result: as the downstream gave it, under the client's id;
@@ -35,9 +35,9 @@ import anyio
 import mcp_types as types
 
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, RawSent, call_raw
 from server.downstream.relay import RequestRelay
 from server.downstream.spooled import GrowingOutput, SpooledOutput, materialize
+from server.downstream.tool_call import RawResult, RawSent, call_tool
 from server.errors import ClaimcheckError
 from server.proxy import Proxy
 from server.upstream.line_writer import LineWriter
@@ -102,7 +102,7 @@ async def pass_through(
     ident, version = envelope.id, context.protocol_version
     args = dict(envelope.arguments) if envelope.arguments is not None else None
     try:
-        got = await call_raw(route.downstream, route.tool, args, relay, sent, follow=True)
+        got = await call_tool(route.downstream, route.tool, args, relay, raw=True, sent=sent, follow=True)
         if isinstance(got, GrowingOutput):
             return _followed(route, ident, version, got)
         return await _answer(proxy, route, ident, version, got)

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import logging
 
-from mcp.server.session import ServerSession
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from server import sdk_compat
 from server.budget import request_key
 from server.config import FAST_PATH_ENV
 from server.config import fast_path_enabled as enabled
-from server.downstream.pool import Route
 from server.handles.sessions import Entrance, Session
 from server.proxy import Proxy
-from server.upstream.engine import FastRequest, passthrough_route, plain_route, relay_of
+from server.upstream.engine import FastRequest, fast_route
 from server.upstream.fast_passthrough import PassthroughRelay, Streamed
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, Envelopes, RequestId, cancelled_id, roots_changed
@@ -70,67 +68,50 @@ class FastPath:
             return False
         if request_key(envelope.id) in self._running:
             return False
-        if envelope.sessionless is not None:
-            return self._sessionless(envelope)
-        client = self._proxy.only_client()
-        if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return False  # before the handshake is done (or a sessionless stream: its calls carry their envelope)
-        if envelope.passthrough:
-            return self._pass_through(envelope, client)
-        route = plain_route(self._proxy, envelope)
-        if route is None:
-            return False
-        connection = sdk_compat.connection_of(client)
-        if connection is None:
-            return False
-        entrance = Entrance(connection, None, None)
-        session = self._proxy.sessions.find(entrance)
-        if session is None:
-            return False
-        self._start(envelope, route, CallContext(client, client.protocol_version), session, entrance.origin)
-        return True
-
-    def _sessionless(self, envelope: Envelope) -> bool:
-        """A plain call of a 2026-07-28 client, on a stream the SDK serves in that era: its session is the one
-        the SDK's path finds for it (over stdio, the default session; not made here)."""
-        era, sessionless = self._era, envelope.sessionless
-        if era is None or not era.sessionless or sessionless is None:
-            return False  # the SDK serves the handshake era here (or has not decided): it refuses the envelope
-        route = plain_route(self._proxy, envelope)
-        client = self._clients.client_of(sessionless, envelope.id) if route is not None else None
-        if route is None or client is None:
-            return False
-        entrance = Entrance(None, None, client)
-        session = self._proxy.sessions.find(entrance)
-        if session is None:
-            return False
-        context = CallContext(client, sessionless.protocol_version, envelope.id, era.wire)
-        self._start(envelope, route, context, session, entrance.origin)
-        return True
-
-    def _start(self, envelope: Envelope, route: Route, context: CallContext, session: Session, origin: str) -> None:
-        logger.debug("the stdio fast path takes call %r", envelope.id)
         proxy = self._proxy
-        relay = relay_of(context, proxy.log_level)
-        self._run(FastRequest(proxy, self, envelope, route, context, session, relay, origin))
-
-    def _pass_through(self, envelope: Envelope, client: ServerSession) -> bool:
-        route = passthrough_route(self._proxy, envelope)
-        if route is None:
+        route = fast_route(proxy, envelope)
+        caller = self._caller(envelope) if route is not None else None
+        if route is None or caller is None:
             return False
-        context = CallContext(client, client.protocol_version)
-        relay = PassthroughRelay(context, self._proxy.log_level, self.writer, envelope.progress_token)
-        self._run(FastRequest(self._proxy, self, envelope, route, context, None, relay))
-        return True
-
-    def _run(self, request: FastRequest) -> None:
-        self._running[request_key(request.envelope.id)] = request
+        logger.debug("the stdio fast path takes call %r", envelope.id)
+        context, session, origin = caller
+        token = envelope.progress_token
+        relay = PassthroughRelay(context, proxy.log_level, self.writer, token) if envelope.passthrough else None
+        request = FastRequest(proxy, self, envelope, route, context, session, origin, relay)
+        self._running[request_key(envelope.id)] = request
         self.writer.owe()
         try:
             request.start()
         except BaseException:  # the SDK's path takes the line (`stdio._taken`): nothing is owed here
             self.forget(request)
             raise
+        return True
+
+    def _caller(self, envelope: Envelope) -> tuple[CallContext, Session | None, str] | None:
+        """Who makes the call, as the SDK's path would find them: the client, its session and `Entrance.origin` (a
+        pass-through starts no call: no session); None when the SDK's path must find them."""
+        era, sessionless = self._era, envelope.sessionless
+        if sessionless is not None:  # a 2026-07-28 client: over stdio, the default session (not made here)
+            if era is None or not era.sessionless or envelope.passthrough:
+                return None  # the SDK serves the handshake era here (or has not decided): it refuses the envelope
+            client = self._clients.client_of(sessionless, envelope.id)
+            if client is None:
+                return None
+            entrance = Entrance(None, None, client)
+            context = CallContext(client, sessionless.protocol_version, envelope.id, era.wire)
+        else:
+            client = self._proxy.only_client()
+            if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return None  # before the handshake is done (or a sessionless stream: its calls carry their envelope)
+            context = CallContext(client, client.protocol_version)
+            if envelope.passthrough:
+                return context, None, ""
+            connection = sdk_compat.connection_of(client)
+            if connection is None:
+                return None
+            entrance = Entrance(connection, None, None)
+        session = self._proxy.sessions.find(entrance)
+        return None if session is None else (context, session, entrance.origin)
 
     def write_nowait(self, data: bytes) -> None:
         self.writer.write_nowait(data)

@@ -12,9 +12,9 @@ from mcp.server.context import ServerRequestContext
 
 from server.config import fast_path_enabled
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult, RawSent, call_raw, raw_capable
 from server.downstream.relay import Relay, RequestRelay
 from server.downstream.spooled import materialize
+from server.downstream.tool_call import RawResult, RawSent, call_tool, raw_capable
 from server.errors import ClaimcheckError, clip
 from server.handles import messages
 from server.handles.call_relay import CallRelay
@@ -57,7 +57,7 @@ async def forward(
     args, background = split_arguments(route, arguments)
     route = await for_client(proxy, ctx, route, session, relay)
     if passthrough or not route.policy.async_enabled:
-        result = await route.downstream.call(route.tool, args, relay)
+        result = await call_tool(route.downstream, route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)
         outputs = streaming_of(ctx.request)
         if spooled is not None and outputs is not None and streamable(spooled):
@@ -161,7 +161,7 @@ def begin(
 ) -> tuple[Call, CallRelay]:
     """Start the call in the proxy's task group, from `origin` (`Entrance.origin`); `background` lets a
     downstream that takes tasks run it as one; `raw`: the fast path's plain call, written and read as bytes
-    (`server.downstream.rawcall`), whose request `sent` may already have written; `ttl_ms`: a call started as
+    (`server.downstream.tool_call`), whose request `sent` may already have written; `ttl_ms`: a call started as
     an MCP task."""
     sessions = proxy.sessions
     limits = proxy.config.settings.limits  # the principal's shares, else OverShare
@@ -170,8 +170,6 @@ def begin(
     call = sessions.new_call(session, public, server, route.tool, args or {}, origin=origin, ttl_ms=ttl_ms)
 
     def invoke(r: CallRelay) -> Awaitable[types.CallToolResult | RawResult]:
-        if raw:
-            return call_raw(route.downstream, route.tool, args, r, sent)
-        return route.downstream.call(route.tool, args, r, as_task=background)
+        return call_tool(route.downstream, route.tool, args, r, raw=raw, sent=sent, as_task=background)
 
     return call, sessions.start(session, call, invoke, route.policy, relay)

@@ -71,7 +71,7 @@ from server.budget import request_key
 from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
+from server.upstream.engine import Answer, FastRequest, plain_route
 from server.upstream.gate import read_body, replay
 from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
@@ -238,8 +238,7 @@ class HttpFastPath:
         sdk_compat.take_request_stream(transport, request_id, stream)
         context = CallContext(client, connection.protocol_version, envelope.id)
         answered = Answer()
-        relay = relay_of(context, proxy.log_level)
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
+        request = FastRequest(proxy, answered, envelope, route, context, session, entrance.origin)
         self._running[running_key] = request
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(

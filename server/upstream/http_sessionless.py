@@ -52,7 +52,7 @@ from server.downstream.pool import Route
 from server.handles.owners import OWNER, SESSION_HEADER, USER, client_owner
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.engine import Answer, FastRequest, plain_route, relay_of
+from server.upstream.engine import Answer, FastRequest, plain_route
 from server.upstream.gate import read_body, replay
 from server.upstream.plain_call import CallContext, Envelope, Envelopes
 from server.upstream.sessionless import SessionlessClients, SessionlessWire
@@ -185,8 +185,7 @@ class SessionlessHttp:
         logger.debug("the HTTP fast path takes call %r of a sessionless client", envelope.id)
         context = CallContext(client, sessionless.protocol_version, envelope.id, self._wire)
         answered = Answer()
-        relay = relay_of(context, proxy.log_level)
-        request = FastRequest(proxy, answered, envelope, route, context, session, relay, entrance.origin)
+        request = FastRequest(proxy, answered, envelope, route, context, session, entrance.origin)
         watch = anyio.CancelScope()
         watching = functools.partial(_cancel_on_disconnect, receive, request, watch)
         timer = asyncio.get_running_loop().call_later(_WATCH_AFTER_SECS, proxy.sessions.spawn, watching)

@@ -11,7 +11,7 @@ from typing import Any
 import mcp_types as types
 
 from server.downstream.pool import Route
-from server.downstream.rawcall import RawResult
+from server.downstream.tool_call import RawResult
 from server.errors import ClaimcheckError
 from server.handles import messages
 from server.handles.calls import Call

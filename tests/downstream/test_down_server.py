@@ -153,10 +153,10 @@ async def test_a_call_waits_while_a_roots_question_is_expected_or_answered_then_
         name, connect_timeout = "fs", 5.0
         process: StdioProcess | None = None
 
-        async def client(self, tool: str) -> Any:
+        async def connected(self) -> Any:
             class Pinged:
                 async def send_ping(self) -> None:
-                    pings.append(tool)
+                    pings.append("ping")
 
             return Pinged()
 

@@ -13,6 +13,7 @@ import anyio.abc
 import pytest
 
 from server.config import CliOverrides, Config, parse_config, resolved
+from server.downstream.tool_call import call_tool
 from server.errors import DownstreamError
 from server.proxy import Proxy
 
@@ -121,7 +122,7 @@ async def test_a_call_the_server_refuses_after_it_connected_names_the_status_and
             route = proxy.pool.route("web__fetch")
             assert route is not None
             with pytest.raises(DownstreamError) as failed:
-                await route.downstream.call("fetch", {}, None)
+                await call_tool(route.downstream, "fetch", {}, None)
     assert failed.value.reason == (
         f"{url} refused the request: HTTP 401 Unauthorized; check mcpServers.web.headers.Authorization"
     )

@@ -15,6 +15,7 @@ import pytest
 from server.config import parse_config
 from server.downstream.pool import Pool, Route
 from server.downstream.scopes import Requester
+from server.downstream.tool_call import call_tool
 from server.errors import DownstreamUnavailable
 from tests.support.processes import program_entry
 from tests.support.proxies import text_of
@@ -22,11 +23,11 @@ from tests.support.proxies import text_of
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
-def pool_of(scope: str, **fields: Any) -> Pool:
+def pool_of(scope: str, *, many: bool = True, **fields: Any) -> Pool:
     settings = fields.pop("settings", {})
     server = {**program_entry("roots_server"), "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
     config = parse_config({"mcpServers": {"fs": {**server, "scope": scope, **fields}}, "settings": settings})
-    return Pool(config)
+    return Pool(config, many_clients=many)
 
 
 def requester(connection: str, owner: str | None = None, roots: list[str] | None = None) -> Requester:
@@ -41,12 +42,10 @@ async def call(pool: Pool, tool: str, who: Requester) -> str:
     route = pool.route(f"fs__{tool}")
     assert isinstance(route, Route)
     routed = await pool.for_client(route, who)
-    return text_of(await routed.downstream.call(tool, {}, None))
+    return text_of(await call_tool(routed.downstream, tool, {}, None))
 
 
-async def started(pool: Pool, tg: anyio.abc.TaskGroup, *, many: bool = True) -> None:
-    if many:
-        pool.serve_many()
+async def started(pool: Pool, tg: anyio.abc.TaskGroup) -> None:
     await tg.start(pool.run)
     await pool.settled()
 
@@ -100,7 +99,7 @@ async def test_a_process_serving_a_call_is_never_reclaimed_and_past_max_instance
                 route = pool.route("fs__roots")
                 assert isinstance(route, Route)
                 busy.append(await pool.for_client(route, who))
-                tg.start_soon(busy[-1].downstream.call, "roots", {"after": 600}, None)
+                tg.start_soon(call_tool, busy[-1].downstream, "roots", {"after": 600}, None)
             while not all(routed.downstream.in_flight.busy for routed in busy):
                 await anyio.wait_all_tasks_blocked()
                 await anyio.lowlevel.checkpoint()
@@ -162,10 +161,10 @@ async def test_a_client_with_roots_gets_its_own_process_started_before_its_first
 
 
 async def test_with_one_client_every_scope_is_that_clients_one_process() -> None:
-    pool = pool_of("session")
+    pool = pool_of("session", many=False)
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
-            await started(pool, tg, many=False)
+            await started(pool, tg)
             counted = await call(pool, "count", requester("only"))
             tg.cancel_scope.cancel()
     assert counted.endswith("instance=shared") and pool.instances["fs"].status()["instancesStarted"] == 0
@@ -181,8 +180,8 @@ async def test_a_session_process_stops_when_idle_and_when_its_connection_closes_
             assert route is not None
             idle = await pool.for_client(route, requester("idle"))
             closing = await pool.for_client(route, requester("closing"))
-            await idle.downstream.call("count", {}, None)
-            await closing.downstream.call("count", {}, None)
+            await call_tool(idle.downstream, "count", {}, None)
+            await call_tool(closing.downstream, "count", {}, None)
             instances.stop_idle(time.monotonic() + 299)  # not yet
             assert instances.status()["instances"] == 2
             instances.stop_idle(time.monotonic() + 301)
@@ -190,7 +189,7 @@ async def test_a_session_process_stops_when_idle_and_when_its_connection_closes_
             while instances.status()["instances"] or idle.downstream.state != "down":
                 await idle.downstream.state_changed()
             with pytest.raises(DownstreamUnavailable) as gone:
-                await idle.downstream.call("count", {}, None)
+                await call_tool(idle.downstream, "count", {}, None)
             again = await call(pool, "count", requester("idle"))
             tg.cancel_scope.cancel()
     assert "the server's process for this client connection stopped (idle for 300 s)" in str(gone.value)

@@ -20,6 +20,7 @@ from mcp_types import Implementation
 
 from server.config import parse_config
 from server.downstream.pool import specs_from_config
+from server.downstream.tool_call import call_tool
 from server.proxy import Proxy
 from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
 from tests.support.proxies import proxied_names, text_of
@@ -94,8 +95,8 @@ async def test_a_respawned_stdio_server_is_a_new_process_and_stopping_the_proxy_
             assert downstream.process is not None and downstream.process.pid is not None
             first_pid = downstream.process.pid
             with pytest.raises(Exception, match="closed the connection"):
-                await downstream.call("crash", {}, None)
-            result = await downstream.call("echo", {"text": "again"}, None)
+                await call_tool(downstream, "crash", {}, None)
+            result = await call_tool(downstream, "echo", {"text": "again"}, None)
             second_pid = downstream.process.pid
     assert text_of(result) == "again"
     assert second_pid is not None and second_pid != first_pid
@@ -190,7 +191,7 @@ async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(ki
                 await proxy.pool.settled()
                 route = proxy.pool.route("web__big")
                 assert route is not None
-                result = await route.downstream.call("big", {"kb": 1536}, None)
+                result = await call_tool(route.downstream, "big", {"kb": 1536}, None)
                 spooled = proxy.pool.spooled.claim(result)  # over 1 MiB: it went to a file as it arrived
                 assert spooled is not None and spooled.path is not None
                 stored = spooled.path.read_bytes()
@@ -336,7 +337,7 @@ async def test_a_banner_printed_to_stdout_before_the_protocol_does_not_break_the
         async with starting as proxy:
             await proxy.pool.settled()
             (downstream,) = proxy.pool.downstreams
-            result = await downstream.call("echo", {"text": "heard through the noise"}, None)
+            result = await call_tool(downstream, "echo", {"text": "heard through the noise"}, None)
     assert downstream.state == "ready"
     assert text_of(result) == "heard through the noise"
 
@@ -367,10 +368,10 @@ async def test_garbage_written_to_stdout_in_the_middle_of_a_session_is_skipped_a
         async with starting as proxy:
             await proxy.pool.settled()
             noisy, demo = proxy.pool.downstreams
-            before = await noisy.call("echo", {"text": "before"}, None)
-            during = await noisy.call("noise", {}, None)
-            after = await noisy.call("echo", {"text": "after"}, None)
-            elsewhere = await demo.call("echo", {"text": "unaffected"}, None)
+            before = await call_tool(noisy, "echo", {"text": "before"}, None)
+            during = await call_tool(noisy, "noise", {}, None)
+            after = await call_tool(noisy, "echo", {"text": "after"}, None)
+            elsewhere = await call_tool(demo, "echo", {"text": "unaffected"}, None)
     assert [text_of(before), text_of(during), text_of(after)] == ["before", "said my piece", "after"]
     assert not during.is_error and noisy.state == "ready"
     assert text_of(elsewhere) == "unaffected"
