@@ -83,6 +83,7 @@ class Proxy:
         self.relay_count = relay_count
         self._restarted_at = restarted_at
         self.api_token = api_token  # the status API's token: given (--auth-token-env), else made when the API starts
+        self.offerings = Offerings(config.settings.tool_separator, self)
         self.pool = Pool(
             config,
             specs,
@@ -91,7 +92,9 @@ class Proxy:
             many_clients=many_clients,
             spool_root=store.run_root,
             outside_roots=lambda server: partial(self._roots_outside, server),
+            observer=self.offerings,
         )
+        self.offerings.follow(self.pool.downstreams)
         self.bus = InMemorySubscriptionBus()
         self.output_watch = OutputWatch()  # who hears of the sessions' outputs as resources
         self.meters = Meters()  # what this proxy's calls count, for `/metrics`
@@ -108,7 +111,6 @@ class Proxy:
         self._warmed = anyio.Event()
         self.extractor = Extractor(_policy(config.settings.extraction))
         self.pool.listeners.append(self.announce_tools_changed)
-        self.offerings = Offerings(self.pool.downstreams, config.settings.tool_separator, self)
         # the file the config came from, watched while running: a change is applied without a restart
         self.config_watch = ConfigWatch(config_path, self.reload, load=load) if config_path is not None else None
 

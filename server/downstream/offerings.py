@@ -70,8 +70,10 @@ def offers(downstream: Downstream, feature: Feature) -> bool:
 class Offerings:
     """The routing tables of resources, templates and prompts, rebuilt when a server's lists change."""
 
-    def __init__(self, downstreams: Sequence[Downstream], separator: str, announcer: Announcer) -> None:
-        self.downstreams = list(downstreams)
+    def __init__(self, separator: str, announcer: Announcer) -> None:
+        """Made before the pool, which gives it to each server's first process as its observer; it follows the
+        pool's servers from `follow` on."""
+        self.downstreams: list[Downstream] = []
         self.separator = separator
         self.subscriptions = Subscriptions()
         self._announcer = announcer
@@ -80,8 +82,10 @@ class Offerings:
         self._patterns: dict[str, list[_Token]] = {}
         self._prompts: dict[str, PromptRoute] = {}
         self._warned: set[tuple[str, str, str]] = set()
-        for downstream in self.downstreams:
-            downstream.observer = self
+
+    def follow(self, downstreams: Sequence[Downstream]) -> None:
+        """The pool's servers (each of which has this as its observer) are now `downstreams`."""
+        self.downstreams = list(downstreams)
 
     def resources(self) -> list[types.Resource]:
         return [listed.definition for listed in self._resources.values()]
@@ -132,9 +136,7 @@ class Offerings:
     async def servers_changed(self, downstreams: Sequence[Downstream]) -> None:
         """The pool's servers are now `downstreams` (a reloaded config): follow them, and tell the clients which
         of their lists changed (a server started now adds its own once it connects)."""
-        self.downstreams = list(downstreams)
-        for downstream in self.downstreams:
-            downstream.observer = self
+        self.follow(downstreams)
         await self._rebuilt()
 
     async def lists_changed(self, downstream: Downstream) -> None:

@@ -18,7 +18,7 @@ from server.downstream.inflight import OutsideRoots
 from server.downstream.naming import public_name, tool_allowed
 from server.downstream.relay import Relay
 from server.downstream.scopes import Instances, Requester, fixed_roots
-from server.downstream.server import CONNECT_TIMEOUT_S, Downstream
+from server.downstream.server import CONNECT_TIMEOUT_S, CatalogObserver, Downstream
 from server.downstream.spool import SpoolPolicy
 from server.downstream.spooled import SpooledOutputs
 from server.downstream.tool_index import ToolSearch
@@ -66,18 +66,21 @@ class Pool:
         many_clients: bool = False,
         spool_root: Path | None = None,
         outside_roots: Callable[[str], OutsideRoots] | None = None,
+        observer: CatalogObserver | None = None,
     ) -> None:
         """`many_clients`: several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is
         everyone's, so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`);
         servers a reloaded config adds get the same. What each server's first process gets besides: the directory
         its long messages spool to, with its rules on (`spool_root`, the store's), and where its `roots/list`
-        outside any request goes (`outside_roots`, by server name)."""
+        outside any request goes (`outside_roots`, by server name), and who hears it connect and its lists change
+        (`observer`)."""
         self.config = config
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
         self.many_clients = many_clients
         self.spooled = SpooledOutputs()
         self._spool_root = spool_root
         self._outside_roots = outside_roots
+        self._observer = observer
         self.connect_timeout = connect_timeout
         self.downstreams: list[Downstream] = []
         self.instances: dict[str, Instances] = {}  # by server name: its processes beyond the first
@@ -130,6 +133,7 @@ class Pool:
             spool=spool,
             outside_roots=self._outside_roots(spec.name) if self._outside_roots is not None else None,
             fixed_roots=fixed_roots(settings.roots) if self.many_clients else None,
+            observer=self._observer,
         )
 
         def make(

@@ -68,9 +68,12 @@ class Downstream:
         spool: SpoolPolicy | None = None,
         outside_roots: OutsideRoots | None = None,
         fixed_roots: OutsideRoots | None = None,
+        observer: CatalogObserver | None = None,
     ) -> None:
         """`spool`: where this server's long messages go; `outside_roots`, `fixed_roots`: see `InFlight` (the
-        first process of a server gets the proxy's, later, and an instance of a scope gets them here)."""
+        first process of a server gets the proxy's, later, and an instance of a scope gets them here); `observer`:
+        who hears that it connected and that its lists changed (a server's first process: the proxy's
+        `Offerings`)."""
         self.name = spec.name
         self.config = spec.config
         self.tools: dict[str, types.Tool] = {}
@@ -78,7 +81,7 @@ class Downstream:
         self.templates: dict[str, types.ResourceTemplate] = {}
         self.prompts: dict[str, types.Prompt] = {}
         self.capabilities: types.ServerCapabilities | None = None
-        self.observer: CatalogObserver | None = None
+        self.observer = observer
         self.state: State = "starting"
         self.last_error: str | None = None
         self.restarts = 0
