@@ -15,7 +15,9 @@ SMALL_CHARS = 64 * 1024  # the most kept of a small part such as `id` or `error`
 
 
 class OutputSink(Protocol):
-    def write(self, text: str) -> None: ...
+    def write(self, text: str, escaped: bytes | None = None) -> None:
+        """`text` goes out; `escaped`, when given, is how the message wrote it inside its JSON string."""
+        ...
 
 
 class Skipper(Protocol):
@@ -86,7 +88,7 @@ class Emitter:
         self._sink.write('"')
         self.depth += 1
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         self._sink.write(json.dumps(text, ensure_ascii=False)[1:-1])
 
     def string_end(self) -> None:
@@ -144,7 +146,7 @@ class Small:
         self._parts = []
         self.depth += 1
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         room = SMALL_CHARS - self._chars
         if len(text) > room:
             text, self.overflow = text[: max(room, 0)], True
@@ -178,7 +180,7 @@ class Skip:
     def scalar(self, value: int | float | bool | None) -> None:
         pass
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         pass
 
 
@@ -192,9 +194,9 @@ class Buffer:
         self._then = then
         self.spilled = False
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, escaped: bytes | None = None) -> None:
         if self.spilled:
-            self._then.write(text)
+            self._then.write(text, escaped)
             return
         self.parts.append(text)
         self._size += len(text)

@@ -65,7 +65,12 @@ class JsonHandler(Protocol):
     def key(self, name: str) -> None: ...
     def scalar(self, value: int | float | bool | None) -> None: ...
     def string_start(self) -> None: ...
-    def string_piece(self, text: str) -> None: ...
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
+        """A piece of a string's text; `escaped`, when given, is the piece as the message wrote it (the inside
+        of a JSON string that pydantic-core's parser read as `text`: valid UTF-8, no control character, no lone
+        surrogate), which a reader may pass on as it came instead of escaping `text` again."""
+        ...
+
     def string_end(self) -> None: ...
 
 
@@ -341,7 +346,7 @@ class JsonStream:
         except ValueError:  # the string ends in it, or holds what json reads otherwise: the way for every piece
             return False
         self._bytes = data[cut:]
-        self._handler.string_piece(text)
+        self._handler.string_piece(text, data[:cut])
         return True
 
     def _piece(self, text: str) -> None:

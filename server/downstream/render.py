@@ -74,9 +74,9 @@ class _Item:
             self._type_parts = []
         self._json.string_start()
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         if self._streaming_text:
-            self._output.write(text)
+            self._output.write(text, escaped)
             return
         if self._type_parts is not None:
             self._type_parts.append(text[:64])
@@ -254,9 +254,9 @@ class ResultRenderer:
     def string_start(self) -> None:
         self._start_value("string_start")
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         if self._capture is not None:
-            self._capture.string_piece(text)
+            self._capture.string_piece(text, escaped)
 
     def string_end(self) -> None:
         if self._capture is not None:

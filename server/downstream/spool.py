@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,18 +53,35 @@ class SpoolPolicy:
 
 
 class _TextSink:
-    """Text in, UTF-8 out to a `SpoolFile`, with the first part kept in memory."""
+    """Text in, UTF-8 out to a `SpoolFile`, with the first part kept in memory; once followed, the same text
+    escaped as the inside of a JSON string to a second file (`escaped`, see `MessageSpool.follow`)."""
 
     def __init__(self, file: SpoolFile) -> None:
         self.file = file
         self.head: list[str] = []
         self._head_chars = 0
+        self.escaped: SpoolFile | None = None
+        """What is written from now on, escaped: the server's own bytes where it wrote them as pydantic-core
+        reads them back unchanged, else escaped here as `json.dumps(..., ensure_ascii=False)` escapes. It stops
+        where `file` stops keeping (its cut), so it always escapes exactly what `file` holds."""
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, escaped: bytes | None = None) -> None:
         if self._head_chars < _HEAD_BYTES:
             self.head.append(text[: _HEAD_BYTES - self._head_chars])
             self._head_chars += len(self.head[-1])
-        self.file.add(text.encode("utf-8", "replace"), len(text))  # a lone surrogate becomes one "?"
+        data = text.encode("utf-8", "replace")  # a lone surrogate becomes one "?"
+        if self.escaped is not None and (room := self.file.room):
+            if len(data) > room:  # cut here: the rest is not kept
+                self.escaped.add(escape(data[:room].decode("utf-8", "replace")))
+            else:
+                self.escaped.add(escaped if escaped is not None else escape(text))
+        self.file.add(data, len(text))
+
+
+def escape(text: str) -> bytes:
+    """`text` as the inside of a JSON string, as `json.dumps(text, ensure_ascii=False)` writes it, in UTF-8 (a lone
+    surrogate becomes one "?", as in the output file)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "replace")
 
 
 class MessageSpool:
@@ -98,10 +116,13 @@ class MessageSpool:
         """Its output file as it grows, for the request whose answer it is (`followable_id`); the spool settles
         it, and makes no stand-in."""
         assert self._growing is None
-        file = self._output.file
-        self._growing = GrowingOutput(file.path)
+        sink = self._output
+        file = sink.file
+        sink.escaped = SpoolFile(file.path.with_suffix(".esc"), sys.maxsize, indexed=False)
+        self._growing = GrowingOutput(file.path, sink.escaped.path, prefix=file.accepted)
         self._growing.grew(file.written)
         file.on_written = self._growing.grew
+        sink.escaped.on_written = self._growing.grew_escaped
         return self._growing
 
     async def feed(self, piece: bytes) -> None:
@@ -113,6 +134,8 @@ class MessageSpool:
             except JsonStreamError as exc:
                 self._broken = str(exc)
         await self._output.file.flush()
+        if self._output.escaped is not None:
+            await self._output.escaped.flush()
         await self._structured.file.flush()
         await self._raw.flush()
 
@@ -125,6 +148,8 @@ class MessageSpool:
                 self._broken = str(exc)
         for sink in (self._output, self._structured):
             await sink.file.close()
+        if self._output.escaped is not None:
+            await self._output.escaped.close()
         await self._raw.close()
         raw_whole = self._raw.failure is None and self._raw.produced <= self._policy.raw_keep
         if not raw_whole:
@@ -139,7 +164,7 @@ class MessageSpool:
             return ValueError(f"a {self.size}-byte message that is not JSON: {self._broken}")
         if renderer.method is None and renderer.has_result and (renderer.has_content or renderer.has_structured):
             if growing is not None:  # its request has its answer already: the output goes there, not to a stand-in
-                growing.finished(self._output_of(raw_whole))
+                self._finish_followed(growing, self._output_of(raw_whole))
                 return None
             return self._stand_in(raw_whole)
         if growing is not None:  # its request has its answer already: nothing goes to the session
@@ -167,6 +192,19 @@ class MessageSpool:
         )
         error = {"jsonrpc": "2.0", "id": renderer.id, "error": {"code": types.INTERNAL_ERROR, "message": message}}
         return json.dumps(error).encode()
+
+    def _finish_followed(self, growing: GrowingOutput, output: SpooledOutput) -> None:
+        """Settle the output its request follows: its escaped text whole (the cut marker after it), or why not."""
+        escaped = self._output.escaped
+        assert escaped is not None
+        if output.path is not None and output.cut:
+            escaped.append_now(escape(CUT_MARKER.format(limit=self._output.file.limit, total=output.total)))
+        if output.path is not None and escaped.failure is not None:
+            output.release()
+            escaped.remove()
+            growing.failed(f"the output could not be kept whole: {escaped.failure}")
+            return
+        growing.finished(output, escaped.written)
 
     def _stand_in(self, raw_whole: bool) -> bytes:
         renderer = self._renderer
@@ -211,14 +249,16 @@ class MessageSpool:
         return spooled
 
     def _discard(self) -> None:
-        for file in (self._output.file, self._structured.file, self._raw):
-            file.remove()
+        for file in (self._output.file, self._structured.file, self._raw, self._output.escaped):
+            if file is not None:
+                file.remove()
 
     async def abort(self) -> None:
         """Forget a message that will never end (the connection went away)."""
         if self._growing is not None:
             self._growing.failed(f"the server's connection closed after {self.size} bytes of its answer")
             self._growing = None
-        for file in (self._output.file, self._structured.file, self._raw):
-            await file.close()
+        for file in (self._output.file, self._structured.file, self._raw, self._output.escaped):
+            if file is not None:
+                await file.close()
         self._discard()

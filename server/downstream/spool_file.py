@@ -55,6 +55,16 @@ class SpoolFile:
         self.on_written: Callable[[int], None] | None = None
         """Told, from the writer thread, how many bytes are on disk after each batch (a reader that follows)."""
 
+    @property
+    def room(self) -> int:
+        """Bytes it still keeps of what is added (0 once the limit is reached)."""
+        return max(self.limit - self._accepted, 0)
+
+    @property
+    def accepted(self) -> int:
+        """Bytes it keeps of what was added so far (on disk, or to be written)."""
+        return self._accepted
+
     def add(self, data: bytes, chars: int | None = None) -> None:
         """Bytes to write (with how many characters they hold, when the caller knows), gathered until `flush`."""
         self.produced += len(data)

@@ -72,15 +72,24 @@ class SpooledOutput:
 
 
 class GrowingOutput:
-    """A tool result's output file while its message is still being spooled (see the module's doc). Its spool
-    is the one writer of how it grows and ends (`grew`, `finished`, `failed`); its reader waits on `changed` and
-    says when it stops reading (`release`, which removes the files once the output has ended, or at once if it
-    has). Used from the event loop's thread, but `grew`, which the spool file's writer thread calls."""
+    """A tool result's output file while its message is still being spooled (see the module's doc), and the
+    same text escaped for a JSON string from where it was first followed on. Its spool is the one writer of how
+    they grow and end (`grew`, `grew_escaped`, `finished`, `failed`); its reader waits on `changed` and says when
+    it stops reading (`release`, which removes the files once the output has ended, or at once if it has). Used
+    from the event loop's thread, but `grew` and `grew_escaped`, which the spool files' writer threads call.
 
-    def __init__(self, path: Path) -> None:
+    A reader passes the output on as the first `prefix` bytes of `path` (what was written before it followed),
+    escaped, then the bytes of `escaped_path` as they are: the server's own escaped text where it comes as such,
+    so the text is not decoded and escaped a second time."""
+
+    def __init__(self, path: Path, escaped_path: Path, *, prefix: int) -> None:
         self.path = path
+        self.escaped_path = escaped_path
+        self.prefix = prefix
         self.written = 0
         """Bytes of the file on disk, readable."""
+        self.escaped = 0
+        """Bytes of the escaped file on disk, readable; final once `outcome` is a `SpooledOutput`."""
         self.outcome: SpooledOutput | str | None = None
         """None while it grows; then its `SpooledOutput` (whose `path` is None when it could not be stored), or
         why its message broke off."""
@@ -102,13 +111,35 @@ class GrowingOutput:
             self.written = written
             self._changed.set()
 
-    def finished(self, output: SpooledOutput) -> None:
-        """The message ended: the output is whole (its `bytes`, the cut marker included)."""
+    def grew_escaped(self, written: int) -> None:
+        """`written` bytes of the escaped file are on disk (from its writer thread)."""
+        try:
+            self._loop.call_soon_threadsafe(self._grown_escaped, written)
+        except RuntimeError:  # the loop has closed: nobody reads any more
+            pass
+
+    def _grown_escaped(self, written: int) -> None:
+        if written > self.escaped and self.outcome is None:
+            self.escaped = written
+            self._changed.set()
+
+    def finished(self, output: SpooledOutput, escaped: int) -> None:
+        """The message ended: the output is whole (its `bytes`, the cut marker included), and so is its escaped
+        text (`escaped` bytes, the marker's included)."""
         self.outcome = output
         self.written = output.bytes if output.path is not None else self.written
+        self.escaped = escaped
         self._changed.set()
         if self._released:
-            output.release()
+            self._remove()
+
+    def _remove(self) -> None:
+        assert isinstance(self.outcome, SpooledOutput)
+        self.outcome.release()
+        try:
+            self.escaped_path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
     def failed(self, reason: str) -> None:
         """The message broke off, or was not the tool result it began as (its files are the spool's to remove)."""
@@ -129,7 +160,7 @@ class GrowingOutput:
         """Nobody reads it any more: its files go once it has ended (at once if it has)."""
         self._released = True
         if isinstance(self.outcome, SpooledOutput):
-            self.outcome.release()
+            self._remove()
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,13 @@ import json
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from server.downstream.json_cuts import safe_cut_bytes, utf8_cut
 from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 
@@ -204,7 +204,7 @@ async def write_followed(writer: LineWriter, followed: Followed) -> bool:
 async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
     yield followed.head
     growing = followed.growing
-    text = _GrowingText(growing.path)
+    text = _GrowingText(growing)
     try:
         while True:
             outcome = growing.outcome
@@ -217,8 +217,8 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
             if isinstance(outcome, SpooledOutput) and outcome.path is None:
                 yield text.end(f"the output could not be kept whole: {outcome.failure}") + followed.broken_tail
                 return
-            if text.position < growing.written:
-                piece = await anyio.to_thread.run_sync(text.read, min(growing.written - text.position, PIECE_BYTES))
+            if text.ready():
+                piece = await anyio.to_thread.run_sync(text.read)
                 if piece:
                     yield piece
                 continue
@@ -240,34 +240,59 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
 
 
 class _GrowingText:
-    """A growing output's text, read up to what is on disk, decoded and escaped as `EscapedText` does."""
+    """A growing output's text, read up to what is on disk: its first `prefix` bytes decoded and escaped as
+    `EscapedText` does, then its escaped file as it is (see `GrowingOutput`)."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    def __init__(self, growing: GrowingOutput) -> None:
+        self._growing = growing
         self._stored: IO[bytes] | None = None
+        self._escaped: IO[bytes] | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.position = 0
+        self.position = 0  # in the output file
+        self.escaped_position = 0  # in the escaped file
+        self._held = b""  # the end of the last escaped piece read, cut inside a character or an escape
 
-    def read(self, size: int) -> bytes:
-        """The escaped text of the next `size` bytes, which are on disk. Blocking."""
-        if self._stored is None:
-            self._stored = self._path.open("rb")
-        block = self._stored.read(size)
+    def ready(self) -> bool:
+        """Whether there is more on disk to pass on."""
+        growing = self._growing
+        if self.position < growing.prefix:
+            return self.position < growing.written
+        return self.escaped_position < growing.escaped
+
+    def read(self) -> bytes:
+        """The escaped text of the next piece on disk (`ready`). Blocking."""
+        growing = self._growing
+        if self.position < growing.prefix:
+            if self._stored is None:
+                self._stored = growing.path.open("rb")
+            block = self._stored.read(min(min(growing.written, growing.prefix) - self.position, PIECE_BYTES))
+            if not block:
+                raise OSError(f"the output file ends at {self.position} bytes, before what was written")
+            self.position += len(block)
+            return _escaped(self._decoder, block, final=self.position == growing.prefix)
+        if self._escaped is None:
+            self._escaped = growing.escaped_path.open("rb")
+        block = self._escaped.read(min(growing.escaped - self.escaped_position, PIECE_BYTES))
         if not block:
-            raise OSError(f"the output file ends at {self.position} bytes, before what was written")
-        self.position += len(block)
-        return _escaped(self._decoder, block, final=False)
+            raise OSError(f"the escaped output ends at {self.escaped_position} bytes, before what was written")
+        self.escaped_position += len(block)
+        block = self._held + block
+        cut = safe_cut_bytes(block, utf8_cut(block))  # a note may follow it: it ends on a whole escape
+        self._held = block[cut:]
+        return block[:cut]
 
     def end(self, why: str | None = None) -> bytes:
-        """What the decoder holds back, then, when the output broke off, claimcheck's note of `why`."""
+        """What the decoder holds back, then, when the output broke off, claimcheck's note of `why` (the start of
+        a character or an escape cut by where it broke off is left out), else what was held back."""
         rest = _escaped(self._decoder, b"", final=True)
         if why is None:
-            return rest
+            return rest + self._held
         return rest + json.dumps(f"\n[claimcheck] {why}", ensure_ascii=False)[1:-1].encode()
 
     def close(self) -> None:
-        if self._stored is not None:
-            self._stored.close()
+        for stored in (self._stored, self._escaped):
+            if stored is not None:
+                stored.close()
 
 
 def _escaped(decoder: codecs.IncrementalDecoder, block: bytes, *, final: bool) -> bytes:

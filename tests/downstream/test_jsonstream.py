@@ -21,6 +21,7 @@ class Rebuild:
         self.value: Any = None
         self.parts: list[str] = []
         self.pieces = 0
+        self.escaped = 0  # pieces that came with the bytes they were read from
 
     def _add(self, value: Any) -> None:
         if not self.stack:
@@ -55,9 +56,12 @@ class Rebuild:
     def string_start(self) -> None:
         self.parts = []
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         self.pieces += 1
         self.parts.append(text)
+        if escaped is not None:  # the piece as it came: a JSON string's inside that reads as `text`
+            self.escaped += 1
+            assert json.loads(b'"' + escaped + b'"') == text
 
     def string_end(self) -> None:
         self._add("".join(self.parts))
@@ -154,6 +158,17 @@ def test_a_long_string_arrives_in_pieces_without_being_joined() -> None:
     assert pieces >= len(data) // 65536
 
 
+def test_a_long_string_s_middles_come_with_the_bytes_they_were_read_from() -> None:
+    """What a reader may pass on as it came (`escaped`): each such piece reads as its text (checked in
+    `Rebuild`), and a long clean string's middles all come with theirs."""
+    handler = Rebuild()
+    text = 'line "quoted" \\ back é 😀\n' * 40_000
+    data = json.dumps({"text": text}, ensure_ascii=False).encode()
+    feed_cut(JsonStream(handler), data, list(range(0, len(data), 65536)))
+    assert handler.value == {"text": text}
+    assert handler.escaped >= handler.pieces - 2 > 0  # all but where it begins and ends
+
+
 @pytest.mark.parametrize(
     "bad",
     [b"{", b'{"a" 1}', b"[1,]", b"[1 2]", b'{"a":1,}', b"nul", b'"\\x"', b"{}}", b"]", b'{"a":tru}', b"[1}"],
@@ -219,9 +234,9 @@ class SkipUnderS(Rebuild):
         if not self.ignoring:
             super().string_start()
 
-    def string_piece(self, text: str) -> None:
+    def string_piece(self, text: str, escaped: bytes | None = None) -> None:
         if not self.ignoring:
-            super().string_piece(text)
+            super().string_piece(text, escaped)
 
     def string_end(self) -> None:
         if not self.ignoring:

@@ -19,7 +19,7 @@ from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
 from server.downstream.spooled import GrowingOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import line
-from server.upstream.streamed import Followed, write_followed, write_spooled
+from server.upstream.streamed import PIECE_BYTES, Followed, write_followed, write_spooled
 
 pytestmark = pytest.mark.anyio
 
@@ -39,9 +39,9 @@ def lines(ident: int) -> tuple[bytes, bytes, bytes]:
     return plain, errored, ended
 
 
-def message(*, is_error: bool = False) -> bytes:
+def message(*, is_error: bool = False, ascii_only: bool = False) -> bytes:
     result = {"content": [{"type": "text", "text": TEXT}], "isError": is_error}
-    return json.dumps({"jsonrpc": "2.0", "id": 7, "result": result}, ensure_ascii=False).encode()
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "result": result}, ensure_ascii=ascii_only).encode()
 
 
 def spooler(directory: Path, outputs: SpooledOutputs, max_output_bytes: int = 1 << 30) -> MessageSpool:
@@ -103,18 +103,27 @@ def spool_files(directory: Path) -> list[str]:
     return sorted(path.name for path in directory.iterdir() if path.name.startswith("spool-"))
 
 
-@pytest.mark.parametrize(("is_error", "cut"), [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    ("is_error", "cut", "ascii_only"),
+    [(False, False, False), (True, False, False), (False, True, False), (False, False, True), (False, True, True)],
+)
 async def test_an_answer_written_as_its_output_grows_is_the_answer_written_from_the_whole_file(
-    tmp_path: Path, is_error: bool, cut: bool
+    tmp_path: Path, is_error: bool, cut: bool, ascii_only: bool
 ) -> None:
-    data = message(is_error=is_error)
+    """The text after the first piece is passed on as the server escaped it: the same line as the whole file's
+    where the server escapes as claimcheck does, and the same text where it escapes otherwise (`\\u00e9`)."""
+    data = message(is_error=is_error, ascii_only=ascii_only)
     policy = {"max_output_bytes": 3 << 20} if cut else {}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with anyio.fail_after(60):
         followed = await followed_line(tmp_path / "a", data, **policy)
         whole = await whole_line(tmp_path / "b", data, **policy)
-    assert followed == whole
+    assert json.loads(followed) == json.loads(whole)
+    if ascii_only:  # the server's own escapes, passed on as they came: not decoded and escaped again
+        assert followed.count(b"\\u00e9") > 1000 and whole.count(b"\\u00e9") == 0
+    else:
+        assert followed == whole
     result = json.loads(followed)["result"]
     assert result.get("isError", False) is is_error
     if cut:
@@ -155,7 +164,8 @@ async def test_an_output_that_breaks_off_while_it_is_written_ends_the_line_as_an
     result = (await broken_off(tmp_path, end))["result"]
     assert result["isError"] is True
     text = result["content"][0]["text"]
-    assert TEXT.startswith(text[: text.rindex("\n[claimcheck] ")])
+    body = text[: text.rindex("\n[claimcheck] ")]
+    assert TEXT.startswith(body.removesuffix("\n}"))  # what broke the JSON may be passed on: it was in the string
     assert text[text.rindex("\n[claimcheck] ") :].startswith(f"\n[claimcheck] {why}")
     assert spool_files(tmp_path) == []
 
@@ -196,3 +206,22 @@ async def test_a_followed_answer_whose_output_stops_growing_for_its_stall_limit_
     assert result["isError"] is True
     stalled = "\n[claimcheck] the server wrote nothing more of its answer for 0.05 s"
     assert result["content"][0]["text"].endswith(stalled)
+
+
+@pytest.mark.parametrize("split", [b"\\\\", b"\\u00e9", "é".encode(), b"\\ud83d\\ude00"])
+async def test_an_answer_that_breaks_off_where_a_piece_cut_an_escape_or_a_character_ends_on_a_whole_one(
+    tmp_path: Path, split: bytes
+) -> None:
+    """The escaped text is passed on in pieces of the file, which may end inside an escape or a character: the
+    note of why it broke off follows the last whole one, never half of one (which would change what it says)."""
+    escaped = tmp_path / "spool.esc"
+    escaped.write_bytes(b"a" * (PIECE_BYTES - 1) + split + b"z" * 10)
+    growing = GrowingOutput(tmp_path / "spool.out", escaped, prefix=0)
+    growing.grew_escaped(PIECE_BYTES)  # the first byte of `split` is the last of the first piece
+    out = tmp_path / "followed.jsonl"
+    with anyio.fail_after(60):
+        async with writer_to(out) as writer:
+            assert await write_followed(writer, Followed.of(PLACEHOLDER, lines(7), growing, 0.05))
+    result = json.loads(out.read_bytes().decode("utf-8"))["result"]
+    stalled = "\n[claimcheck] the server wrote nothing more of its answer for 0.05 s"
+    assert result["content"][0]["text"] == "a" * (PIECE_BYTES - 1) + stalled
