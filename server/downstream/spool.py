@@ -13,7 +13,9 @@ A tool result can also be followed while it is read (`MessageSpool.follow`): onc
 `raw_keep` (so it will not be answered from the message as it came) and its content has begun (so its output is
 the content's text, not the structured content's), its answer is sure to be the output file's text; the
 transport may then hand a `GrowingOutput` of that file to the request that waits for it, and at the end the spool
-settles it (its `SpooledOutput`, or why the message broke off) instead of making a stand-in.
+settles it (its `SpooledOutput`, or why the message broke off) instead of making a stand-in. From then on the
+output is also written escaped, as the inside of a JSON string, to a second file: the server's own bytes where
+pydantic-core read them back unchanged, so whoever passes the output on need not decode and escape it again.
 """
 
 from __future__ import annotations

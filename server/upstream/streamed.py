@@ -14,12 +14,14 @@ transport's writer streams the output in its place (`stand_in_token`, `write_sta
 A pass-through on the stdio fast path may get its output before the downstream has finished writing it (a
 `GrowingOutput`, `server.downstream.spooled`): its answer is then written while the file grows (`write_followed`),
 so that the claimcheck in front decodes while this one reads. The line's head is the same whatever the output
-turns out to be, so it goes first; the text follows the file as it is written (decoded and escaped exactly as
-`write_spooled` would, so a whole output gives the same bytes); the tail is chosen at the end: the plain result's,
-or the tool's error's (its note after the text). A line cannot be taken back, so an output that breaks off (the
-downstream's JSON broke, it died, the disk filled, it wrote nothing for its call timeout, or the client cancelled)
-ends the text with claimcheck's note of why and the result as an error (`Followed.broken_tail`): the claimcheck in
-front reports an error, never a truncated success. While the line is written every other line of this stdout
+turns out to be, so it goes first; the text follows the files as they are written: what was on disk before it
+followed, decoded and escaped as `write_spooled` would, then the rest as the server escaped it (the spool's second
+file, `GrowingOutput`), so the text is the same as `write_spooled`'s, though its escapes may be the server's; the
+tail is chosen at the end: the plain result's, or the tool's error's (its note after the text). A line cannot be
+taken back, so an output that breaks off (the downstream's JSON broke, it died, the disk filled, it wrote nothing
+for its call timeout, or the client cancelled) ends the text, after its last whole character and escape, with
+claimcheck's note of why and the result as an error (`Followed.broken_tail`): the claimcheck in front reports an
+error, never a truncated success. While the line is written every other line of this stdout
 waits behind it (as behind `write_spooled`), now for as long as the downstream takes to write its output, at
 most its call timeout between two pieces.
 
