@@ -121,6 +121,7 @@ class MessageSpool:
         sink = self._output
         file = sink.file
         sink.escaped = SpoolFile(file.path.with_suffix(".esc"), sys.maxsize, indexed=False)
+        file.count_only()  # what it holds so far is the output's start; the rest goes to the escaped file only
         self._growing = GrowingOutput(file.path, sink.escaped.path, prefix=file.accepted)
         self._growing.grew(file.written)
         file.on_written = self._growing.grew
@@ -166,7 +167,7 @@ class MessageSpool:
             return ValueError(f"a {self.size}-byte message that is not JSON: {self._broken}")
         if renderer.method is None and renderer.has_result and (renderer.has_content or renderer.has_structured):
             if growing is not None:  # its request has its answer already: the output goes there, not to a stand-in
-                self._finish_followed(growing, self._output_of(raw_whole))
+                self._finish_followed(growing)
                 return None
             return self._stand_in(raw_whole)
         if growing is not None:  # its request has its answer already: nothing goes to the session
@@ -195,18 +196,19 @@ class MessageSpool:
         error = {"jsonrpc": "2.0", "id": renderer.id, "error": {"code": types.INTERNAL_ERROR, "message": message}}
         return json.dumps(error).encode()
 
-    def _finish_followed(self, growing: GrowingOutput, output: SpooledOutput) -> None:
+    def _finish_followed(self, growing: GrowingOutput) -> None:
         """Settle the output its request follows: its escaped text whole (the cut marker after it), or why not."""
-        escaped = self._output.escaped
+        file, escaped = self._output.file, self._output.escaped
         assert escaped is not None
-        if output.path is not None and output.cut:
-            escaped.append_now(escape(CUT_MARKER.format(limit=self._output.file.limit, total=output.total)))
-        if output.path is not None and escaped.failure is not None:
-            output.release()
-            escaped.remove()
-            growing.failed(f"the output could not be kept whole: {escaped.failure}")
+        self._structured.file.remove()
+        if file.produced > file.limit:
+            escaped.append_now(escape(CUT_MARKER.format(limit=file.limit, total=file.produced)))
+        failure = file.failure or escaped.failure
+        if failure is not None:
+            self._discard()
+            growing.failed(f"the output could not be kept whole: {failure}")
             return
-        growing.finished(output, escaped.written)
+        growing.finished(is_error=self._renderer.is_error, written=file.written, escaped=escaped.written)
 
     def _stand_in(self, raw_whole: bool) -> bytes:
         renderer = self._renderer

@@ -46,6 +46,7 @@ class SpoolFile:
         self.produced = 0
         self.failure: str | None = None
         self._accepted = 0  # bytes given to be written (at most `limit`)
+        self._counting_only = False
         self._pending: list[bytes] = []
         self._pending_chars: list[int | None] = []
         self._pending_bytes = 0
@@ -65,11 +66,19 @@ class SpoolFile:
         """Bytes it keeps of what was added so far (on disk, or to be written)."""
         return self._accepted
 
+    def count_only(self) -> None:
+        """From now on what is added is counted (`produced`, `accepted`, `room`), not written: the file keeps what
+        it was given so far (written by the next `flush`)."""
+        self._counting_only = True
+
     def add(self, data: bytes, chars: int | None = None) -> None:
         """Bytes to write (with how many characters they hold, when the caller knows), gathered until `flush`."""
         self.produced += len(data)
         room = self.limit - self._accepted
         if room <= 0:
+            return
+        if self._counting_only:
+            self._accepted += min(len(data), room)
             return
         if len(data) > room:
             data, chars = data[:room], None  # perhaps cut inside a character: counted by the index
@@ -81,7 +90,7 @@ class SpoolFile:
     async def flush(self, *, force: bool = False) -> None:
         """Hand the gathered bytes to the writer thread once they make a batch (any amount with `force`); waits
         only while `IN_FLIGHT` batches are still being written."""
-        if not self._pending or (self._pending_bytes < FLUSH_BYTES and not force):
+        if not self._pending or (self._pending_bytes < FLUSH_BYTES and not force and not self._counting_only):
             return
         batch = (self._pending, self._pending_chars)
         if len(self._pending) > _WRITEV_PIECES:

@@ -72,27 +72,32 @@ class SpooledOutput:
 
 
 class GrowingOutput:
-    """A tool result's output file while its message is still being spooled (see the module's doc), and the
-    same text escaped for a JSON string from where it was first followed on. Its spool is the one writer of how
-    they grow and end (`grew`, `grew_escaped`, `finished`, `failed`); its reader waits on `changed` and says when
-    it stops reading (`release`, which removes the files once the output has ended, or at once if it has). Used
-    from the event loop's thread, but `grew` and `grew_escaped`, which the spool files' writer threads call.
+    """A tool result's output while its message is still being spooled (see the module's doc): the start of its
+    output file, written before it was followed, then the rest escaped for a JSON string in a second file. Its
+    spool is the one writer of how they grow and end (`grew`, `grew_escaped`, `finished`, `failed`); its reader
+    waits on `changed` and says when it stops reading (`release`, which removes the files once the output has
+    ended, or at once if it has). Used from the event loop's thread, but `grew` and `grew_escaped`, which the
+    spool files' writer threads call.
 
-    A reader passes the output on as the first `prefix` bytes of `path` (what was written before it followed),
-    escaped, then the bytes of `escaped_path` as they are: the server's own escaped text where it comes as such,
-    so the text is not decoded and escaped a second time."""
+    A reader passes the output on as the first `prefix` bytes of `path`, escaped, then the bytes of
+    `escaped_path` as they are: the server's own escaped text where it came as such, so the text is neither
+    written whole nor decoded and escaped a second time."""
 
     def __init__(self, path: Path, escaped_path: Path, *, prefix: int) -> None:
         self.path = path
         self.escaped_path = escaped_path
         self.prefix = prefix
+        """Bytes of `path` that hold the output's start; the file holds no more."""
         self.written = 0
-        """Bytes of the file on disk, readable."""
+        """Bytes of `path` on disk, readable."""
         self.escaped = 0
-        """Bytes of the escaped file on disk, readable; final once `outcome` is a `SpooledOutput`."""
-        self.outcome: SpooledOutput | str | None = None
-        """None while it grows; then its `SpooledOutput` (whose `path` is None when it could not be stored), or
-        why its message broke off."""
+        """Bytes of the escaped file on disk, readable; final once it has `ended`."""
+        self.ended = False
+        """The message ended and the output is whole on disk (the cut marker, if any, escaped at its end)."""
+        self.is_error = False
+        """Once it has ended: the tool's result was an error."""
+        self.broken: str | None = None
+        """Why the message broke off (or was not the tool result it began as, or could not be kept)."""
         self.interrupted = False
         """Its reader was asked to stop (the request was cancelled)."""
         self._loop = asyncio.get_running_loop()
@@ -100,50 +105,41 @@ class GrowingOutput:
         self._released = False
 
     def grew(self, written: int) -> None:
-        """`written` bytes of the file are on disk (from the spool file's writer thread)."""
+        """`written` bytes of the output file are on disk (from its writer thread)."""
         try:
-            self._loop.call_soon_threadsafe(self._grown, written)
+            self._loop.call_soon_threadsafe(self._grown, written, False)
         except RuntimeError:  # the loop has closed: nobody reads any more
             pass
-
-    def _grown(self, written: int) -> None:
-        if written > self.written and self.outcome is None:
-            self.written = written
-            self._changed.set()
 
     def grew_escaped(self, written: int) -> None:
         """`written` bytes of the escaped file are on disk (from its writer thread)."""
         try:
-            self._loop.call_soon_threadsafe(self._grown_escaped, written)
-        except RuntimeError:  # the loop has closed: nobody reads any more
+            self._loop.call_soon_threadsafe(self._grown, written, True)
+        except RuntimeError:
             pass
 
-    def _grown_escaped(self, written: int) -> None:
-        if written > self.escaped and self.outcome is None:
+    def _grown(self, written: int, escaped: bool) -> None:
+        if self.ended or self.broken is not None:
+            return
+        if escaped and written > self.escaped:
             self.escaped = written
-            self._changed.set()
+        elif not escaped and written > self.written:
+            self.written = written
+        else:
+            return
+        self._changed.set()
 
-    def finished(self, output: SpooledOutput, escaped: int) -> None:
-        """The message ended: the output is whole (its `bytes`, the cut marker included), and so is its escaped
-        text (`escaped` bytes, the marker's included)."""
-        self.outcome = output
-        self.written = output.bytes if output.path is not None else self.written
-        self.escaped = escaped
+    def finished(self, *, is_error: bool, written: int, escaped: int) -> None:
+        """The message ended: both files are whole (`written` and `escaped` bytes); the files are its own now."""
+        self.ended, self.is_error = True, is_error
+        self.written, self.escaped = written, escaped
         self._changed.set()
         if self._released:
             self._remove()
 
-    def _remove(self) -> None:
-        assert isinstance(self.outcome, SpooledOutput)
-        self.outcome.release()
-        try:
-            self.escaped_path.unlink(missing_ok=True)
-        except OSError:
-            pass
-
     def failed(self, reason: str) -> None:
         """The message broke off, or was not the tool result it began as (its files are the spool's to remove)."""
-        self.outcome = reason
+        self.broken = reason
         self._changed.set()
 
     def interrupt(self) -> None:
@@ -159,8 +155,15 @@ class GrowingOutput:
     def release(self) -> None:
         """Nobody reads it any more: its files go once it has ended (at once if it has)."""
         self._released = True
-        if isinstance(self.outcome, SpooledOutput):
+        if self.ended:
             self._remove()
+
+    def _remove(self) -> None:
+        for path in (self.path, self.escaped_path):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,23 +209,19 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
     text = _GrowingText(growing)
     try:
         while True:
-            outcome = growing.outcome
             if growing.interrupted:
                 yield text.end("the request was cancelled while its output was passed on") + followed.broken_tail
                 return
-            if isinstance(outcome, str):
-                yield text.end(outcome) + followed.broken_tail
-                return
-            if isinstance(outcome, SpooledOutput) and outcome.path is None:
-                yield text.end(f"the output could not be kept whole: {outcome.failure}") + followed.broken_tail
+            if growing.broken is not None:
+                yield text.end(growing.broken) + followed.broken_tail
                 return
             if text.ready():
                 piece = await anyio.to_thread.run_sync(text.read)
                 if piece:
                     yield piece
                 continue
-            if outcome is not None:
-                yield text.end() + (followed.error_tail if outcome.is_error else followed.tail)
+            if growing.ended:
+                yield text.end() + (followed.error_tail if growing.is_error else followed.tail)
                 return
             with anyio.move_on_after(followed.stall_s) as waited:
                 await growing.changed()

@@ -225,3 +225,20 @@ async def test_an_answer_that_breaks_off_where_a_piece_cut_an_escape_or_a_charac
     result = json.loads(out.read_bytes().decode("utf-8"))["result"]
     stalled = "\n[claimcheck] the server wrote nothing more of its answer for 0.05 s"
     assert result["content"][0]["text"] == "a" * (PIECE_BYTES - 1) + stalled
+
+
+async def test_a_followed_output_is_written_once_escaped_and_its_file_keeps_only_the_start(tmp_path: Path) -> None:
+    """Once followed, the output goes to disk once (escaped, for the reader), not a second time decoded."""
+    spool = spooler(tmp_path, SpooledOutputs())
+    data = message()
+    growing, fed = await start_following(spool, data)
+    with anyio.fail_after(60):
+        for start in range(fed, len(data), PIECE):
+            await spool.feed(data[start : start + PIECE])
+        assert await spool.finish() is None
+    assert growing.ended and growing.broken is None
+    assert growing.path.stat().st_size == growing.written == growing.prefix < len(TEXT.encode()) // 4
+    start = TEXT.encode()[: growing.prefix].decode()
+    assert start + json.loads(b'"' + growing.escaped_path.read_bytes() + b'"') == TEXT
+    growing.release()
+    assert spool_files(tmp_path) == []
