@@ -14,15 +14,15 @@ A tool result can also be followed while it is read (`MessageSpool.follow`): onc
 the content's text, not the structured content's), its answer is sure to be the output file's text; the
 transport may then hand a `GrowingOutput` of that file to the request that waits for it, and at the end the spool
 settles it (its `SpooledOutput`, or why the message broke off) instead of making a stand-in. From then on the
-output is also written escaped, as the inside of a JSON string, to a second file: the server's own bytes where
-pydantic-core read them back unchanged, so whoever passes the output on need not decode and escape it again.
+output is no longer written to the file: it is handed to the `GrowingOutput` escaped, as the inside of a JSON string
+(the server's own bytes where pydantic-core read them back unchanged), so whoever passes it on neither reads it back
+nor decodes and escapes it again; while more than `FOLLOW_BUFFER` bytes of it wait for its reader, the spool waits.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,27 +56,27 @@ class SpoolPolicy:
 
 class _TextSink:
     """Text in, UTF-8 out to a `SpoolFile`, with the first part kept in memory; once followed, the same text
-    escaped as the inside of a JSON string to a second file (`escaped`, see `MessageSpool.follow`)."""
+    escaped as the inside of a JSON string to its follower instead (`follower`, see `MessageSpool.follow`)."""
 
     def __init__(self, file: SpoolFile) -> None:
         self.file = file
         self.head: list[str] = []
         self._head_chars = 0
-        self.escaped: SpoolFile | None = None
-        """What is written from now on, escaped: the server's own bytes where it wrote them as pydantic-core
+        self.follower: GrowingOutput | None = None
+        """Takes what is written from now on, escaped: the server's own bytes where it wrote them as pydantic-core
         reads them back unchanged, else escaped here as `json.dumps(..., ensure_ascii=False)` escapes. It stops
-        where `file` stops keeping (its cut), so it always escapes exactly what `file` holds."""
+        where `file` stops keeping (its cut), so it is always what `file` would hold, escaped."""
 
     def write(self, text: str, escaped: bytes | None = None) -> None:
         if self._head_chars < _HEAD_BYTES:
             self.head.append(text[: _HEAD_BYTES - self._head_chars])
             self._head_chars += len(self.head[-1])
         data = text.encode("utf-8", "replace")  # a lone surrogate becomes one "?"
-        if self.escaped is not None and (room := self.file.room):
+        if self.follower is not None and (room := self.file.room):
             if len(data) > room:  # cut here: the rest is not kept
-                self.escaped.add(escape(data[:room].decode("utf-8", "replace")))
+                self.follower.put(escape(data[:room].decode("utf-8", "replace")))
             else:
-                self.escaped.add(escaped if escaped is not None else escape(text))
+                self.follower.put(escaped if escaped is not None else escape(text))
         self.file.add(data, len(text))
 
 
@@ -120,12 +120,10 @@ class MessageSpool:
         assert self._growing is None
         sink = self._output
         file = sink.file
-        sink.escaped = SpoolFile(file.path.with_suffix(".esc"), sys.maxsize, indexed=False)
-        file.count_only()  # what it holds so far is the output's start; the rest goes to the escaped file only
-        self._growing = GrowingOutput(file.path, sink.escaped.path, prefix=file.accepted)
+        file.count_only()  # what it holds so far is the output's start; the rest goes to the follower only
+        self._growing = sink.follower = GrowingOutput(file.path, prefix=file.accepted)
         self._growing.grew(file.written)
         file.on_written = self._growing.grew
-        sink.escaped.on_written = self._growing.grew_escaped
         return self._growing
 
     async def feed(self, piece: bytes) -> None:
@@ -137,8 +135,8 @@ class MessageSpool:
             except JsonStreamError as exc:
                 self._broken = str(exc)
         await self._output.file.flush()
-        if self._output.escaped is not None:
-            await self._output.escaped.flush()
+        if self._growing is not None:
+            await self._growing.taken()
         await self._structured.file.flush()
         await self._raw.flush()
 
@@ -151,8 +149,6 @@ class MessageSpool:
                 self._broken = str(exc)
         for sink in (self._output, self._structured):
             await sink.file.close()
-        if self._output.escaped is not None:
-            await self._output.escaped.close()
         await self._raw.close()
         raw_whole = self._raw.failure is None and self._raw.produced <= self._policy.raw_keep
         if not raw_whole:
@@ -198,17 +194,15 @@ class MessageSpool:
 
     def _finish_followed(self, growing: GrowingOutput) -> None:
         """Settle the output its request follows: its escaped text whole (the cut marker after it), or why not."""
-        file, escaped = self._output.file, self._output.escaped
-        assert escaped is not None
+        file = self._output.file
         self._structured.file.remove()
-        if file.produced > file.limit:
-            escaped.append_now(escape(CUT_MARKER.format(limit=file.limit, total=file.produced)))
-        failure = file.failure or escaped.failure
-        if failure is not None:
+        if file.failure is not None:  # the output's start, written before it was followed, is not all there
             self._discard()
-            growing.failed(f"the output could not be kept whole: {failure}")
+            growing.failed(f"the output could not be kept whole: {file.failure}")
             return
-        growing.finished(is_error=self._renderer.is_error, written=file.written, escaped=escaped.written)
+        if file.produced > file.limit:
+            growing.put(escape(CUT_MARKER.format(limit=file.limit, total=file.produced)))
+        growing.finished(is_error=self._renderer.is_error, written=file.written)
 
     def _stand_in(self, raw_whole: bool) -> bytes:
         renderer = self._renderer
@@ -253,16 +247,14 @@ class MessageSpool:
         return spooled
 
     def _discard(self) -> None:
-        for file in (self._output.file, self._structured.file, self._raw, self._output.escaped):
-            if file is not None:
-                file.remove()
+        for file in (self._output.file, self._structured.file, self._raw):
+            file.remove()
 
     async def abort(self) -> None:
         """Forget a message that will never end (the connection went away)."""
         if self._growing is not None:
             self._growing.failed(f"the server's connection closed after {self.size} bytes of its answer")
             self._growing = None
-        for file in (self._output.file, self._structured.file, self._raw, self._output.escaped):
-            if file is not None:
-                await file.close()
+        for file in (self._output.file, self._structured.file, self._raw):
+            await file.close()
         self._discard()

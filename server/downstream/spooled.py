@@ -18,6 +18,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from fs_sandbox import INDEX_SUFFIX
 from server.downstream.json_depth import deeper_than
 
 __all__ = [
+    "FOLLOW_BUFFER",
     "META_KEY",
     "SPOOLED_TTL_S",
     "GrowingOutput",
@@ -39,6 +41,9 @@ __all__ = [
 ]
 
 META_KEY = "claimcheck/spooled"
+FOLLOW_BUFFER = 8 << 20
+"""Bytes of a followed output that may wait in memory for its reader; past that its spool waits (and so does the
+server's pipe). The reader writes to a claimcheck in front, which reads as fast as it can."""
 SPOOLED_TTL_S = 300.0
 """How long a spooled output waits for its claim. The wait is the SDK handing one response to the task that
 sent the request (milliseconds, at worst a turn of the thread pool), whatever the tool's run time was: a call
@@ -73,72 +78,87 @@ class SpooledOutput:
 
 class GrowingOutput:
     """A tool result's output while its message is still being spooled (see the module's doc): the start of its
-    output file, written before it was followed, then the rest escaped for a JSON string in a second file. Its
-    spool is the one writer of how they grow and end (`grew`, `grew_escaped`, `finished`, `failed`); its reader
-    waits on `changed` and says when it stops reading (`release`, which removes the files once the output has
-    ended, or at once if it has). Used from the event loop's thread, but `grew` and `grew_escaped`, which the
-    spool files' writer threads call.
+    output file, written before it was followed, then the rest handed over in memory, escaped for a JSON string.
+    Its spool is the one writer of how it grows and ends (`grew`, `put`, `finished`, `failed`) and waits while
+    more than `FOLLOW_BUFFER` bytes wait for the reader (`taken`); its reader waits on `changed`, takes what was
+    put (`take`), and says when it stops reading (`release`, after which what is put is dropped, and which removes
+    the file once the output has ended, or at once if it has). Used from the event loop's thread, but `grew`,
+    which the spool file's writer thread calls.
 
-    A reader passes the output on as the first `prefix` bytes of `path`, escaped, then the bytes of
-    `escaped_path` as they are: the server's own escaped text where it came as such, so the text is neither
-    written whole nor decoded and escaped a second time."""
+    A reader passes the output on as the first `prefix` bytes of `path`, escaped, then what it takes as it is:
+    the server's own escaped text where it came as such, so the text is neither written to disk, nor decoded and
+    escaped a second time."""
 
-    def __init__(self, path: Path, escaped_path: Path, *, prefix: int) -> None:
+    def __init__(self, path: Path, *, prefix: int) -> None:
         self.path = path
-        self.escaped_path = escaped_path
         self.prefix = prefix
         """Bytes of `path` that hold the output's start; the file holds no more."""
         self.written = 0
         """Bytes of `path` on disk, readable."""
-        self.escaped = 0
-        """Bytes of the escaped file on disk, readable; final once it has `ended`."""
         self.ended = False
-        """The message ended and the output is whole on disk (the cut marker, if any, escaped at its end)."""
+        """The message ended: what is left to take is the rest of the output (the cut marker, if any, escaped)."""
         self.is_error = False
         """Once it has ended: the tool's result was an error."""
         self.broken: str | None = None
         """Why the message broke off (or was not the tool result it began as, or could not be kept)."""
         self.interrupted = False
         """Its reader was asked to stop (the request was cancelled)."""
+        self._pieces: deque[bytes] = deque()
+        self.waiting = 0
+        """Bytes put and not taken yet."""
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        self._room = asyncio.Event()
         self._released = False
 
     def grew(self, written: int) -> None:
         """`written` bytes of the output file are on disk (from its writer thread)."""
         try:
-            self._loop.call_soon_threadsafe(self._grown, written, False)
+            self._loop.call_soon_threadsafe(self._grown, written)
         except RuntimeError:  # the loop has closed: nobody reads any more
             pass
 
-    def grew_escaped(self, written: int) -> None:
-        """`written` bytes of the escaped file are on disk (from its writer thread)."""
-        try:
-            self._loop.call_soon_threadsafe(self._grown, written, True)
-        except RuntimeError:
-            pass
-
-    def _grown(self, written: int, escaped: bool) -> None:
-        if self.ended or self.broken is not None:
-            return
-        if escaped and written > self.escaped:
-            self.escaped = written
-        elif not escaped and written > self.written:
+    def _grown(self, written: int) -> None:
+        if written > self.written and not self.ended and self.broken is None:
             self.written = written
-        else:
+            self._changed.set()
+
+    def put(self, escaped: bytes) -> None:
+        """More of the output, escaped (dropped once nobody reads it)."""
+        if self._released or self.interrupted or not escaped:
             return
+        self._pieces.append(escaped)
+        self.waiting += len(escaped)
         self._changed.set()
 
-    def finished(self, *, is_error: bool, written: int, escaped: int) -> None:
-        """The message ended: both files are whole (`written` and `escaped` bytes); the files are its own now."""
-        self.ended, self.is_error = True, is_error
-        self.written, self.escaped = written, escaped
+    async def taken(self) -> None:
+        """Wait while more than `FOLLOW_BUFFER` bytes wait for the reader (not once it stopped reading)."""
+        while self.waiting > FOLLOW_BUFFER and not (self._released or self.interrupted):
+            self._room.clear()
+            await self._room.wait()
+
+    def take(self, most: int) -> bytes:
+        """What was put and not taken yet, up to about `most` bytes (whole pieces, at least one)."""
+        pieces: list[bytes] = []
+        size = 0
+        while self._pieces and (not pieces or size + len(self._pieces[0]) <= most):
+            piece = self._pieces.popleft()
+            pieces.append(piece)
+            size += len(piece)
+        self.waiting -= size
+        self._room.set()
+        return b"".join(pieces)
+
+    def finished(self, *, is_error: bool, written: int) -> None:
+        """The message ended: the output file is whole (`written` bytes, its start) and so is what was put; the
+        file is its own now."""
+        self.ended, self.is_error, self.written = True, is_error, written
         self._changed.set()
         if self._released:
             self._remove()
 
     def failed(self, reason: str) -> None:
-        """The message broke off, or was not the tool result it began as (its files are the spool's to remove)."""
+        """The message broke off, or was not the tool result it began as (its file is the spool's to remove)."""
         self.broken = reason
         self._changed.set()
 
@@ -146,6 +166,7 @@ class GrowingOutput:
         """Ask the reader to stop where it is."""
         self.interrupted = True
         self._changed.set()
+        self._wake_spool()
 
     async def changed(self) -> None:
         """Wait until it grew, ended, or was interrupted since the last wait."""
@@ -153,17 +174,23 @@ class GrowingOutput:
         self._changed.clear()
 
     def release(self) -> None:
-        """Nobody reads it any more: its files go once it has ended (at once if it has)."""
+        """Nobody reads it any more: what is put is dropped, and its file goes once it has ended (at once if it
+        has)."""
         self._released = True
+        self._wake_spool()
         if self.ended:
             self._remove()
 
+    def _wake_spool(self) -> None:
+        self._pieces.clear()
+        self.waiting = 0
+        self._room.set()
+
     def _remove(self) -> None:
-        for path in (self.path, self.escaped_path):
-            try:
-                path.unlink(missing_ok=True)
-            except OSError:
-                pass
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,8 +215,13 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
             if growing.broken is not None:
                 yield text.end(growing.broken) + followed.broken_tail
                 return
-            if text.ready():
+            if text.on_disk():
                 piece = await anyio.to_thread.run_sync(text.read)
+                if piece:
+                    yield piece
+                continue
+            if text.handed_over():
+                piece = text.take()
                 if piece:
                     yield piece
                 continue
@@ -238,43 +243,39 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
 
 
 class _GrowingText:
-    """A growing output's text, read up to what is on disk: its first `prefix` bytes decoded and escaped as
-    `EscapedText` does, then its escaped file as it is (see `GrowingOutput`)."""
+    """A growing output's text, read up to what is there: its first `prefix` bytes from its file, decoded and
+    escaped as `EscapedText` does, then what its spool hands over, as it is (see `GrowingOutput`)."""
 
     def __init__(self, growing: GrowingOutput) -> None:
         self._growing = growing
         self._stored: IO[bytes] | None = None
-        self._escaped: IO[bytes] | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.position = 0  # in the output file
-        self.escaped_position = 0  # in the escaped file
-        self._held = b""  # the end of the last escaped piece read, cut inside a character or an escape
+        self._held = b""  # the end of the last piece taken, cut inside a character or an escape
 
-    def ready(self) -> bool:
-        """Whether there is more on disk to pass on."""
+    def on_disk(self) -> bool:
+        """Whether more of the output's start is on disk to read (`read`, blocking)."""
         growing = self._growing
-        if self.position < growing.prefix:
-            return self.position < growing.written
-        return self.escaped_position < growing.escaped
+        return self.position < min(growing.written, growing.prefix)
+
+    def handed_over(self) -> bool:
+        """Whether the output's start is all read and more was handed over (`take`)."""
+        return self.position >= self._growing.prefix and self._growing.waiting > 0
 
     def read(self) -> bytes:
-        """The escaped text of the next piece on disk (`ready`). Blocking."""
+        """The escaped text of the next piece of the output's start on disk. Blocking."""
         growing = self._growing
-        if self.position < growing.prefix:
-            if self._stored is None:
-                self._stored = growing.path.open("rb")
-            block = self._stored.read(min(min(growing.written, growing.prefix) - self.position, PIECE_BYTES))
-            if not block:
-                raise OSError(f"the output file ends at {self.position} bytes, before what was written")
-            self.position += len(block)
-            return _escaped(self._decoder, block, final=self.position == growing.prefix)
-        if self._escaped is None:
-            self._escaped = growing.escaped_path.open("rb")
-        block = self._escaped.read(min(growing.escaped - self.escaped_position, PIECE_BYTES))
+        if self._stored is None:
+            self._stored = growing.path.open("rb")
+        block = self._stored.read(min(min(growing.written, growing.prefix) - self.position, PIECE_BYTES))
         if not block:
-            raise OSError(f"the escaped output ends at {self.escaped_position} bytes, before what was written")
-        self.escaped_position += len(block)
-        block = self._held + block
+            raise OSError(f"the output file ends at {self.position} bytes, before what was written")
+        self.position += len(block)
+        return _escaped(self._decoder, block, final=self.position == growing.prefix)
+
+    def take(self) -> bytes:
+        """The next pieces handed over, up to the last whole character and escape in them."""
+        block = self._held + self._growing.take(PIECE_BYTES)
         cut = safe_cut_bytes(block, utf8_cut(block))  # a note may follow it: it ends on a whole escape
         self._held = block[cut:]
         return block[:cut]
@@ -288,9 +289,8 @@ class _GrowingText:
         return rest + json.dumps(f"\n[claimcheck] {why}", ensure_ascii=False)[1:-1].encode()
 
     def close(self) -> None:
-        for stored in (self._stored, self._escaped):
-            if stored is not None:
-                stored.close()
+        if self._stored is not None:
+            self._stored.close()
 
 
 def _escaped(decoder: codecs.IncrementalDecoder, block: bytes, *, final: bool) -> bytes:

@@ -16,7 +16,7 @@ import mcp_types as types
 import pytest
 
 from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
-from server.downstream.spooled import GrowingOutput, SpooledOutputs
+from server.downstream.spooled import FOLLOW_BUFFER, GrowingOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import line
 from server.upstream.streamed import PIECE_BYTES, Followed, write_followed, write_spooled
@@ -212,12 +212,11 @@ async def test_a_followed_answer_whose_output_stops_growing_for_its_stall_limit_
 async def test_an_answer_that_breaks_off_where_a_piece_cut_an_escape_or_a_character_ends_on_a_whole_one(
     tmp_path: Path, split: bytes
 ) -> None:
-    """The escaped text is passed on in pieces of the file, which may end inside an escape or a character: the
-    note of why it broke off follows the last whole one, never half of one (which would change what it says)."""
-    escaped = tmp_path / "spool.esc"
-    escaped.write_bytes(b"a" * (PIECE_BYTES - 1) + split + b"z" * 10)
-    growing = GrowingOutput(tmp_path / "spool.out", escaped, prefix=0)
-    growing.grew_escaped(PIECE_BYTES)  # the first byte of `split` is the last of the first piece
+    """The escaped text is passed on in the pieces it was handed over in, which may end inside an escape or a
+    character: the note of why it broke off follows the last whole one, never half of one (which would change
+    what it says)."""
+    growing = GrowingOutput(tmp_path / "spool.out", prefix=0)
+    growing.put(b"a" * (PIECE_BYTES - 1) + split[:1])  # and the rest never comes
     out = tmp_path / "followed.jsonl"
     with anyio.fail_after(60):
         async with writer_to(out) as writer:
@@ -227,18 +226,35 @@ async def test_an_answer_that_breaks_off_where_a_piece_cut_an_escape_or_a_charac
     assert result["content"][0]["text"] == "a" * (PIECE_BYTES - 1) + stalled
 
 
-async def test_a_followed_output_is_written_once_escaped_and_its_file_keeps_only_the_start(tmp_path: Path) -> None:
-    """Once followed, the output goes to disk once (escaped, for the reader), not a second time decoded."""
+async def test_a_followed_output_is_handed_over_escaped_its_file_keeps_only_the_start_and_memory_is_bounded(
+    tmp_path: Path,
+) -> None:
+    """Once followed, the rest of the output goes to its reader in memory, escaped, never to disk; while the
+    reader does not take it, the spool waits with at most `FOLLOW_BUFFER` bytes (and one piece) waiting."""
     spool = spooler(tmp_path, SpooledOutputs())
-    data = message()
+    data = message(ascii_only=True)  # escaped otherwise than claimcheck escapes: what is taken is the server's
     growing, fed = await start_following(spool, data)
-    with anyio.fail_after(60):
+    taken: list[bytes] = []
+    most_waiting = 0
+
+    async def feed_all() -> None:
         for start in range(fed, len(data), PIECE):
             await spool.feed(data[start : start + PIECE])
         assert await spool.finish() is None
-    assert growing.ended and growing.broken is None
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(feed_all)
+            while not (growing.ended and not growing.waiting):
+                await growing.changed()
+                most_waiting = max(most_waiting, growing.waiting)
+                assert growing.waiting <= FOLLOW_BUFFER + PIECE  # what one piece of the message put past the bound
+                taken.append(growing.take(1 << 30))
+    assert growing.broken is None and most_waiting > FOLLOW_BUFFER
     assert growing.path.stat().st_size == growing.written == growing.prefix < len(TEXT.encode()) // 4
-    start = TEXT.encode()[: growing.prefix].decode()
-    assert start + json.loads(b'"' + growing.escaped_path.read_bytes() + b'"') == TEXT
+    rest = b"".join(taken)
+    assert rest.count(b"\\u00e9") > 1000  # as the server wrote it
+    assert TEXT.encode()[: growing.prefix].decode() + json.loads(b'"' + rest + b'"') == TEXT
+    assert [name for name in spool_files(tmp_path) if not name.endswith(".out")] == []
     growing.release()
     assert spool_files(tmp_path) == []
