@@ -9,7 +9,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from extraction import Document, LLMError
-from extraction.prompts import ARGUMENTS_MAX_CHARS, cap_arguments, map_prompt, read_grep_prompt
+from extraction.prompts import ARGUMENTS_MAX_CHARS, NOT_FOUND, cap_arguments, map_prompt, read_grep_prompt
 from extraction.strategies import chunk_budget
 from tests.support.extraction import extraction_settings, fake_openai
 from tests.support.handles import client_of, handle_in
@@ -60,6 +60,15 @@ def test_the_chunk_prompt_is_short_names_the_tool_and_ends_with_the_question() -
     assert len(system) < 800
     assert user.startswith("DOCUMENT CHUNK 2 of 5:\nchunk text\nEND OF CHUNK 2.")
     assert "QUESTION: the error\n" in user
+    assert NOT_FOUND in system  # a part may well not hold the answer
+
+
+def test_an_output_read_in_one_chunk_is_asked_about_whole_and_offered_no_not_found() -> None:
+    system, user = map_prompt(document({"body": BIG}), "the error", "chunk text", 1, 1, 10, "n0nce")
+    assert "the whole output of the tool web__post" in system and "part 1 of 1" not in system
+    assert NOT_FOUND not in system and '<claimcheck-n0nce-FINAL format="text">' in system
+    assert user.startswith("DOCUMENT CHUNK 1 of 1:\nchunk text\nEND OF CHUNK 1.")
+    assert user.endswith("QUESTION: the error\nAnswer inside the wrapper, then EVIDENCE: with copied lines.")
 
 
 class Model:
