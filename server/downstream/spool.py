@@ -12,8 +12,8 @@ for anything else the original message when it was kept, else an error answer or
 A tool result can also be followed while it is read (`MessageSpool.follow`): once the message has passed
 `raw_keep` (so it will not be answered from the message as it came) and its content has begun (so its output is
 the content's text, not the structured content's), its answer is sure to be the output file's text; the
-transport may then hand a `GrowingOutput` of that file to the request that waits for it, and at the end the spool
-settles it (its `SpooledOutput`, or why the message broke off) instead of making a stand-in. From then on the
+transport may then hand a `GrowingOutput` to the request that waits for it, and at the end the spool settles it
+(how it ended, or why the message broke off) instead of making a stand-in. From then on the
 output is no longer written to the file: it is handed to the `GrowingOutput` escaped, as the inside of a JSON string
 (the server's own bytes where pydantic-core read them back unchanged), so whoever passes it on neither reads it back
 nor decodes and escapes it again; while more than `FOLLOW_BUFFER` bytes of it wait for its reader, the spool waits.
@@ -115,8 +115,8 @@ class MessageSpool:
         return ident
 
     def follow(self) -> GrowingOutput:
-        """Its output file as it grows, for the request whose answer it is (`followable_id`); the spool settles
-        it, and makes no stand-in."""
+        """Its output as it grows, for the request whose answer it is (`followable_id`): the file's start, then
+        the rest in memory, escaped; the spool settles it, and makes no stand-in."""
         assert self._growing is None
         sink = self._output
         file = sink.file
