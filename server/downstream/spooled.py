@@ -8,8 +8,9 @@ made, and whatever is left when the registry stops, is released with its files.
 
 A tool result whose answer is sure to be its output file's text before it has ended (its message passed what the
 spool keeps whole, and its content began) can instead be handed, while it is still being read, to a pass-through
-that waits for it (`RawChannel.take_growing`): a `GrowingOutput`, which says as the file grows how much of it is
-on disk, and then how it ended: its `SpooledOutput`, or why it broke off.
+that waits for it (`RawChannel.take_growing`): a `GrowingOutput`, which says how much of the output's start is on
+disk, hands over the rest in memory, escaped, and then says how it ended (an error result or not), or why it broke
+off.
 """
 
 from __future__ import annotations
