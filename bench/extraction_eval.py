@@ -207,7 +207,27 @@ async def run_claimcheck(model: Model, case: Case, output: str, facts: list[str]
     )
 
 
-async def run_case(model: Model, case: Case, output: str, facts: list[str], threshold: int, cc_context: int) -> Result:
+async def run_case(
+    model: Model,
+    case: Case,
+    output: str,
+    facts: list[str],
+    threshold: int,
+    cc_context: int,
+    earlier: Result | None = None,
+) -> Result:
+    """The case's three arms; with `earlier` (the same case, model, window and size, from `--baseline-from`), its
+    baseline and oracle are taken from there: their prompts hold no claimcheck code, so only claimcheck is asked."""
+    if earlier is not None:
+        result = Result(case.name, case.kind, case.where, facts, count_tokens(output), earlier.model_tokens)
+        result.arms["baseline"] = earlier.arms["baseline"]
+        print(f"  baseline   {progress(earlier.arms['baseline'], facts)} (from the earlier run)", file=sys.stderr)
+        arm = await run_claimcheck(model, case, output, facts, threshold, cc_context)
+        result.arms["claimcheck"] = arm
+        print(f"  claimcheck {progress(arm, facts)} in {arm.seconds} s ({arm.strategy})", file=sys.stderr)
+        if "oracle" in earlier.arms:
+            result.arms["oracle"] = earlier.arms["oracle"]
+        return result
     tokens = ModelTokens(model.base_url, model.name)
     prompt = await tokens.count(DIRECT_SYSTEM + case.question) + PROMPT_SLACK + 40
     room = model.context - ANSWER_TOKENS - prompt
@@ -257,12 +277,20 @@ def model_from(args: argparse.Namespace) -> Iterator[Model | None]:
 
 async def run_all(model: Model, selected: list[Case], args: argparse.Namespace, run: Run) -> list[Result]:
     results: list[Result] = []
+    earlier: dict[str, Result] = {}
+    if args.baseline_from:
+        found, runs = load([args.baseline_from], args.size)
+        measured = [(r.model, r.context, r.size) for r in runs]
+        if measured != [(run.model, run.context, run.size)]:
+            raise SystemExit(f"--baseline-from {args.baseline_from} measured {measured}, not this run's model")
+        earlier = {result.case: result for result in found}
     with tempfile.TemporaryDirectory() as tmp:
         for case in selected:
             output, facts = case.make(Path(tmp), args.size)
             print(f"{case.name}: {count_tokens(output)} tokens", file=sys.stderr)
             cc_context = args.claimcheck_context or model.context
-            results.append(await run_case(model, case, output, facts, args.threshold, cc_context))
+            kept = earlier.get(case.name)
+            results.append(await run_case(model, case, output, facts, args.threshold, cc_context, kept))
             if args.json:  # written after every case, so a long run that is stopped keeps what it measured
                 dump(args.json, run, results)
     return results
@@ -296,6 +324,12 @@ def main() -> int:
     parser.add_argument("--threshold", type=int, default=10_000, help="asyncTokenThreshold (default 10000)")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_TOKENS, help="max answer tokens, every arm")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--baseline-from",
+        type=Path,
+        help="take the baseline and oracle arms from an earlier --json run of the same model, window and size "
+        "(they hold no claimcheck code); ask only claimcheck",
+    )
     parser.add_argument("--report", type=Path, nargs="+", help="print the tables of earlier --json files, run nothing")
     args = parser.parse_args()
     by_name = {case.name: case for case in CASES}
