@@ -36,7 +36,7 @@ __all__ = [
     "reduce_prompt",
 ]
 
-PROMPT_VERSION = "6"
+PROMPT_VERSION = "5"
 ARGUMENT_VALUE_MAX_CHARS = 500
 """The most characters of one string (value or key) of the source tool's arguments a prompt quotes."""
 ARGUMENTS_MAX_CHARS = 2000
@@ -132,7 +132,7 @@ def map_prompt(
 what it says.
 Answer inside <{tag} format="text"> ... </{tag}>. Keep numbers, names, paths and ids exactly as written.
 After the answer write EVIDENCE: and, one per line, the lines of the output that show it, copied exactly, \
-each after > and in double quotes."""
+each like > "copied line"."""
         return system, (
             f"DOCUMENT CHUNK 1 of 1:\n{chunk}\nEND OF CHUNK 1.\n\n"
             f"QUESTION: {extract}\nAnswer inside the wrapper, then EVIDENCE: with copied lines."
@@ -141,7 +141,7 @@ each after > and in double quotes."""
 and answer a question about it from what the chunk says.
 Answer inside <{tag} format="text"> ... </{tag}>. Keep numbers, names, paths and ids exactly as written.
 After the answer write EVIDENCE: and, one per line, the lines of the chunk that show it, copied exactly, \
-each after > and in double quotes.
+each like > "copied line".
 If the chunk does not answer the question, answer {NOT_FOUND} and one line saying what the chunk holds."""
     return system, (
         f"DOCUMENT CHUNK {index} of {total}:\n{chunk}\nEND OF CHUNK {index}.\n\n"
@@ -154,12 +154,14 @@ def excerpt_prompt(document: Document, extract: str, excerpts: str) -> tuple[str
 
     Neither the wrapper nor a "not found" answer is asked for: Qwen2.5-Coder-0.5B answered "not found" over a page
     that showed the answer when it was offered one (bench/extraction_eval.py), and an answer is read by what it
-    says (`answer_of`). Listing the marked lines again before the page found fewer facts (12 of 37, not 16)."""
+    says (`answer_of`). Listing the marked lines again before the page found fewer facts (12 of 37, not 16).
+    The example quote (`> "copied line"`) stays, though a model sometimes copies it: describing the format
+    instead made Qwen2.5-Coder-1.5B answer with quotes alone, no answer before them (9 of 30 facts past the start,
+    not 14: bench/results/extraction-real-model-1.5b-evidence-format.json)."""
     system = f"""You answer a question about the output of the tool {document.tool}, from excerpts of it: lines \
 marked → hold words of the question; around them are the lines before and after, and the output's first and last \
 lines. Answer only from what is shown. Keep numbers, names, paths and ids exactly as written.
-After the answer, write EVIDENCE: and the lines that show it, copied exactly, each on its own line after > and \
-in double quotes."""
+After the answer, write EVIDENCE: and the lines that show it, copied exactly, each like > "copied line"."""
     return system, f"EXCERPTS OF THE OUTPUT:\n{excerpts}\n\nQUESTION: {extract}"
 
 
