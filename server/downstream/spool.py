@@ -122,8 +122,10 @@ class MessageSpool:
         file = sink.file
         file.count_only()  # what it holds so far is the output's start; the rest goes to the follower only
         self._growing = sink.follower = GrowingOutput(file.path, prefix=file.accepted)
-        self._growing.grew(file.written)
+        # Told before it is read: the writer thread may finish a batch in between, and the file's last batch
+        # may be the one that brings its start whole (its reader would wait for it forever).
         file.on_written = self._growing.grew
+        self._growing.grew(file.written)
         return self._growing
 
     async def feed(self, piece: bytes) -> None:
