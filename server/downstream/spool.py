@@ -35,7 +35,7 @@ from server.downstream.render import ResultRenderer
 from server.downstream.spool_file import SpoolFile
 from server.downstream.spooled import META_KEY, GrowingOutput, SpooledOutput, SpooledOutputs
 
-__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
+__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy", "escape"]
 
 logger = logging.getLogger(__name__)
 

@@ -45,6 +45,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from server.downstream.json_cuts import safe_cut_bytes, utf8_cut
+from server.downstream.spool import escape
 from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 
@@ -286,7 +287,7 @@ class _GrowingText:
         rest = _escaped(self._decoder, b"", final=True)
         if why is None:
             return rest + self._held
-        return rest + json.dumps(f"\n[claimcheck] {why}", ensure_ascii=False)[1:-1].encode()
+        return rest + escape(f"\n[claimcheck] {why}")
 
     def close(self) -> None:
         if self._stored is not None:
@@ -296,7 +297,7 @@ class _GrowingText:
 def _escaped(decoder: codecs.IncrementalDecoder, block: bytes, *, final: bool) -> bytes:
     """`block` decoded (the decoder keeps a character cut at its end) and escaped, a slice at a time."""
     return b"".join(
-        json.dumps(text, ensure_ascii=False)[1:-1].encode()
+        escape(text)
         for start in range(0, max(len(block), 1), _SLICE_BYTES)
         if (text := decoder.decode(block[start : start + _SLICE_BYTES], final=final))
     )
