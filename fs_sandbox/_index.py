@@ -33,6 +33,8 @@ _ENTRY = struct.Struct("<QQQQ")  # offset, line, chars before, 1 when a line sta
 _CONTINUATION = bytes(range(0x80, 0xC0))
 END_BLOCK = 64 << 10
 _DIGEST = 32  # sha256
+_SAMPLE = 4096  # bytes of a piece's start whose newlines say how long its lines are
+_LONG_LINE = 32  # bytes a line has on average from where memchr counts faster than `bytes.count`
 
 
 def ends_digest(fd: int, size: int) -> bytes:
@@ -153,6 +155,7 @@ class IndexBuilder:
         self._first = bytearray()  # the file's first END_BLOCK bytes
         self._tail: list[bytes] = []  # the last pieces, END_BLOCK bytes or more of them (kept, not copied)
         self._tail_size = 0
+        self._by_deleting = True  # newlines are counted with memchr (see `_newlines`)
 
     def feed(self, data: bytes, chars: int | None = None) -> None:
         """The next bytes of the file; `chars`, when the writer knows it, is how many characters they hold (then
@@ -187,7 +190,7 @@ class IndexBuilder:
         data = piece.obj if len(piece) == len(piece.obj) else bytes(piece)  # type: ignore[arg-type]
         assert isinstance(data, bytes)
         crs = data.count(b"\r") if b"\r" in data else 0  # `in` is a memchr: most texts have no CR
-        newlines = data.count(b"\n")
+        newlines = self._newlines(data)
         self.newlines += newlines
         ends = newlines + (crs - data.count(b"\r\n") if crs else 0)
         self._crs += crs
@@ -206,6 +209,19 @@ class IndexBuilder:
         while self._tail_size - len(self._tail[0]) >= END_BLOCK:
             self._tail_size -= len(self._tail.pop(0))
         return chars
+
+    def _newlines(self, data: bytes) -> int:
+        """The LF bytes in `data`. `bytes.count` looks at every byte (~2.5 GB/s on one core); deleting them with
+        `replace` finds them with memchr: as fast at 32-byte lines, 2× at 100 bytes, 20× with none, but 10× as
+        slow where lines are a few bytes. A sample of the piece's start says which; once a deletion finds lines
+        shorter than the sample promised, this file is counted byte by byte from then on (so no text costs more
+        than one slow piece)."""
+        if not self._by_deleting or len(data) < 4 * _SAMPLE or data.count(b"\n", 0, _SAMPLE) > _SAMPLE // _LONG_LINE:
+            return data.count(b"\n")
+        newlines = len(data) - len(data.replace(b"\n", b""))
+        if newlines > len(data) // _LONG_LINE:
+            self._by_deleting = False
+        return newlines
 
     @property
     def lines(self) -> int:

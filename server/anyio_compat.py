@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["pipe_fd_of", "stream_writer_of"]
+__all__ = ["stream_writer_of"]
 
 
 def stream_writer_of(stream: Any) -> asyncio.StreamWriter | None:
@@ -15,16 +15,3 @@ def stream_writer_of(stream: Any) -> asyncio.StreamWriter | None:
     `send` cannot do. Would be replaced by: a `send_nowait` on anyio's byte streams."""
     writer = getattr(stream, "_stream", None)
     return writer if isinstance(writer, asyncio.StreamWriter) else None
-
-
-def pipe_fd_of(stream: Any) -> int | None:
-    """The descriptor of the pipe under an anyio process's stdout stream (None on another backend). The stdio
-    transport widens that pipe (F_SETPIPE_SZ) so a fast server writes a megabyte per wake-up instead of 64 KiB.
-    Would be replaced by: creating the pipe itself and reading it with `anyio.wait_readable`."""
-    reader = getattr(stream, "_stream", None)
-    transport = getattr(reader, "_transport", None) if isinstance(reader, asyncio.StreamReader) else None
-    pipe = transport.get_extra_info("pipe") if transport is not None else None
-    try:
-        return pipe.fileno() if pipe is not None else None
-    except (OSError, ValueError):
-        return None

@@ -193,24 +193,6 @@ def _anyio_stream_writer() -> None:
     anyio.run(check)
 
 
-def _anyio_pipe_fd() -> None:
-    import os
-    import stat
-
-    import anyio
-
-    from server.anyio_compat import pipe_fd_of
-
-    async def check() -> None:
-        async with await anyio.open_process(["cat"]) as process:
-            fd = pipe_fd_of(process.stdout)
-            assert fd is not None and stat.S_ISFIFO(os.fstat(fd).st_mode)
-            assert process.stdin is not None
-            await process.stdin.aclose()
-
-    anyio.run(check)
-
-
 def _jmespath_visitor() -> None:
     import jmespath
     from jmespath.visitor import TreeInterpreter
@@ -245,7 +227,6 @@ CANARIES: dict[str, Callable[[], None]] = {
     "handles/json_eval.py (jmespath's TreeInterpreter.visit and AST dicts)": _jmespath_visitor,
     "fs_sandbox/_prefilter.py (the stdlib's re._parser)": _stdlib_re_parser,
     "anyio_compat.stream_writer_of (the StreamWriter under a process's stdin)": _anyio_stream_writer,
-    "anyio_compat.pipe_fd_of (the pipe under a process's stdout)": _anyio_pipe_fd,
     "sdk_compat.connection_of (ServerSession._connection)": _sdk_session_connection,
     "sdk_compat.send_raw_request (ClientSession._dispatcher)": _sdk_client_dispatcher,
     "sdk_compat.set/wrap_initialization_options (Server.create_initialization_options)": _sdk_initialization_options,
@@ -263,7 +244,7 @@ CANARIES: dict[str, Callable[[], None]] = {
 }
 
 
-SPAWNING = {_anyio_stream_writer, _anyio_pipe_fd}
+SPAWNING = {_anyio_stream_writer}
 """Canaries that start a process (`cat`) to have a real pipe."""
 
 

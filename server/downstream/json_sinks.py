@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+from server.downstream.json_cuts import escape
+
 __all__ = ["SMALL_CHARS", "Buffer", "Emitter", "OutputSink", "Skip", "Skipper", "Small"]
 
 SMALL_CHARS = 64 * 1024  # the most kept of a small part such as `id` or `error`
@@ -89,7 +91,7 @@ class Emitter:
         self.depth += 1
 
     def string_piece(self, text: str, escaped: bytes | None = None) -> None:
-        self._sink.write(json.dumps(text, ensure_ascii=False)[1:-1])
+        self._sink.write(escape(text).decode())
 
     def string_end(self) -> None:
         self._sink.write('"')

@@ -341,12 +341,13 @@ class JsonStream:
         cut = safe_cut_bytes(data, utf8_cut(data))
         if cut < _FAST_STRING_BYTES:
             return None
+        middle = data if cut == len(data) else data[:cut]
         try:
-            text = from_json(b'"' + data[:cut] + b'"', cache_strings=False)
+            text = from_json(b"".join((b'"', middle, b'"')), cache_strings=False)  # one copy, not two
         except ValueError:  # the string ends in it, or holds what json reads otherwise: the way for every piece
             return False
         self._bytes = data[cut:]
-        self._handler.string_piece(text, data[:cut])
+        self._handler.string_piece(text, middle)
         return True
 
     def _piece(self, text: str) -> None:

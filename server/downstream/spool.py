@@ -30,12 +30,13 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 
+from server.downstream.json_cuts import escape
 from server.downstream.jsonstream import JsonStream, JsonStreamError
 from server.downstream.render import ResultRenderer
 from server.downstream.spool_file import SpoolFile
 from server.downstream.spooled import META_KEY, GrowingOutput, SpooledOutput, SpooledOutputs
 
-__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy", "escape"]
+__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +79,6 @@ class _TextSink:
             else:
                 self.follower.put(escaped if escaped is not None else escape(text))
         self.file.add(data, len(text))
-
-
-def escape(text: str) -> bytes:
-    """`text` as the inside of a JSON string, as `json.dumps(text, ensure_ascii=False)` writes it, in UTF-8 (a lone
-    surrogate becomes one "?", as in the output file)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "replace")
 
 
 class MessageSpool:

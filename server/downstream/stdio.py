@@ -27,22 +27,18 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from server.anyio_compat import pipe_fd_of, stream_writer_of
+from server.anyio_compat import stream_writer_of
 from server.downstream.processes import HEAD_START, spawn, stop
 from server.downstream.rawchannel import RawChannel
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.errors import clip
 from server.framing import Framer, LineSplitter, LongLine, encode, parse_line, unreadable_answer
-from server.platform import widen_pipe
 
 __all__ = ["StderrTail", "StdioProcess", "stdio_transport"]
 
 logger = logging.getLogger(__name__)
 
 _READ_BYTES = 1 << 20
-_PIPE_BYTES = 1 << 20
-"""The child's stdout pipe is widened to this (Linux; the default is 64 KiB): a server that writes a large result
-fast then wakes claimcheck once a megabyte, not sixteen times."""
 _RAW_BUFFERED = 1 << 16
 """Beyond this many bytes waiting for the child's stdin, a raw request waits for it to drain as others do."""
 _STDERR_DRAIN_S = 0.5
@@ -157,31 +153,30 @@ async def stdio_transport(
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Spawn `spec` in its own process group and exchange newline-delimited JSON-RPC with it."""
-    process = HEAD_START.take(spec.command, spec.args, spec.env, spec.cwd) or await spawn(
+    spawned = HEAD_START.take(spec.command, spec.args, spec.env, spec.cwd) or await spawn(
         spec.command, spec.args, spec.env, spec.cwd
     )
+    process, stdout = spawned.process, spawned.stdout
     spec.pid = process.pid
-    widen_pipe(pipe_fd_of(process.stdout), _PIPE_BYTES)
     raw = RawChannel(spec.on_log)
     stderr_done = anyio.Event()
     to_session, from_child = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_child, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def read_stdout() -> None:
-        assert process.stdout is not None
         spooler: MessageSpool | None = None
         try:
             async with to_session:
                 if spec.spool is None:
                     splitter = LineSplitter()
-                    async for chunk in process.stdout:
+                    async for chunk in stdout:
                         for line in splitter.feed(chunk):
                             await to_session.send(_read(line))
                     spec.hung_up = True
                     return
                 framer = Framer(spec.spool.threshold)
                 while True:
-                    chunk = await process.stdout.receive(_READ_BYTES)
+                    chunk = await stdout.receive(_READ_BYTES)
                     for frame in framer.feed(chunk):
                         if isinstance(frame, bytes):
                             if not (raw.waiting and await raw.take_line(frame)):
@@ -257,7 +252,7 @@ async def stdio_transport(
             raw.close()
             with anyio.CancelScope(shield=True):
                 spec.ended_itself = spec.hung_up
-                await stop(process, stderr_done, drain_s=_STDERR_DRAIN_S)
+                await stop(spawned, stderr_done, drain_s=_STDERR_DRAIN_S)
                 spec.returncode = process.returncode
                 spec.closed.set()
             tg.cancel_scope.cancel()

@@ -44,8 +44,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from server.downstream.json_cuts import safe_cut_bytes, utf8_cut
-from server.downstream.spool import escape
+from server.downstream.json_cuts import escape, safe_cut_bytes, utf8_cut
 from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
 from server.upstream.line_writer import LineWriter
 

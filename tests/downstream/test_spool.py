@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from server.downstream.json_cuts import escape
 from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
 from server.downstream.spooled import SpooledOutput, SpooledOutputs
 from server.handles.calls import render_output
@@ -136,3 +137,10 @@ async def test_garbage_is_reported_as_an_error_and_leaves_nothing_behind(tmp_pat
 async def test_a_forged_stand_in_claims_nothing() -> None:
     forged = types.CallToolResult(content=[], _meta={"claimcheck/spooled": "0" * 32})
     assert OUTPUTS.claim(forged) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None)) | st.text(alphabet='\x00\x1f\x7f"\\/\u2028\ud800\udfffé😀 ab\n\t'))
+def test_escape_writes_what_json_dumps_writes_lone_surrogates_included(text: str) -> None:
+    expected = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "replace")
+    assert escape(text) == expected

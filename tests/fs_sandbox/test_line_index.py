@@ -252,3 +252,28 @@ def test_an_index_is_used_only_beside_the_file_it_was_written_for(tmp_path: Path
     with open(tmp_path / "written", "rb") as same, open(tmp_path / "other", "rb") as changed:
         assert LineIndex.parse(index, size, _index.ends_digest(same.fileno(), size)) is not None
         assert LineIndex.parse(index, size, _index.ends_digest(changed.fileno(), size)) is None
+
+
+LINE_RUNS = st.lists(st.tuples(st.integers(0, 300), st.integers(1, 400)), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=LINE_RUNS, piece=st.integers(16 << 10, 96 << 10))
+def test_newlines_counted_by_deleting_them_are_the_bytes_counted(runs: list[tuple[int, int]], piece: int) -> None:
+    """Long lines are counted by deleting their newlines (memchr), short ones byte by byte; the index is the same
+    either way, and once a piece's lines turn out short the file is counted byte by byte from then on."""
+    data = b"".join((b"x" * length + b"\n") * count for length, count in runs) + "é".encode() * 2000
+    fast, plain = _index.IndexBuilder(), _index.IndexBuilder()
+    plain._by_deleting = False
+    for start in range(0, len(data), piece):
+        fast.feed(data[start : start + piece])
+        plain.feed(data[start : start + piece])
+    assert fast.newlines == plain.newlines == data.count(b"\n")
+    assert fast.finish() == plain.finish()
+
+
+def test_a_piece_whose_lines_are_short_past_its_sample_turns_deleting_off() -> None:
+    builder = _index.IndexBuilder()
+    builder.feed(b"x" * 8191 + b"\n" + b"a\n" * (32 << 10))  # a sample with no newline, then 2-byte lines
+    assert builder.newlines == 1 + (32 << 10)
+    assert not builder._by_deleting
