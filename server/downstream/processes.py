@@ -14,6 +14,7 @@ This module imports neither the SDK nor anything that does: that is what lets it
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -53,37 +54,81 @@ _Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...], str | None]
 
 class PipeReader(anyio.abc.ByteReceiveStream):
     """The read end of a server's stdout pipe, which claimcheck made itself: read with `os.read` as far as it goes,
-    waiting with `anyio.wait_readable` only when it is empty. (anyio's stream over asyncio's pipe transport reads
-    256 KiB at a time into a buffer, copies every byte twice more on its way out, and pauses and resumes the
-    transport around each read: ~0.2 CPU s per GiB more, measured.)"""
+    waiting only when it is empty. (anyio's stream over asyncio's pipe transport reads 256 KiB at a time into a
+    buffer, copies every byte twice more on its way out, and pauses and resumes the transport around each read:
+    ~0.2 CPU s per GiB more, measured.) On asyncio the pipe stays watched between reads (`loop.add_reader`, once),
+    so an answer a line long costs no system call to watch it; it is unwatched while data waits for nobody (the
+    loop would be called for it again and again), until someone waits again; after a read that took less than it
+    could, the next waits first (one system call a line, not a read that finds nothing and then another)."""
 
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self._fd = fd
         self._closed = False
+        self._watched_by: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._emptied = False
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        waited = self._emptied and not self._closed  # the last read took less than it could: most likely empty
+        if waited:
+            await self._readable()  # where a cancelled reader stops
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
             try:
                 data = os.read(self._fd, max_bytes)
             except BlockingIOError:
-                await anyio.wait_readable(self._fd)
+                await self._readable()
+                waited = True
                 continue
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
             if not data:
                 raise anyio.EndOfStream
-            await anyio.lowlevel.cancel_shielded_checkpoint()  # a pipe that always has more must not starve the loop
+            self._emptied = len(data) < max_bytes
+            if not waited:  # a pipe that always has more must not starve the loop
+                await anyio.lowlevel.cancel_shielded_checkpoint()
             return data
 
+    async def _readable(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another backend than asyncio
+            await anyio.wait_readable(self._fd)
+            return
+        if self._watched_by is None:
+            loop.add_reader(self._fd, self._ready)
+            self._watched_by = loop
+        self._waiter = loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _ready(self) -> None:
+        if self._waiter is None:  # nobody waits: unwatched until someone does
+            self._unwatch()
+        elif not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        loop, self._watched_by = self._watched_by, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+
     async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            anyio.notify_closing(self._fd)  # a task waiting to read is woken with ClosedResourceError
-            os.close(self._fd)
+        if self._closed:
+            return
+        self._closed = True
+        if self._watched_by is None:
+            anyio.notify_closing(self._fd)  # a task waiting in anyio.wait_readable is woken with ClosedResourceError
+        self._unwatch()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(anyio.ClosedResourceError())
+        os.close(self._fd)
 
 
 @dataclass(frozen=True, slots=True)
