@@ -4,8 +4,10 @@ Servers (each a process of its own, all on 127.0.0.1):
   claimcheck  `python -m server serve --transport http --no-api`, the demo server behind it over stdio
   claimcheck-sdk  the same with its fast path off (CLAIMCHECK_FAST_PATH=off)
   fastmcp     bench/fastmcp_http_proxy.py (FastMCP create_proxy) in front of the same demo server
-  direct      the demo server serving streamable HTTP itself (`python -m server.demo.server http PORT`): what
-              a client gets with no proxy at all, the mark for claimcheck's HTTP in, stdio out at one client
+  direct      the demo server serving streamable HTTP itself, answering each call as one JSON body
+              (`json_response=True`): what a client gets with no proxy at all, the mark for claimcheck's HTTP
+              in, stdio out at one client
+  direct-sse  the same with the SDK's default, each answer an SSE stream (`python -m server.demo.server http`)
   floor       a bare uvicorn ASGI app answering the same JSON-RPC (initialize, tools/call echo) itself:
               what one HTTP round trip costs on this machine, with no MCP machinery and no downstream
 Each client is a plain httpx2 client (not an MCP SDK client, so the load generator stays light). In the
@@ -15,8 +17,8 @@ envelope and routing headers the SDK's client sends. Accept is JSON and SSE, as 
 answer is checked to be its own text. claimcheck is measured in each era of `--eras` (the others speak the
 handshake era only); for each level the (server, era) pairs are run in a rotating order, so the eras are
 measured alternately in one run. The measure is calls/s, p50 and p95 per call, the server process's CPU ms
-per call (/proc), its downstream's (the demo server, a child of the proxy; none for direct and the floor), and the load
-generator's own.
+per call (/proc), its downstream's (the demo server, a child of the proxy; none for the direct ones and the
+floor), and the load generator's own.
 
 Run from the repo root in the project's venv:
   python bench/http_load.py [--calls 400] [--levels 1,8,32] [--eras 2025-11-25,2026-07-28]
@@ -74,8 +76,11 @@ async def server(name: str, directory: Path, fastmcp_python: Path | None) -> Asy
         command = [sys.executable, "-m", "server", "serve", "--no-api", "--config", str(config)]
         command += ["--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
         tool = "demo__echo"
-    elif name == "direct":
+    elif name == "direct-sse":
         command = [*DEMO, "http", str(port)]
+        tool = "echo"
+    elif name == "direct":
+        command = [sys.executable, __file__, "--direct-server", str(port)]
         tool = "echo"
     elif name == "fastmcp":
         assert fastmcp_python is not None
@@ -326,7 +331,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-fastmcp", action="store_true")
     parser.add_argument("--json", type=Path, metavar="PATH")
     parser.add_argument("--floor-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--direct-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.direct_server:
+        import uvicorn
+
+        from server.demo.server import build_demo_server
+
+        app = build_demo_server().streamable_http_app(json_response=True)
+        uvicorn.run(app, host="127.0.0.1", port=args.direct_server, log_level="warning")
+        return 0
     if args.floor_server:
         import uvicorn
 
@@ -334,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     levels = [int(level) for level in args.levels.split(",")]
     fastmcp = None if args.no_fastmcp or not args.fastmcp_python.exists() else args.fastmcp_python
-    names = ["claimcheck", "claimcheck-sdk", *(["fastmcp"] if fastmcp else []), "direct", "floor"]
+    names = ["claimcheck", "claimcheck-sdk", *(["fastmcp"] if fastmcp else []), "direct", "direct-sse", "floor"]
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
     eras = [era for era in args.eras.split(",") if era]
     if not set(eras) <= {VERSION, SESSIONLESS}:
