@@ -1,7 +1,9 @@
 """Large outputs end to end: time to a handle and peak memory, against the floor and other clients.
 
 For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSON), in one run:
-  floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client);
+  floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client; over
+             stdio from a pipe as wide as claimcheck's (1 MiB), `os.read` a megabyte at a time and written, as `cat`
+             does; its CPU seconds per GiB beside);
              the producer is `fast` (one block escaped once, written as fast as the pipe takes it, ~1 GB/s),
              so the floor is the pipe's and the disk's, not a slow server's (`--tool big` for the old one);
   claimcheck `claimcheck serve` over stdio in front of it: time from the call to the too-large answer,
@@ -25,6 +27,7 @@ Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -44,6 +47,7 @@ FASTMCP = HERE / ".venv-fastmcp" / "bin" / "python"
 PY = sys.executable
 MIB = 1 << 20
 LIMIT_S = 300
+PIPE_BYTES = 1 << 20  # server.downstream.processes.PIPE_BYTES
 TOOL = "fast"  # the downstream's tool that produces the output (--tool)
 SETTLE_S = 0.0  # after the measured call, wait this long and report claimcheck's RSS (--settle)
 MEMORY_LIMIT = 8 << 30  # the SDK client and FastMCP hold results whole: cap them so they cannot take the machine
@@ -53,10 +57,29 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> tuple[float, float]:
     """User and system seconds of a process so far (its threads included, its children not)."""
     fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def per_gib(before: tuple[float, float], after: tuple[float, float], mib: int) -> dict[str, float]:
+    """CPU seconds per GiB between two `cpu_seconds`: all of it, and the user and system parts (the kernel's part,
+    copies into the page cache above all, varies from run to run on a virtual machine; the user part is the
+    program's own work)."""
+    user, system = after[0] - before[0], after[1] - before[1]
+    gib = mib / 1024
+    return {
+        "cpu_s_per_gib": round((user + system) / gib, 3),
+        "user_s_per_gib": round(user / gib, 3),
+        "sys_s_per_gib": round(system / gib, 3),
+    }
+
+
+def own_cpu() -> tuple[float, float]:
+    times = os.times()
+    return times.user, times.system
 
 
 def vm(pid: int, field: str) -> int:
@@ -129,12 +152,25 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
     if kind == "stdio":
         wire = Wire([entry["command"], *entry["args"]])
         wire.handshake()
-        start = time.perf_counter()
+        assert wire.process.stdout is not None
+        stdout = wire.process.stdout.fileno()  # the handshake's answer was one read: nothing waits in the buffer
+        fcntl.fcntl(stdout, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)  # as wide as claimcheck makes its pipes
+        start, cpu = time.perf_counter(), own_cpu()
         wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
-        with target.open("wb") as out:
-            size = int(wire.line(out))
-        elapsed = time.perf_counter() - start
+        size = 0
+        with target.open("wb", buffering=0) as out:
+            while True:  # what `cat` does: a megabyte read, then written, until the line's end
+                block = os.read(stdout, MIB)
+                if not block:
+                    raise EOFError("the downstream closed stdout")
+                out.write(block)
+                size += len(block)
+                if block.endswith(b"\n"):
+                    break
+        elapsed, cpu_after = time.perf_counter() - start, own_cpu()
         wire.close()
+        target.unlink()
+        return {"seconds": elapsed, "bytes": size, **per_gib(cpu, cpu_after, mib)}
     else:
         import httpx2
 
@@ -175,13 +211,13 @@ def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]
         wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": mib}})
         answer = json.loads(wire.line())
         elapsed = time.perf_counter() - start
-        cpu = cpu_seconds(wire.process.pid) - cpu
+        cpu_after = cpu_seconds(wire.process.pid)
         peak = vm(wire.process.pid, "VmHWM")
         text = answer["result"]["content"][0]["text"]
         if not text.startswith("Tool output is too large"):
             return {"failed": text[:200]}
         row = {"seconds": elapsed, "peak_above_idle_mib": (peak - idle) / MIB, "idle_mib": idle / MIB}
-        row["cpu_s_per_gib"] = round(cpu / (mib / 1024), 3)
+        row.update(per_gib(cpu, cpu_after, mib))
         if SETTLE_S:  # what stays once the process is left alone (the vocabulary goes a minute after its last count)
             time.sleep(SETTLE_S)
             row["rss_settled_mib"] = vm(wire.process.pid, "VmRSS") / MIB
