@@ -71,15 +71,18 @@ def dispatch_context(
     dispatcher: JSONRPCDispatcher[Any],
     request_id: types.RequestId,
     metadata: ServerMessageMetadata,
+    progress_token: types.RequestId | None = None,
 ) -> _Context:
     """A `DispatchContext` (or subclass `kind`) for request `request_id`, read by claimcheck instead of the
-    dispatcher: its notifications and requests go out through `dispatcher` as the dispatcher's own would. Its
-    `_dispatcher` and `_request_id` fields are the private part."""
+    dispatcher: its notifications and requests go out through `dispatcher` as the dispatcher's own would, and
+    progress it reports goes out under `progress_token` (the request's, when it sent one). Its `_dispatcher`,
+    `_request_id` and `_progress_token` fields are the private part."""
     return kind(
         transport=TransportContext(kind="jsonrpc", can_send_request=True),
         _dispatcher=dispatcher,
         _request_id=request_id,
         message_metadata=metadata,
+        _progress_token=progress_token,
     )
 
 

@@ -51,7 +51,8 @@ class Responder(Protocol):
         """The answer, from the call's finish callback (no task to wait in)."""
 
     async def write(self, data: bytes | Streamed | Followed) -> None:
-        """The answer, from the task that built it (a pass-through's spooled output only over stdio)."""
+        """The answer, from the task that built it (a pass-through's output to stream, a `Streamed` or `Followed`, is
+        its own to release once written)."""
 
     def forget(self, request: FastRequest) -> None:
         """`request` is over: answered (after its `write`), or cancelled (never answered)."""
@@ -253,25 +254,25 @@ class FastRequest:
 
 
 class Answer:
-    """The `Responder` of a transport that writes from the request's own task (HTTP): the answer, once."""
+    """The `Responder` of a transport that writes from the request's own task (HTTP): the answer, once (a
+    pass-through's output to stream is handed over as it is: the request's task streams it)."""
 
     __slots__ = ("data", "over")
 
     def __init__(self) -> None:
-        self.data: bytes | None = None
+        self.data: bytes | Streamed | Followed | None = None
         self.over = anyio.Event()
 
     def write_nowait(self, data: bytes) -> None:
         self.data = data
 
     async def write(self, data: bytes | Streamed | Followed) -> None:
-        assert isinstance(data, bytes), "a pass-through is answered over stdio only"
         self.data = data
 
     def forget(self, request: FastRequest) -> None:
         self.over.set()
 
-    async def of(self, request: FastRequest) -> bytes | None:
+    async def of(self, request: FastRequest) -> bytes | Streamed | Followed | None:
         """`request`'s answer, or None when it was cancelled; cancelling this wait cancels the request."""
         try:
             await self.over.wait()

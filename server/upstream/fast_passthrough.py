@@ -1,4 +1,5 @@
-"""A pass-through call on the stdio fast path: the claimcheck in front makes the handles, this one forwards.
+"""A pass-through call on a fast path (stdio, or HTTP with a session): the claimcheck in front makes the handles,
+this one forwards.
 
 A call whose `_meta` holds `io.claimcheck/passthrough` (`server.downstream.chain`) is answered as the SDK's path
 answers it (`forwarding.forward` with `passthrough`): no time rule, no size rule, no handle, no footer, no `Call`
@@ -8,16 +9,18 @@ on the way unless it must be. The answer:
 - a plain-text result: as the downstream gave it, under the client's id;
 - any other result: with the downstream's error note (`forwarding.inline_result`), shaped by the SDK's
   serializer;
-- a result the downstream's transport spooled to a file: streamed from that file (`streamed.write_spooled`),
-  never held whole, unless the spool kept its whole message (then read from it, at most 16 MiB);
+- a result the downstream's transport spooled to a file: streamed from that file (`Streamed`: over stdio
+  `streamed.write_spooled`, over HTTP `streamed.spooled_pieces`), never held whole, unless the spool kept its
+  whole message (then read from it, at most 16 MiB);
 - a long tool result still being spooled, once its answer is sure to be the file's text (its message passed
-  the 16 MiB the spool keeps whole): streamed while the file grows (`streamed.write_followed`), so the
-  claimcheck in front decodes it while this one reads it;
+  the 16 MiB the spool keeps whole): streamed while the file grows (`Followed`: `streamed.write_followed`, or
+  `streamed.followed_pieces`), so the claimcheck in front decodes it while this one reads it;
 - a failure of claimcheck's (the server is down, timed out, said an error): its error result, as on the SDK's
   path; anything unexpected: the internal error the SDK's dispatcher would answer.
 
 The claimcheck in front sends a progress token; progress the downstream reports goes back under it, as
-`notifications/progress` lines through the same writer, before the answer (the SDK's path relays it too).
+`notifications/progress` lines through the same writer, before the answer (the SDK's path relays it too; over
+HTTP the request's own channel sends it, `PassthroughRelay` being stdio's).
 A `notifications/cancelled` cancels the downstream call and the request is never answered, unless its answer
 is already being written: a line cannot be taken back, so it is finished (one written while its output grows
 is ended at once, as an error). The request itself is the engine's
@@ -88,6 +91,10 @@ class Streamed:
     line: bytes
     placeholder: str
     spooled: SpooledOutput
+
+    def parts(self) -> tuple[RequestId, bytes, str, SpooledOutput]:
+        """Its fields, in the order `streamed.write_spooled` and `streamed.spooled_pieces` take them."""
+        return self.ident, self.line, self.placeholder, self.spooled
 
 
 async def pass_through(

@@ -8,10 +8,15 @@ session would:
 - the `mcp-session-id` is a session of the SDK's manager, not ended, owned by the request's credential, with
   an `mcp-protocol-version` header of the handshake era that is the session's own; Host, Origin (the SDK's
   DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
-- the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token,
-  task or pass-through mark) to a tool `plain_route` takes, from a session whose claimcheck `Session` is
-  already the one the SDK's path would pick (`Sessions.find`, with the owner key from the Authorization
-  header); an answer that carries the status footer is built with it (`replies.response_line`).
+- the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token or
+  task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the SDK's
+  path would pick (`Sessions.find`, with the owner key from the Authorization header); an answer that carries
+  the status footer is built with it (`replies.response_line`);
+- or a pass-through from a claimcheck in front (its `_meta` holds the chain's mark and, at most, a progress
+  token) to a tool `passthrough_route` takes: answered as over stdio (`server.upstream.fast_passthrough`), its
+  progress sent under the request's token; a long output is sent as it is read, from the spool's file or while
+  it grows (`RequestStream.answer_streamed`), never held whole (the SDK's path holds it whole: over a gigabyte
+  for 96 MiB of text).
 
 A POST of the sessionless era (2026-07-28) has no session: `server.upstream.http_sessionless` takes its plain
 calls.
@@ -40,6 +45,7 @@ dispatcher's request context are reached through `server.sdk_compat`, which name
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -71,11 +77,13 @@ from server.budget import request_key
 from server.handles.owners import OWNER, USER
 from server.handles.sessions import Entrance
 from server.proxy import Proxy
-from server.upstream.engine import Answer, FastRequest, plain_route
+from server.upstream.engine import Answer, FastRequest, fast_route
+from server.upstream.fast_passthrough import Streamed
 from server.upstream.gate import read_body, replay
 from server.upstream.http_sessionless import SessionlessHttp, sessionless_version
 from server.upstream.http_stream import RequestStream
 from server.upstream.plain_call import CallContext, Envelope, Envelopes, cancelled_id
+from server.upstream.streamed import followed_pieces, spooled_pieces
 
 __all__ = ["PRIME_ENV", "HttpFastPath"]
 
@@ -218,7 +226,7 @@ class HttpFastPath:
     ) -> bool:
         """Answer the call here; False (having done nothing) when it is the SDK's to answer after all."""
         proxy = self._proxy
-        route = plain_route(proxy, envelope) if envelope.sessionless is None else None  # the session's era only
+        route = fast_route(proxy, envelope) if envelope.sessionless is None else None  # the session's era only
         running_key = (session_id, *request_key(envelope.id))
         request_id = str(envelope.id)
         if route is None or running_key in self._running or sdk_compat.request_stream_taken(transport, request_id):
@@ -227,18 +235,20 @@ class HttpFastPath:
         if not isinstance(dispatcher, JSONRPCDispatcher):
             return False
         metadata = ServerMessageMetadata(request_context=Request(scope), can_send_request=True)
-        channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata)
+        channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata, envelope.progress_token)
         client = ServerSession(channel, connection)
-        owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
-        entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
-        session = proxy.sessions.find(entrance)
-        if session is None:
-            return False  # a session still to be made or attached: the SDK's path
+        session, origin = None, ""  # a pass-through starts no call: no session
+        if not envelope.passthrough:
+            owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
+            entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
+            session, origin = proxy.sessions.find(entrance), entrance.origin
+            if session is None:
+                return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
         context = CallContext(client, connection.protocol_version, envelope.id)
         answered = Answer()
-        request = FastRequest(proxy, answered, envelope, route, context, session, entrance.origin)
+        request = FastRequest(proxy, answered, envelope, route, context, session, origin)
         self._running[running_key] = request
         version = connection.protocol_version
         timer = asyncio.get_running_loop().call_later(
@@ -253,7 +263,11 @@ class HttpFastPath:
                 if data is None:  # cancelled: answered as the SDK's transport answers it
                     error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
                     data = json.dumps({"jsonrpc": "2.0", "id": envelope.id, "error": error}).encode()
-                if channel.used or not await stream.answer(data):  # behind what the router carries for it
+                if not isinstance(data, bytes):  # a pass-through's long output: sent as it is read, never whole
+                    pieces = spooled_pieces(*data.parts()) if isinstance(data, Streamed) else followed_pieces(data)
+                    async with contextlib.aclosing(pieces):
+                        await stream.answer_streamed(pieces)
+                elif channel.used or not await stream.answer(data):  # behind what the router carries for it
                     message = types.jsonrpc_message_adapter.validate_json(data, by_name=False)
                     try:
                         await sdk_compat.write_message(dispatcher, message)

@@ -197,6 +197,7 @@ class SessionlessHttp:
             watch.cancel()
         if data is None:
             return True  # the client left: its call was cancelled, as on the SDK's path, and is never answered
+        assert isinstance(data, bytes), "a sessionless call is never a pass-through: it has nothing to stream"
         headers_out = [(b"content-length", str(len(data)).encode()), (b"content-type", _JSON_HEADERS)]
         await send({"type": "http.response.start", "status": 200, "headers": headers_out})
         await send({"type": "http.response.body", "body": data})

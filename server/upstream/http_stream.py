@@ -3,6 +3,8 @@ stream carrying what the session's message router routes to the request, as the 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import anyio
 import mcp_types as types
 from mcp.server.streamable_http import EventMessage, StreamableHTTPServerTransport
@@ -43,6 +45,7 @@ class RequestStream:
         self._lock = anyio.Lock()
         self._answered = False
         self._watch: anyio.CancelScope | None = None
+        self._streaming = False  # the answer is being sent as it is made: nothing else goes out on this response
         self.started = False
         """Whether the response is an SSE stream (begun by a message for the client, or the priming event)."""
         self.done = anyio.Event()
@@ -53,6 +56,8 @@ class RequestStream:
         message = event.message
         last = isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and str(message.id) == self._request_id
         data = ServerSentEvent(data=dump_json(message), event="message", id=event.event_id).encode()
+        if self._streaming:
+            return  # its answer is going out already (a long one, never held by the lock): the rest comes too late
         async with self._lock:
             if not self.done.is_set():
                 try:
@@ -71,6 +76,30 @@ class RequestStream:
             self._answered = True
         await json_response(self._send, self._session_id, data)
         return True
+
+    async def answer_streamed(self, pieces: AsyncIterator[bytes]) -> None:
+        """Answer with what `pieces` makes, sent as it is made (a pass-through's long output, never held whole): one
+        JSON body, or the answer's SSE event when the response is an SSE stream already (that event has no id: it is
+        not kept for a resuming client). Nothing routed to the request goes out after it begins. A client that has
+        gone gets nothing; `pieces` is for its caller to close."""
+        async with self._lock:
+            if self.done.is_set():
+                return
+            sse, self._streaming, self._answered = self.started, True, True
+            if not sse:
+                headers = [(b"content-type", b"application/json"), (_SESSION, self._session_id)]
+                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+        try:
+            if sse:
+                await self._send({"type": "http.response.body", "body": b"event: message\ndata: ", "more_body": True})
+            async for piece in pieces:  # the line's pieces: its one newline is its last byte
+                await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+            await self._send({"type": "http.response.body", "body": b"\n" if sse else b"", "more_body": False})
+        except OSError:  # the client is gone
+            pass
+        finally:
+            if sse:
+                self._finish()
 
     async def prime(self, protocol_version: str) -> None:
         """Start the SSE stream with a priming event (for a call that is taking a while), then watch the client."""

@@ -53,6 +53,8 @@ __all__ = [
     "STREAM_KEY",
     "Followed",
     "LineLink",
+    "followed_pieces",
+    "spooled_pieces",
     "stand_in",
     "stand_in_token",
     "streamable",
@@ -156,6 +158,45 @@ async def write_spooled(
             stored.close()
     finally:
         spooled.release()
+
+
+async def spooled_pieces(
+    ident: types.RequestId, line: bytes, placeholder: str, spooled: SpooledOutput
+) -> AsyncGenerator[bytes]:
+    """What `write_spooled` writes, for a transport that sends the pieces itself (HTTP): the answer `line` with the
+    file's text where `placeholder` stands, or an error answer to `ident` when the file cannot be opened; one that
+    cannot be read on ends where it stopped (a broken answer: the client in front reports it). The spool's files
+    are removed at the end."""
+    assert spooled.path is not None
+    head, found, tail = line.partition(placeholder.encode())
+    assert found, "the placeholder is not in the line"
+    try:
+        try:
+            stored = await anyio.to_thread.run_sync(spooled.path.open, "rb")
+        except OSError as exc:
+            yield _unreadable(ident, exc)
+            return
+        try:
+            async with contextlib.aclosing(_pieces(head, EscapedText(stored), tail)) as pieces:
+                async for piece in pieces:
+                    yield piece
+        except OSError as exc:
+            logger.warning("a pass-through's output could not be read whole: %s", exc)
+        finally:
+            stored.close()
+    finally:
+        spooled.release()
+
+
+async def followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
+    """What `write_followed` writes, for a transport that sends the pieces itself (HTTP); the files are removed at
+    the end."""
+    try:
+        async with contextlib.aclosing(_followed_pieces(followed)) as pieces:
+            async for piece in pieces:
+                yield piece
+    finally:
+        followed.growing.release()
 
 
 async def _pieces(head: bytes, text: EscapedText, tail: bytes) -> AsyncGenerator[bytes]:

@@ -1,0 +1,235 @@
+"""Pass-through calls to a claimcheck serving streamable HTTP, as a claimcheck in front sends them: answered on its
+HTTP fast path as its SDK path answers them (the same results, the same progress), a long output sent as it is
+read, never held whole; and a real chain over HTTP (claimcheck → claimcheck over HTTP → server) that stores the
+output whole and identical."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from server.downstream.chain import PASSTHROUGH
+from server.downstream.spool import CUT_MARKER
+from server.upstream.http_fast import PRIME_ENV
+from tests.support.processes import PYTHON, announcing, demo_server_entry, program_entry, write_config
+from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
+from tests.support.wire import MIB, serving
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+SETTINGS = {"api": {"enabled": False}, "asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000, "startupWaitSecs": 60}
+RAW = program_entry("raw_downstream")
+URL = r"(http://127\.0\.0\.1:\d+/mcp)"
+HANDLE = re.compile(r'handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
+
+
+def inner_config(directory: Path, settings: dict[str, Any]) -> Path:
+    directory.mkdir()
+    servers = {"raw": RAW, "demo": demo_server_entry(), "halt": program_entry("halting_downstream")}
+    return write_config(directory, {"mcpServers": servers, "settings": {**SETTINGS, **settings}})
+
+
+@asynccontextmanager
+async def inner_http(
+    directory: Path, fast: str, settings: dict[str, Any], prime: str | None = None
+) -> AsyncIterator[tuple[str, int]]:
+    """A claimcheck serving streamable HTTP (its fast path `fast`; a call's SSE stream primed after `prime` seconds
+    when given) in front of the raw, demo and halting servers: its URL and pid."""
+    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(inner_config(directory, settings))]
+    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast}
+    if prime is not None:
+        env[PRIME_ENV] = prime
+    async with announcing([*command, "--transport", "http", "--port", "0"], URL, env=env, within=60) as started:
+        yield started.url, started.process.pid
+
+
+class Peer:
+    """A handshake-era client spoken by hand, as the claimcheck in front speaks to its HTTP servers."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self._http, self._url = http, url
+        self._headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        self._next = 0
+
+    async def handshake(self) -> None:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+        body = self._body("initialize", init)
+        async with self._http.stream("POST", self._url, content=body, headers=self._headers) as r:
+            assert r.status_code == 200, await r.aread()
+            self._headers["mcp-session-id"] = r.headers["mcp-session-id"]
+            await r.aread()
+        self._headers["mcp-protocol-version"] = "2025-11-25"
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert (await self._http.post(self._url, content=note, headers=self._headers)).status_code == 202
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+    def _body(self, method: str, params: dict[str, Any]) -> bytes:
+        self._next += 1
+        return json.dumps({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params}).encode()
+
+    def request(self, tool: str, arguments: dict[str, Any], token: int | str = 7) -> bytes:
+        """A pass-through call's body, as the claimcheck in front sends it."""
+        params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": token, PASSTHROUGH: True}}
+        return self._body("tools/call", params)
+
+    async def pass_through(
+        self, tool: str, arguments: dict[str, Any], token: int | str = 7
+    ) -> tuple[bytes, list[dict[str, Any]], str]:
+        """The answer as sent (a JSON body, or the data of its SSE event), the notifications before it, and the
+        response's content type."""
+        body = self.request(tool, arguments, token)
+        async with self._http.stream("POST", self._url, content=body, headers=self._headers) as response:
+            kind = response.headers["content-type"].partition(";")[0]
+            if kind == "application/json":
+                return await response.aread(), [], kind
+            notes: list[dict[str, Any]] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: ":
+                    message = json.loads(line.removeprefix("data: "))
+                    if "method" not in message:
+                        return line.removeprefix("data: ").encode(), notes, kind
+                    notes.append(message)
+        raise AssertionError("the stream ended with no answer")
+
+
+def shape(data: bytes) -> tuple[bool, list[tuple[str, int, str]]]:
+    """An answer's error flag and items (type, size, and the text if short, else its hash)."""
+    result = json.loads(data)["result"]
+    items = []
+    for item in result["content"]:
+        text = item.get("text", "").encode()
+        items.append((item["type"], len(text), text.decode() if len(text) < 4096 else hashlib.sha256(text).hexdigest()))
+    return bool(result.get("isError")), items
+
+
+def peak(pid: int) -> int:
+    """VmHWM of `pid`, in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    match = re.search(r"^VmHWM:\s+(\d+) kB$", status, re.M)
+    assert match is not None
+    return int(match.group(1)) * 1024
+
+
+async def test_pass_through_answers_on_the_http_fast_path_equal_those_of_its_sdk_path(tmp_path: Path) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("raw__echo", {"text": "small"}),
+        ("demo__fail", {"message": "it failed"}),  # an error result: the note says where it came from
+        ("raw__nope", {}),  # claimcheck's error
+        ("demo__big", {"kb": 2048}),  # spooled, its message kept whole (under 16 MiB): answered from it
+        ("raw__big", {"mib": 20}),  # past the 16 MiB kept whole: sent as it is read
+        ("raw__fast", {"mib": 30}),  # cut at maxOutputBytes, the marker at its end
+        ("raw__big", {"mib": 18, "error": True}),  # an error, sent as it is read: the note follows it
+    ]
+    shapes: dict[str, list[tuple[bool, list[tuple[str, int, str]]]]] = {}
+    progress: dict[str, list[dict[str, Any]]] = {}
+    kinds: dict[str, list[str]] = {}
+    with anyio.fail_after(240):
+        for fast in ("on", "off"):
+            async with inner_http(tmp_path / fast, fast, {"maxOutputBytes": 24 * MIB}) as (url, _):
+                async with httpx2.AsyncClient(timeout=120) as http:
+                    peer = Peer(http, url)
+                    await peer.handshake()
+                    await peer.pass_through("raw__echo", {"text": "first"})  # the SDK's path: it shows the session
+                    answers = [await peer.pass_through(name, args) for name, args in calls]
+                    slow = await peer.pass_through("demo__slow", {"seconds": 1}, token="outer-42")
+            shapes[fast] = [shape(data) for data, _, _ in answers]
+            kinds[fast] = [kind for _, _, kind in answers]
+            progress[fast] = [note["params"] for note in slow[1] if note["method"] == "notifications/progress"]
+            assert json.loads(slow[0])["result"]["content"][0]["text"] == "slept 1 s"
+    assert shapes["on"] == shapes["off"]
+    echo, fail, nope, demo_big, big, cut, big_error = shapes["on"]
+    note = '[claimcheck] the error above came from tool "{}" of server "{}".'
+    assert echo == (False, [("text", 5, "small")])
+    assert fail[0] is True and fail[1][1][2] == note.format("fail", "demo")
+    assert nope[0] is True and nope[1][0][2].startswith('Unknown tool "raw__nope"')
+    assert demo_big[0] is False and demo_big[1][0][1] == 2048 * 1024
+    assert big == (False, [("text", 20 * MIB, big_text_sha256(20)[0])])
+    assert cut[0] is False and cut[1][0][1] == 24 * MIB + len(CUT_MARKER.format(limit=24 * MIB, total=30 * MIB))
+    big_note = note.format("big", "raw")
+    assert big_error == (True, [("text", 18 * MIB, big_text_sha256(18)[0]), ("text", len(big_note), big_note)])
+    assert progress["on"] == progress["off"]
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress["on"]] == [
+        ("outer-42", n, 2) for n in (1, 2)
+    ]
+    # Each answered on the fast path, in one JSON body, but the unknown tool's (the SDK's path says it is unknown).
+    assert kinds["on"] == ["application/json"] * 2 + ["text/event-stream"] + ["application/json"] * 4, kinds
+
+
+async def test_a_long_pass_through_output_over_http_is_sent_as_it_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """Answered whole in memory (the SDK's path), 96 MiB of text took the inner claimcheck over 1 GiB."""
+    with anyio.fail_after(240):
+        async with inner_http(tmp_path / "inner", "on", {}) as (url, pid):
+            async with httpx2.AsyncClient(timeout=120) as http:
+                peer = Peer(http, url)
+                await peer.handshake()
+                await peer.pass_through("raw__fast", {"mib": 20})  # the spool's path and its threads, warmed up
+                idle = peak(pid)
+                data, _, _ = await peer.pass_through("raw__fast", {"mib": 96})
+                grew = peak(pid) - idle
+    text = json.loads(data)["result"]["content"][0]["text"].encode()
+    assert (hashlib.sha256(text).hexdigest(), len(text)) == fast_text_sha256(96)
+    assert grew < 64 * MIB, f"the inner claimcheck grew by {grew / MIB:.0f} MiB"
+
+
+@pytest.mark.parametrize("prime", [None, "0"], ids=["json-body", "sse-event"])
+async def test_a_large_output_through_a_chain_over_http_arrives_whole_and_identical(
+    tmp_path: Path, prime: str | None
+) -> None:
+    """The inner's answer is one JSON body; or, primed at once, the event of an SSE stream."""
+    with anyio.fail_after(240):
+        async with inner_http(tmp_path / "inner", "on", {"asyncTimeoutSecs": 600}, prime) as (url, _):
+            outer = tmp_path / "outer"
+            outer.mkdir()
+            settings = {"api": {"enabled": False}, "asyncTimeoutSecs": 600, "startupWaitSecs": 60}
+            async with serving(outer, "on", settings, {"inner": {"url": url}}) as wire:
+                answer = await wire.call("inner__raw__big", {"mib": 40})
+    text = answer["result"]["content"][0]["text"]
+    assert answer["result"].get("isError", False) is False, text[:500]
+    assert text.startswith(f"Tool output is too large ({40 * MIB} bytes, ")
+    match = HANDLE.search(text)
+    assert match is not None, text[:500]
+    (run,) = (outer / "out").glob("claimcheck-run-*")
+    digest = hashlib.sha256()
+    with (run / match.group(1)).open("rb") as stored:
+        while block := stored.read(MIB):
+            digest.update(block)
+    assert digest.hexdigest() == big_text_sha256(40)[0]
+
+
+async def test_a_cancelled_pass_through_over_http_ends_its_output_as_an_error(tmp_path: Path) -> None:
+    """Cancelled while its output is sent as it is read (the server waits half-way), the answer ends at once with
+    claimcheck's note, as an error: never a truncated success."""
+    gate = tmp_path / "gate"
+    with anyio.fail_after(240):
+        async with inner_http(tmp_path / "inner", "on", {}) as (url, _), httpx2.AsyncClient(timeout=120) as http:
+            peer = Peer(http, url)
+            await peer.handshake()
+            await peer.pass_through("raw__echo", {"text": "first"})  # the SDK's path: it shows the session
+            body = peer.request("halt__halting", {"mib": 20, "gate": str(gate), "end": "finish"})
+            ident = json.loads(body)["id"]
+            async with http.stream("POST", url, content=body, headers=peer.headers) as response:
+                chunks = response.aiter_bytes()
+                received = [await anext(chunks)]  # the answer has begun: the inner follows the output
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": ident}}
+                assert (await http.post(url, content=json.dumps(cancel), headers=peer.headers)).status_code == 202
+                received += [chunk async for chunk in chunks]
+            gate.touch()  # the server ends its answer (read to its end by the inner)
+    assert response.headers["content-type"] == "application/json"
+    result = json.loads(b"".join(received))["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].endswith(
+        "\n[claimcheck] the request was cancelled while its output was passed on"
+    )
