@@ -137,36 +137,18 @@ async def write_spooled(
     writer: LineWriter, ident: types.RequestId, line: bytes, placeholder: str, spooled: SpooledOutput
 ) -> bool:
     """Write the response `line` with the file's text where the JSON string `placeholder` stands, then remove
-    the spool's files. If the file cannot be read, the line is ended where it stopped and followed by an error
-    answer to `ident`. False once the client has gone away."""
-    assert spooled.path is not None
-    head, found, tail = line.partition(placeholder.encode())
-    assert found, "the placeholder is not in the line"
-    try:
-        try:
-            stored = await anyio.to_thread.run_sync(spooled.path.open, "rb")
-        except OSError as exc:
-            return await writer.write(_unreadable(ident, exc))
-        text = EscapedText(stored)
-        try:
-            async with contextlib.aclosing(_pieces(head, text, tail)) as pieces:
-                return await writer.write_pieces(pieces)
-        except OSError as exc:
-            logger.warning("a pass-through's output could not be read whole: %s", exc)
-            return await writer.write(_unreadable(ident, exc))
-        finally:
-            stored.close()
-    finally:
-        spooled.release()
+    the spool's files (`spooled_pieces`). False once the client has gone away."""
+    async with contextlib.aclosing(spooled_pieces(ident, line, placeholder, spooled)) as pieces:
+        return await writer.write_pieces(pieces)
 
 
 async def spooled_pieces(
     ident: types.RequestId, line: bytes, placeholder: str, spooled: SpooledOutput
 ) -> AsyncGenerator[bytes]:
-    """What `write_spooled` writes, for a transport that sends the pieces itself (HTTP): the answer `line` with the
-    file's text where `placeholder` stands, or an error answer to `ident` when the file cannot be opened; one that
-    cannot be read on ends where it stopped (a broken answer: the client in front reports it). The spool's files
-    are removed at the end."""
+    """The pieces of the answer `line` with the file's text where the JSON string `placeholder` stands, for a
+    transport to send as they come (`write_spooled` over stdio, `http_fast` over HTTP); an error answer to `ident`
+    instead when the file cannot be opened, or after what was sent when it cannot be read on (the answer is then
+    broken: the client in front reports it). The spool's files are removed at the end."""
     assert spooled.path is not None
     head, found, tail = line.partition(placeholder.encode())
     assert found, "the placeholder is not in the line"
@@ -182,6 +164,7 @@ async def spooled_pieces(
                     yield piece
         except OSError as exc:
             logger.warning("a pass-through's output could not be read whole: %s", exc)
+            yield _unreadable(ident, exc)
         finally:
             stored.close()
     finally:

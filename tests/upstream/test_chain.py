@@ -7,7 +7,6 @@ it on its fast path as its SDK path would; those tests speak to the inner by han
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -22,12 +21,11 @@ from mcp import Client
 from server.config import parse_config
 from server.downstream.chain import CAPABILITY, OWN, PASSTHROUGH, PROXIED
 from server.downstream.rawchannel import RawChannel
-from server.downstream.spool import CUT_MARKER
 from server.proxy import Proxy
 from server.upstream.surface import build_server
+from tests.support.passthrough_cases import CALLS, CUT_MIB, Shape, check_shapes, shape
 from tests.support.processes import PYTHON, announced_url, demo_server_entry, program_entry, write_config
 from tests.support.proxies import OWN_TOOLS, text_of
-from tests.support.servers.raw_downstream import big_text_sha256
 from tests.support.wire import MIB, Wire, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -143,7 +141,7 @@ async def inner_wire(tmp_path: Path, fast: str) -> AsyncIterator[Wire]:
     rules are strict (0.5 s, 2000 tokens) and its outputs are cut at 24 MiB."""
     directory = tmp_path / fast
     directory.mkdir()
-    settings = {**INNER_SETTINGS, "maxOutputBytes": 24 * MIB}
+    settings = {**INNER_SETTINGS, "maxOutputBytes": CUT_MIB * MIB}
     async with serving(directory, fast, settings, {"raw": RAW, "demo": demo_server_entry()}) as wire:
         yield wire
 
@@ -186,43 +184,14 @@ async def test_a_pass_through_call_is_answered_on_the_inner_fast_path_with_the_r
     assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == [("outer-42", n, 2) for n in (1, 2)]
 
 
-def _shape(line: bytes) -> tuple[bool, list[tuple[str, int, str]]]:
-    """An answer's error flag and items (type, size, and the text if short, else its hash)."""
-    result = json.loads(line)["result"]
-    items = []
-    for item in result["content"]:
-        data = item.get("text", "").encode()
-        items.append((item["type"], len(data), data.decode() if len(data) < 4096 else hashlib.sha256(data).hexdigest()))
-    return bool(result.get("isError")), items
-
-
 async def test_pass_through_answers_on_the_inner_fast_path_equal_those_of_its_sdk_path(tmp_path: Path) -> None:
-    calls: list[tuple[str, dict[str, Any]]] = [
-        ("raw__echo", {"text": "small"}),
-        ("demo__fail", {"message": "it failed"}),  # an error result: the note says where it came from
-        ("demo__echo", {}),  # the server's own error
-        ("raw__nope", {}),  # claimcheck's error
-        ("demo__big", {"kb": 2048}),  # spooled, its message kept whole (under 16 MiB): answered from it
-        ("raw__big", {"mib": 20}),  # spooled: streamed from the file
-        ("raw__fast", {"mib": 30}),  # cut at maxOutputBytes, the marker at its end: streamed
-        ("raw__big", {"mib": 18, "error": True}),  # an error, streamed: the note follows it
-    ]
-    shapes: dict[str, list[tuple[bool, list[tuple[str, int, str]]]]] = {}
+    shapes: dict[str, list[Shape]] = {}
     with anyio.fail_after(180):
         for fast in ("on", "off"):
             async with inner_wire(tmp_path, fast) as wire:
-                shapes[fast] = [_shape((await pass_through(wire, name, args))[0]) for name, args in calls]
+                shapes[fast] = [shape((await pass_through(wire, name, args))[0]) for name, args in CALLS]
     assert shapes["on"] == shapes["off"]
-    echo, fail, _, nope, demo_big, big, cut, big_error = shapes["on"]
-    note = '[claimcheck] the error above came from tool "{}" of server "{}".'
-    assert echo == (False, [("text", 5, "small")])
-    assert fail[0] is True and fail[1][1][2] == note.format("fail", "demo")
-    assert nope[0] is True and nope[1][0][2].startswith('Unknown tool "raw__nope"')
-    assert demo_big[0] is False and demo_big[1][0][1] == 2048 * 1024
-    assert big == (False, [("text", 20 * MIB, big_text_sha256(20)[0])])
-    assert cut[0] is False and cut[1][0][1] == 24 * MIB + len(CUT_MARKER.format(limit=24 * MIB, total=30 * MIB))
-    big_note = note.format("big", "raw")
-    assert big_error == (True, [("text", 18 * MIB, big_text_sha256(18)[0]), ("text", len(big_note), big_note)])
+    check_shapes(shapes["on"])
 
 
 async def test_a_cancelled_pass_through_call_on_the_inner_fast_path_is_never_answered(tmp_path: Path) -> None:

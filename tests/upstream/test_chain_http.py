@@ -19,8 +19,8 @@ import httpx2
 import pytest
 
 from server.downstream.chain import PASSTHROUGH
-from server.downstream.spool import CUT_MARKER
 from server.upstream.http_fast import PRIME_ENV
+from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, shape
 from tests.support.processes import PYTHON, announcing, demo_server_entry, program_entry, write_config
 from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
 from tests.support.wire import MIB, serving
@@ -105,16 +105,6 @@ class Peer:
         raise AssertionError("the stream ended with no answer")
 
 
-def shape(data: bytes) -> tuple[bool, list[tuple[str, int, str]]]:
-    """An answer's error flag and items (type, size, and the text if short, else its hash)."""
-    result = json.loads(data)["result"]
-    items = []
-    for item in result["content"]:
-        text = item.get("text", "").encode()
-        items.append((item["type"], len(text), text.decode() if len(text) < 4096 else hashlib.sha256(text).hexdigest()))
-    return bool(result.get("isError")), items
-
-
 def peak(pid: int) -> int:
     """VmHWM of `pid`, in bytes."""
     status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
@@ -124,48 +114,30 @@ def peak(pid: int) -> int:
 
 
 async def test_pass_through_answers_on_the_http_fast_path_equal_those_of_its_sdk_path(tmp_path: Path) -> None:
-    calls: list[tuple[str, dict[str, Any]]] = [
-        ("raw__echo", {"text": "small"}),
-        ("demo__fail", {"message": "it failed"}),  # an error result: the note says where it came from
-        ("raw__nope", {}),  # claimcheck's error
-        ("demo__big", {"kb": 2048}),  # spooled, its message kept whole (under 16 MiB): answered from it
-        ("raw__big", {"mib": 20}),  # past the 16 MiB kept whole: sent as it is read
-        ("raw__fast", {"mib": 30}),  # cut at maxOutputBytes, the marker at its end
-        ("raw__big", {"mib": 18, "error": True}),  # an error, sent as it is read: the note follows it
-    ]
-    shapes: dict[str, list[tuple[bool, list[tuple[str, int, str]]]]] = {}
+    shapes: dict[str, list[Shape]] = {}
     progress: dict[str, list[dict[str, Any]]] = {}
     kinds: dict[str, list[str]] = {}
     with anyio.fail_after(240):
         for fast in ("on", "off"):
-            async with inner_http(tmp_path / fast, fast, {"maxOutputBytes": 24 * MIB}) as (url, _):
+            async with inner_http(tmp_path / fast, fast, {"maxOutputBytes": CUT_MIB * MIB}) as (url, _):
                 async with httpx2.AsyncClient(timeout=120) as http:
                     peer = Peer(http, url)
                     await peer.handshake()
                     await peer.pass_through("raw__echo", {"text": "first"})  # the SDK's path: it shows the session
-                    answers = [await peer.pass_through(name, args) for name, args in calls]
+                    answers = [await peer.pass_through(name, args) for name, args in CALLS]
                     slow = await peer.pass_through("demo__slow", {"seconds": 1}, token="outer-42")
             shapes[fast] = [shape(data) for data, _, _ in answers]
             kinds[fast] = [kind for _, _, kind in answers]
             progress[fast] = [note["params"] for note in slow[1] if note["method"] == "notifications/progress"]
             assert json.loads(slow[0])["result"]["content"][0]["text"] == "slept 1 s"
     assert shapes["on"] == shapes["off"]
-    echo, fail, nope, demo_big, big, cut, big_error = shapes["on"]
-    note = '[claimcheck] the error above came from tool "{}" of server "{}".'
-    assert echo == (False, [("text", 5, "small")])
-    assert fail[0] is True and fail[1][1][2] == note.format("fail", "demo")
-    assert nope[0] is True and nope[1][0][2].startswith('Unknown tool "raw__nope"')
-    assert demo_big[0] is False and demo_big[1][0][1] == 2048 * 1024
-    assert big == (False, [("text", 20 * MIB, big_text_sha256(20)[0])])
-    assert cut[0] is False and cut[1][0][1] == 24 * MIB + len(CUT_MARKER.format(limit=24 * MIB, total=30 * MIB))
-    big_note = note.format("big", "raw")
-    assert big_error == (True, [("text", 18 * MIB, big_text_sha256(18)[0]), ("text", len(big_note), big_note)])
+    check_shapes(shapes["on"])
     assert progress["on"] == progress["off"]
-    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress["on"]] == [
-        ("outer-42", n, 2) for n in (1, 2)
-    ]
+    reported = [(note["progressToken"], note["progress"], note["total"]) for note in progress["on"]]
+    assert reported == [("outer-42", n, 2) for n in (1, 2)]
     # Each answered on the fast path, in one JSON body, but the unknown tool's (the SDK's path says it is unknown).
-    assert kinds["on"] == ["application/json"] * 2 + ["text/event-stream"] + ["application/json"] * 4, kinds
+    expected = ["text/event-stream" if n == UNKNOWN else "application/json" for n in range(len(CALLS))]
+    assert kinds["on"] == expected, kinds
 
 
 async def test_a_long_pass_through_output_over_http_is_sent_as_it_is_read_in_bounded_memory(tmp_path: Path) -> None:
