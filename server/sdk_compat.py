@@ -187,6 +187,15 @@ def take_request_stream(transport: StreamableHTTPServerTransport, request_id: st
     transport._request_streams[request_id] = cast(Any, (stream, stream))
 
 
+async def mint_priming_event(
+    transport: StreamableHTTPServerTransport, request_id: str, protocol_version: str
+) -> dict[str, Any] | None:
+    """The priming event the SDK begins a request's SSE stream with (its cursor stored first, so a client can resume
+    after it), or None where the SDK sends none (no event store, a client before 2025-11-25)."""
+    event = await transport._mint_priming_event(request_id, protocol_version)
+    return None if event is None else dict(event)
+
+
 def release_request_stream(transport: StreamableHTTPServerTransport, request_id: str, stream: Any) -> None:
     """Take `stream` out of the transport's table, if it is still the one there for this request."""
     streams = transport._request_streams

@@ -86,6 +86,8 @@ def _sdk_transport() -> None:
     assert transport._requests_in_flight == 0 and transport._idle_timeout == 5
     assert "is_post" in inspect.signature(transport._security.validate_request).parameters
     assert callable(transport._check_content_type) and hasattr(transport, "idle_scope")
+    assert inspect.iscoroutinefunction(transport._mint_priming_event)
+    assert list(inspect.signature(transport._mint_priming_event).parameters) == ["stream_id", "protocol_version"]
 
 
 def _sdk_dispatcher() -> None:
@@ -94,7 +96,7 @@ def _sdk_dispatcher() -> None:
     assert inspect.iscoroutinefunction(JSONRPCDispatcher._write)
     assert list(inspect.signature(JSONRPCDispatcher._write).parameters)[:2] == ["self", "message"]
     fields = {field.name for field in dataclasses.fields(_JSONRPCDispatchContext)}
-    assert {"transport", "_dispatcher", "_request_id", "message_metadata"} <= fields
+    assert {"transport", "_dispatcher", "_request_id", "_progress_token", "message_metadata"} <= fields
 
 
 def _sdk_dispatch_context() -> None:
@@ -108,11 +110,13 @@ def _sdk_dispatch_context() -> None:
 
     dispatcher = JSONRPCDispatcher.__new__(JSONRPCDispatcher)  # never used: only carried
     metadata = ServerMessageMetadata(can_send_request=True)
-    channel = sdk_compat.dispatch_context(Channel, dispatcher, 7, metadata)
+    channel = sdk_compat.dispatch_context(Channel, dispatcher, 7, metadata, "outer-7")
     assert isinstance(channel, Channel) and channel.transport.kind == "jsonrpc" and channel.can_send_request
     assert channel._dispatcher is dispatcher and channel._request_id == 7 and channel.message_metadata is metadata
+    assert channel._progress_token == "outer-7"
     for method in ("notify", "send_raw_request"):
         assert "self._dispatcher" in inspect.getsource(getattr(sdk_compat.DispatchContext, method)), method
+    assert "self._progress_token" in inspect.getsource(sdk_compat.DispatchContext.progress)
 
 
 def _re2_engine() -> None:
@@ -236,7 +240,9 @@ CANARIES: dict[str, Callable[[], None]] = {
     "sdk_compat transport entries (StreamableHTTPServerTransport internals)": _sdk_transport,
     "sdk_compat.DispatchContext/write_message (JSONRPCDispatcher internals)": _sdk_dispatcher,
     "sdk_compat.shape_result (ServerRunner._serialize)": _sdk_shape_result,
-    "sdk_compat.dispatch_context (_JSONRPCDispatchContext's _dispatcher and _request_id)": _sdk_dispatch_context,
+    "sdk_compat.dispatch_context (_JSONRPCDispatchContext's _dispatcher, _request_id and _progress_token)": (
+        _sdk_dispatch_context
+    ),
     "re2_compat (re2._re2.RE2: compile, ok, error, Match; re2._Anchor)": _re2_engine,
     "sdk_compat.modern_json_window (_streamable_http_modern._SSE_PING_INTERVAL)": _sdk_modern_json_window,
     "http_compat.send_of (starlette Request._send)": _starlette_send,

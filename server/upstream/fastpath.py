@@ -122,7 +122,7 @@ class FastPath:
         elif isinstance(data, Followed):
             await write_followed(self.writer, data)
         else:
-            await write_spooled(self.writer, data.ident, data.line, data.placeholder, data.spooled)
+            await write_spooled(self.writer, *data.parts())
 
     def forget(self, request: FastRequest) -> None:
         key = request_key(request.envelope.id)

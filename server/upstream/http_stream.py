@@ -103,7 +103,7 @@ class RequestStream:
 
     async def prime(self, protocol_version: str) -> None:
         """Start the SSE stream with a priming event (for a call that is taking a while), then watch the client."""
-        event = await self._transport._mint_priming_event(self._request_id, protocol_version)
+        event = await sdk_compat.mint_priming_event(self._transport, self._request_id, protocol_version)
         if event is None:
             return  # a client before 2025-11-25: the SDK sends it none, and it could not resume anyway
         async with self._lock:
