@@ -6,6 +6,8 @@ For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSO
              does; its CPU seconds per GiB beside);
              the producer is `fast` (one block escaped once, written as fast as the pipe takes it, ~1 GB/s),
              so the floor is the pipe's and the disk's, not a slow server's (`--tool big` for the old one);
+  python floor  (stdio) the least a Python reader does to store the text (`python_floor.py`): the floor's reads, plus
+             pydantic-core decoding the JSON string in 64 KiB slices, the UTF-8 encoding, and a thread writing;
   claimcheck `claimcheck serve` over stdio in front of it: time from the call to the too-large answer,
              and claimcheck's peak RSS (VmHWM) above its idle peak;
   direct     the mcp SDK's Client calling the downstream directly (time; its own peak RSS);
@@ -14,13 +16,14 @@ For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSO
 A path that runs out of its time limit (300 s) or memory (8 GiB address space) is reported as failed.
 The downstream is tests/support/servers/raw_downstream.py, which streams any size without holding it.
 
-floor and claimcheck are alternated `--repeat` times (medians reported, every sample kept); the others run once.
+floor, python floor and claimcheck are alternated `--repeat` times (medians reported, every sample kept); the others
+run once. `--skip python-floor` leaves the python floor out.
 
 claimcheck's CPU seconds per GiB (user and system, all its threads, around the measured call) are reported
 beside its time; with `--settle S`, its RSS S seconds after the call too (steady memory: 70 s lets the
 tokenizer's vocabulary go).
 
-Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp]
+Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp,python-floor]
                                      [--repeat 3] [--tool fast|big] [--settle 70]
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import json
 import os
 import re
@@ -39,6 +43,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from python_floor import python_floor
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -192,6 +198,21 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
     return {"seconds": elapsed, "bytes": size}
 
 
+def decoding_floor(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:
+    """The least a Python reader does to store the text (`python_floor.py`): the bare reader plus pydantic-core's
+    decoding and the UTF-8 encoding, a thread writing."""
+    wire = Wire([entry["command"], *entry["args"]])
+    target = scratch / "python-floor.out"
+    try:
+        wire.handshake()
+        taken = python_floor(wire, TOOL, mib, target, PIPE_BYTES)
+    finally:
+        wire.close()
+        target.unlink(missing_ok=True)
+    user, system = taken.pop("cpu")
+    return {**taken, "size_ok": taken["bytes"] == mib * MIB, **per_gib((0.0, 0.0), (user, system), mib)}
+
+
 def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:
     config = scratch / "claimcheck.json"
     settings = {"root": str(scratch / "out"), "asyncTimeoutSecs": 3600}  # the size rule is measured, not the time rule
@@ -315,18 +336,28 @@ def main() -> None:
             entry, server = downstream(kind)
             try:
                 with tempfile.TemporaryDirectory(prefix="bench-large-") as tmp:
-                    samples: dict[str, list[dict[str, Any]]] = {"floor": [], "claimcheck": []}
+                    paths = {
+                        "floor": functools.partial(floor, kind, mib, entry, Path(tmp)),
+                        "python_floor": functools.partial(decoding_floor, entry, mib, Path(tmp)),
+                        "claimcheck": functools.partial(claimcheck, entry, mib, Path(tmp)),
+                    }
+                    if kind != "stdio" or "python-floor" in skip:
+                        del paths["python_floor"]
+                    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
                     for round_ in range(args.repeat):
-                        order = ("floor", "claimcheck") if round_ % 2 == 0 else ("claimcheck", "floor")
-                        for name in order:
-                            if name == "floor":
-                                samples[name].append(floor(kind, mib, entry, Path(tmp)))
-                            else:
-                                samples[name].append(claimcheck(entry, mib, Path(tmp)))
+                        names = list(paths)
+                        if round_ % 2:
+                            names.reverse()
+                        for name in names:
+                            samples[name].append(paths[name]())
                     row: dict[str, Any] = {"kind": kind, "mib": mib, "tool": TOOL}
                     row.update({name: _median_of(taken) for name, taken in samples.items()})
                     if "seconds" in row["floor"] and "seconds" in row["claimcheck"]:
                         row["ratio"] = round(row["claimcheck"]["seconds"] / row["floor"]["seconds"], 2)
+                    if "seconds" in row.get("python_floor", {}):
+                        seconds = row["python_floor"]["seconds"]
+                        row["python_floor_ratio"] = round(seconds / row["floor"]["seconds"], 2)
+                        row["ratio_to_python_floor"] = round(row["claimcheck"]["seconds"] / seconds, 2)
                     for name, run in (("direct", direct), ("fastmcp", fastmcp)):
                         if name in skip:
                             continue
