@@ -3,7 +3,8 @@
 For each size (MiB) and downstream kind (stdio, streamable HTTP answering in JSON), in one run:
   floor      a bare reader drains the same bytes from the same downstream into a file (no MCP client; over
              stdio from a pipe as wide as claimcheck's (1 MiB), `os.read` a megabyte at a time and written, as `cat`
-             does; its CPU seconds per GiB beside);
+             does; over HTTP the request written on a socket by hand, the answer read from it a megabyte at a time
+             until the server closes it, headers and chunk sizes and all; its CPU seconds per GiB beside);
              the producer is `fast` (one block escaped once, written as fast as the pipe takes it, ~1 GB/s),
              so the floor is the pipe's and the disk's, not a slow server's (`--tool big` for the old one);
   python floor  (stdio) the least a Python reader does to store the text (`python_floor.py`): the floor's reads, plus
@@ -36,11 +37,13 @@ import json
 import os
 import re
 import resource
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -177,25 +180,24 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
         wire.close()
         target.unlink()
         return {"seconds": elapsed, "bytes": size, **per_gib(cpu, cpu_after, mib)}
-    else:
-        import httpx2
-
-        request = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": TOOL, "arguments": {"mib": mib}},
-        }
-        start = time.perf_counter()
-        size = 0
-        with httpx2.Client(timeout=LIMIT_S) as http, target.open("wb") as out:
-            with http.stream("POST", entry["url"], json=request) as response:
-                for block in response.iter_raw(MIB):
-                    out.write(block)
-                    size += len(block)
-        elapsed = time.perf_counter() - start
+    url = urllib.parse.urlsplit(entry["url"])
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": TOOL, "arguments": {"mib": mib}}}
+    )
+    head = (
+        f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    size = 0
+    with socket.create_connection((url.hostname, url.port)) as connection, target.open("wb", buffering=0) as out:
+        start, cpu = time.perf_counter(), own_cpu()
+        connection.sendall(head.encode() + body.encode())
+        while block := connection.recv(MIB):  # what `cat` does with a socket: the server closes it after the answer
+            out.write(block)
+            size += len(block)
+        elapsed, cpu_after = time.perf_counter() - start, own_cpu()
     target.unlink()
-    return {"seconds": elapsed, "bytes": size}
+    return {"seconds": elapsed, "bytes": size, **per_gib(cpu, cpu_after, mib)}
 
 
 def decoding_floor(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:

@@ -1,8 +1,11 @@
-"""Every private part of starlette and uvicorn claimcheck uses, in one place: what it is, why, and what would
-replace it. tests/test_compat_canary.py fails, naming the entry, when one moves or changes shape."""
+"""Every private part of starlette, uvicorn and httpcore2 claimcheck uses, in one place: what it is, why, and what
+would replace it. tests/test_compat_canary.py fails, naming the entry, when one moves or changes shape."""
 
 from __future__ import annotations
 
+import asyncio.selector_events
+
+import httpcore2
 from starlette.requests import Request
 from starlette.types import Send
 
@@ -13,7 +16,7 @@ from starlette.types import Send
 # by: a request-header/body timeout in uvicorn's config.
 from uvicorn.protocols.http.h11_impl import H11Protocol as H11Protocol
 
-__all__ = ["H11Protocol", "send_of"]
+__all__ = ["H11Protocol", "send_of", "widen_http_reads"]
 
 
 def send_of(request: Request) -> Send:
@@ -22,3 +25,21 @@ def send_of(request: Request) -> Send:
     ASGI app (which gets `send` directly)."""
     send: Send = request._send
     return send
+
+
+def widen_http_reads(size: int) -> None:
+    """Let the process's HTTP/1.1 client connections read up to `size` bytes of a response at a time.
+
+    Each read of a long body goes up through asyncio, anyio, h11, httpcore2, httpx2 and the spool at the same cost
+    in Python, so the read's size sets what a gigabyte costs. httpcore2 reads 64 KiB at a time
+    (`AsyncHTTP11Connection.READ_NUM_BYTES`, a class constant, not an option), and asyncio's socket transport
+    receives at most 256 KiB (`max_size` of `asyncio.selector_events._SelectorSocketTransport`, for every socket of
+    the loop: uvicorn's too, which then receives a request of up to `size` in one piece instead of four). Reading a
+    megabyte where the socket holds one took a 1000 MiB body from 4.1 to 3.0 CPU s (docs/benchmarks.md). A short
+    answer is read in one read either way; nothing is narrowed. Would be replaced by: a read size among httpx2's
+    transport options."""
+    connection = httpcore2.AsyncHTTP11Connection
+    connection.READ_NUM_BYTES = max(size, connection.READ_NUM_BYTES)
+    transport = getattr(asyncio.selector_events, "_SelectorSocketTransport", None)  # not on every event loop
+    if transport is not None and isinstance(getattr(transport, "max_size", None), int):
+        transport.max_size = max(size, transport.max_size)

@@ -1,4 +1,4 @@
-"""Canaries for the private parts of the SDK, starlette, uvicorn and google-re2 that claimcheck uses
+"""Canaries for the private parts of the SDK, starlette, uvicorn, httpcore2 and google-re2 that claimcheck uses
 (server/sdk_compat.py, server/http_compat.py, server/anyio_compat.py, fs_sandbox/re2_compat.py), and of the two
 modules that are jmespath's and the stdlib's `re` parser's only users (handles/json_eval.py,
 fs_sandbox/_prefilter.py): each fails, naming the entry to revisit, when a release moves or reshapes what it uses;
@@ -19,7 +19,7 @@ import pytest
 from tests.support.source import ROOT
 
 COMPAT = {"server/sdk_compat.py", "server/http_compat.py", "server/anyio_compat.py", "fs_sandbox/re2_compat.py"}
-LIBRARIES = ("anyio", "mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "h11", "httpx2", "re2")
+LIBRARIES = ("anyio", "mcp", "mcp_types", "starlette", "uvicorn", "sse_starlette", "h11", "httpx2", "httpcore2", "re2")
 WIRE_NAMES = {"_meta"}
 """Underscore names that are MCP's wire format (a model's public field alias), not a library's private part."""
 
@@ -182,6 +182,31 @@ def _uvicorn_h11() -> None:
     assert "h11.Connection" in source
 
 
+def _httpcore_read_size() -> None:
+    import asyncio.selector_events
+
+    import httpcore2
+
+    from server import http_compat
+
+    connection = httpcore2.AsyncHTTP11Connection
+    assert isinstance(connection.READ_NUM_BYTES, int)
+    reads = inspect.getsource(connection._receive_event)  # the canary looks at the part it widens
+    assert "self.READ_NUM_BYTES" in reads  # read per call, so the class's value counts
+    socket_transport = asyncio.selector_events._SelectorSocketTransport  # type: ignore[attr-defined]  # not in typeshed
+    assert isinstance(socket_transport.max_size, int)
+    assert "self.max_size" in inspect.getsource(socket_transport._read_ready__data_received)  # the recv's size
+    before = connection.READ_NUM_BYTES, socket_transport.max_size
+    wider = max(before) + 1
+    try:
+        http_compat.widen_http_reads(wider)
+        assert (connection.READ_NUM_BYTES, socket_transport.max_size) == (wider, wider)
+        http_compat.widen_http_reads(1)  # never narrowed
+        assert (connection.READ_NUM_BYTES, socket_transport.max_size) == (wider, wider)
+    finally:
+        connection.READ_NUM_BYTES, socket_transport.max_size = before
+
+
 def _anyio_stream_writer() -> None:
     import anyio
 
@@ -247,6 +272,9 @@ CANARIES: dict[str, Callable[[], None]] = {
     "sdk_compat.modern_json_window (_streamable_http_modern._SSE_PING_INTERVAL)": _sdk_modern_json_window,
     "http_compat.send_of (starlette Request._send)": _starlette_send,
     "http_compat.H11Protocol (uvicorn.protocols.http.h11_impl)": _uvicorn_h11,
+    "http_compat.widen_http_reads (httpcore2's READ_NUM_BYTES, asyncio's _SelectorSocketTransport.max_size)": (
+        _httpcore_read_size
+    ),
 }
 
 
