@@ -35,9 +35,9 @@ def widen_http_reads(size: int) -> None:
     (`AsyncHTTP11Connection.READ_NUM_BYTES`, a class constant, not an option), and asyncio's socket transport
     receives at most 256 KiB (`max_size` of `asyncio.selector_events._SelectorSocketTransport`, for every socket of
     the loop: uvicorn's too, which then receives a request of up to `size` in one piece instead of four). Reading a
-    megabyte where the socket holds one took a 1000 MiB body from 4.1 to 3.0 CPU s (docs/benchmarks.md). A short
-    answer is read in one read either way; nothing is narrowed. Would be replaced by: a read size among httpx2's
-    transport options."""
+    megabyte where the socket holds one took an HTTP server's 1000 MiB output from 4.6–4.8 to 3.1 CPU s per GiB
+    (docs/benchmarks.md). A short answer is read in one read either way; nothing is narrowed. Would be replaced by:
+    a read size among httpx2's transport options."""
     connection = httpcore2.AsyncHTTP11Connection
     connection.READ_NUM_BYTES = max(size, connection.READ_NUM_BYTES)
     transport = getattr(asyncio.selector_events, "_SelectorSocketTransport", None)  # not on every event loop
