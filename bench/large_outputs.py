@@ -44,10 +44,11 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from python_floor import python_floor
+from python_floor import decode_into
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -155,31 +156,46 @@ def downstream(kind: str) -> tuple[dict[str, Any], subprocess.Popen[bytes] | Non
     return {"url": url.group(1).decode()}, server
 
 
+def _stdio_call(entry: dict[str, Any], mib: int, drain: Callable[[int], int]) -> dict[str, Any]:
+    """One call of the tool on a fresh stdio downstream, its answer read by `drain` from the stdout pipe (widened as
+    claimcheck widens its pipes; the bytes it stored returned): seconds, bytes, this process's CPU per GiB."""
+    wire = Wire([entry["command"], *entry["args"]])
+    try:
+        wire.handshake()
+        assert wire.process.stdout is not None
+        stdout = wire.process.stdout.fileno()  # the handshake's answer was one read: nothing waits in the buffer
+        fcntl.fcntl(stdout, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        start, cpu = time.perf_counter(), own_cpu()
+        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
+        size = drain(stdout)
+        elapsed, cpu_after = time.perf_counter() - start, own_cpu()
+    finally:
+        wire.close()
+    return {"seconds": elapsed, "bytes": size, **per_gib(cpu, cpu_after, mib)}
+
+
+def _cat(stdout: int, target: Path) -> int:
+    """What `cat` does: a megabyte read, then written, until the line's end; the bytes written."""
+    size = 0
+    with target.open("wb", buffering=0) as out:
+        while True:
+            block = os.read(stdout, MIB)
+            if not block:
+                raise EOFError("the downstream closed stdout")
+            out.write(block)
+            size += len(block)
+            if block.endswith(b"\n"):
+                return size
+
+
 def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """A bare reader: the downstream's answer drained into a file, nothing parsed."""
     target = scratch / "floor.out"
     if kind == "stdio":
-        wire = Wire([entry["command"], *entry["args"]])
-        wire.handshake()
-        assert wire.process.stdout is not None
-        stdout = wire.process.stdout.fileno()  # the handshake's answer was one read: nothing waits in the buffer
-        fcntl.fcntl(stdout, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)  # as wide as claimcheck makes its pipes
-        start, cpu = time.perf_counter(), own_cpu()
-        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
-        size = 0
-        with target.open("wb", buffering=0) as out:
-            while True:  # what `cat` does: a megabyte read, then written, until the line's end
-                block = os.read(stdout, MIB)
-                if not block:
-                    raise EOFError("the downstream closed stdout")
-                out.write(block)
-                size += len(block)
-                if block.endswith(b"\n"):
-                    break
-        elapsed, cpu_after = time.perf_counter() - start, own_cpu()
-        wire.close()
-        target.unlink()
-        return {"seconds": elapsed, "bytes": size, **per_gib(cpu, cpu_after, mib)}
+        try:
+            return _stdio_call(entry, mib, functools.partial(_cat, target=target))
+        finally:
+            target.unlink(missing_ok=True)
     url = urllib.parse.urlsplit(entry["url"])
     body = json.dumps(
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": TOOL, "arguments": {"mib": mib}}}
@@ -203,16 +219,12 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
 def decoding_floor(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:
     """The least a Python reader does to store the text (`python_floor.py`): the bare reader plus pydantic-core's
     decoding and the UTF-8 encoding, a thread writing."""
-    wire = Wire([entry["command"], *entry["args"]])
     target = scratch / "python-floor.out"
     try:
-        wire.handshake()
-        taken = python_floor(wire, TOOL, mib, target, PIPE_BYTES)
+        taken = _stdio_call(entry, mib, functools.partial(decode_into, target=target))
     finally:
-        wire.close()
         target.unlink(missing_ok=True)
-    user, system = taken.pop("cpu")
-    return {**taken, "size_ok": taken["bytes"] == mib * MIB, **per_gib((0.0, 0.0), (user, system), mib)}
+    return {**taken, "size_ok": taken["bytes"] == mib * MIB}
 
 
 def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]:

@@ -14,14 +14,11 @@ program that stores the text (not the JSON that carries it) pays.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import queue
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 from pydantic_core import from_json
 
@@ -34,8 +31,8 @@ _OPENING = b'"text": "'
 _CLOSING = b'"}]'
 
 
-def decode_into(stdout: int, target: Path, first: bytes = b"") -> int:
-    """Read the answer whose text begins in `first` + what `stdout` gives, decoded into `target`; its bytes."""
+def decode_into(stdout: int, target: Path) -> int:
+    """Read the answer `stdout` gives, its text decoded into `target`; the text's bytes."""
     batches: queue.Queue[list[bytes] | None] = queue.Queue(2)
     writer = threading.Thread(target=_write, args=(target, batches), name="python floor writer")
     writer.start()
@@ -87,15 +84,3 @@ def _write(target: Path, batches: queue.Queue[list[bytes] | None]) -> None:
                 os.writev(fd, batch)
     finally:
         os.close(fd)
-
-
-def python_floor(wire: Any, tool: str, mib: int, target: Path, pipe_bytes: int) -> dict[str, Any]:
-    """One call of `tool` on a handshaken `large_outputs.Wire` to the raw downstream, decoded into `target`: seconds,
-    bytes of text, and this process's CPU seconds (user, system) around it."""
-    stdout = wire.process.stdout.fileno()  # the handshake's answer was one read: nothing waits in the buffer
-    fcntl.fcntl(stdout, getattr(fcntl, "F_SETPIPE_SZ", 1031), pipe_bytes)
-    before, start = os.times(), time.perf_counter()
-    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
-    size = decode_into(stdout, target)
-    elapsed, after = time.perf_counter() - start, os.times()
-    return {"seconds": elapsed, "bytes": size, "cpu": (after.user - before.user, after.system - before.system)}
