@@ -207,6 +207,19 @@ def _httpcore_read_size() -> None:
         connection.READ_NUM_BYTES, socket_transport.max_size = before
 
 
+def _h11_receive_buffer() -> None:
+    import h11._readers
+    from h11._receivebuffer import ReceiveBuffer
+
+    buffer = ReceiveBuffer()
+    assert isinstance(buffer._data, bytearray)
+    assert isinstance(buffer._next_line_search, int) and isinstance(buffer._multiple_lines_search, int)
+    extract = inspect.getsource(ReceiveBuffer._extract)  # what the replacement does in its place
+    for line in ("del self._data[:count]", "self._next_line_search = 0", "self._multiple_lines_search = 0"):
+        assert line in extract, line
+    assert "buf.maybe_extract_at_most(" in inspect.getsource(h11._readers)  # how a body's bytes are taken
+
+
 def _anyio_stream_writer() -> None:
     import anyio
 
@@ -274,6 +287,9 @@ CANARIES: dict[str, Callable[[], None]] = {
     "http_compat.H11Protocol (uvicorn.protocols.http.h11_impl)": _uvicorn_h11,
     "http_compat.widen_http_reads (httpcore2's READ_NUM_BYTES, asyncio's _SelectorSocketTransport.max_size)": (
         _httpcore_read_size
+    ),
+    "http_compat.hand_over_h11_bodies (h11._receivebuffer.ReceiveBuffer: _data, _extract, its line searches)": (
+        _h11_receive_buffer
     ),
 }
 

@@ -5,7 +5,7 @@ The SDK's streamable-HTTP and SSE clients read a JSON body whole (`aread`) and a
 line of an SSE event, that grows past the spool threshold goes through `MessageSpool` instead, and the
 client reads the small stand-in (or the original, or an error answer) in its place. Everything else
 passes through untouched. Bodies are read up to a megabyte at a time (`http_compat.widen_http_reads`), not
-httpcore2's 64 KiB.
+httpcore2's 64 KiB, and h11 hands each read over without slicing it twice first (`http_compat.hand_over_h11_bodies`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import httpx2
 from server.downstream.processes import PIPE_BYTES
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.framing import Framer, LongLine
-from server.http_compat import widen_http_reads
+from server.http_compat import hand_over_h11_bodies, widen_http_reads
 from server.sdk_compat import HttpClientFactory
 
 __all__ = ["SpoolingTransport", "spooling_client_factory"]
@@ -31,6 +31,7 @@ class SpoolingTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, policy: SpoolPolicy, inner: httpx2.AsyncBaseTransport | None = None) -> None:
         widen_http_reads(PIPE_BYTES)  # a long body read as a server's stdout is: a megabyte at a time where it can
+        hand_over_h11_bodies()  # and h11 copying each megabyte once, not three times
         self._policy = policy
         self._inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
 
