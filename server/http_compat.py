@@ -1,4 +1,4 @@
-"""Every private part of starlette, uvicorn and httpcore2 claimcheck uses, in one place: what it is, why, and what
+"""Every private part of starlette, uvicorn, h11 and httpcore2 claimcheck uses, in one place: what it is, why, and what
 would replace it. tests/test_compat_canary.py fails, naming the entry, when one moves or changes shape."""
 
 from __future__ import annotations

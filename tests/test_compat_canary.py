@@ -1,4 +1,4 @@
-"""Canaries for the private parts of the SDK, starlette, uvicorn, httpcore2 and google-re2 that claimcheck uses
+"""Canaries for the private parts of the SDK, starlette, uvicorn, h11, httpcore2 and google-re2 that claimcheck uses
 (server/sdk_compat.py, server/http_compat.py, server/anyio_compat.py, fs_sandbox/re2_compat.py), and of the two
 modules that are jmespath's and the stdlib's `re` parser's only users (handles/json_eval.py,
 fs_sandbox/_prefilter.py): each fails, naming the entry to revisit, when a release moves or reshapes what it uses;
