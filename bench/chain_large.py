@@ -4,7 +4,8 @@ For each size (MiB), the two paths alternate in one run (`--rounds` times each, 
   single  `claimcheck serve` over stdio in front of tests/support/servers/raw_downstream.py;
   chain   `claimcheck serve` in front of another `claimcheck serve` in front of it: the outer sends its calls
           as pass-throughs, and the inner passes the output on as it reads it (`--paths` adds chain-http: the
-          inner serves streamable HTTP, the outer calls it there).
+          inner serves streamable HTTP, the outer calls it there; and chain-sse: the inner serves legacy SSE,
+          whose SDK path reads a pass-through's stored output whole).
 The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Each run starts its processes anew,
 makes a 20 MiB call (the spool and, in the chain, the streaming path warm up; the inner keeps 20 MiB whole in no
 case: its spool keeps at most 16 MiB of a message), then takes each claimcheck's idle peak RSS (VmHWM) and times
@@ -12,7 +13,8 @@ one call of the size: seconds from the call to the too-large answer (the handle)
 its idle peak, the CPU seconds each claimcheck spent on the call (/proc/PID/stat), and whether the answer names
 the size the producer wrote.
 
-Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--paths single,chain,chain-http] [--json PATH]
+Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--paths single,chain,chain-http,chain-sse]
+                                   [--json PATH]
 """
 
 from __future__ import annotations
@@ -68,18 +70,18 @@ def _call(wire: Wire, tool: str, mib: int) -> str:
     return str(answer["result"]["content"][0]["text"])
 
 
-def _inner_http(config: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """An inner claimcheck serving streamable HTTP on a free port: its process and URL."""
+def _inner_http(config: Path, transport: str = "http") -> tuple[subprocess.Popen[bytes], str]:
+    """An inner claimcheck serving streamable HTTP (or legacy SSE) on a free port: its process and URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [*_serve(config), "--transport", "http", "--port", str(port)]
+    command = [*_serve(config), "--transport", transport, "--port", str(port)]
     process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, f"http://127.0.0.1:{port}/mcp"
+            return process, f"http://127.0.0.1:{port}/" + ("sse" if transport == "sse" else "mcp")
         except OSError:
             if time.monotonic() > deadline or process.poll() is not None:
                 process.kill()
@@ -88,7 +90,8 @@ def _inner_http(config: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
-    """One call of `mib` MiB on `path` ("single", "chain" or "chain-http"), on processes started for it."""
+    """One call of `mib` MiB on `path` ("single", "chain", "chain-http" or "chain-sse"), on processes started for
+    it."""
     producer = {"command": PY, "args": [RAW]}
     served: subprocess.Popen[bytes] | None = None
     if path == "single":
@@ -97,8 +100,10 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
         inner = _config(scratch / "inner", {"raw": producer})
         servers, tool = {"inner": {"command": PY, "args": _serve(inner)[1:]}}, "inner__raw__fast"
     else:
-        served, url = _inner_http(_config(scratch / "inner", {"raw": producer}))
-        servers, tool = {"inner": {"url": url}}, "inner__raw__fast"
+        transport = "sse" if path == "chain-sse" else "http"
+        served, url = _inner_http(_config(scratch / "inner", {"raw": producer}), transport)
+        entry: dict[str, Any] = {"url": url, **({"transport": "sse"} if transport == "sse" else {})}
+        servers, tool = {"inner": entry}, "inner__raw__fast"
     wire = Wire(_serve(_config(scratch / "outer", servers)), cwd=ROOT)
     try:
         wire.handshake()
@@ -139,7 +144,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per size and path: the median seconds, and the largest peak of each process."""
     table = []
     for mib in sorted({row["mib"] for row in rows}):
-        for path in ("single", "chain", "chain-http"):
+        for path in ("single", "chain", "chain-http", "chain-sse"):
             done = [row for row in rows if row["mib"] == mib and row["path"] == path and "failed" not in row]
             if not done:
                 continue
@@ -163,7 +168,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="200,1000", help="MiB, comma-separated")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each path per size")
     parser.add_argument("--json", help="write the runs and the summary here too")
-    parser.add_argument("--paths", default="single,chain", help="of single, chain, chain-http (comma-separated)")
+    parser.add_argument(
+        "--paths",
+        default="single,chain",
+        help="of single, chain, chain-http, chain-sse (comma-separated)",
+    )
     args = parser.parse_args()
     paths = args.paths.split(",")
     rows: list[dict[str, Any]] = []
