@@ -51,7 +51,7 @@ async def forward(
 
     `passthrough`: a claimcheck in front of this one makes the handles (`server.downstream.chain`), so the
     call is answered whole, as with `async` off; an output the downstream's transport spooled is answered
-    with a stand-in the stdio transport streams from its file, when that transport serves this request
+    with a stand-in the stdio or legacy SSE transport streams from its file, when that transport serves this request
     (`server.upstream.streamed`), else read whole."""
     relay = RequestRelay(ctx, proxy.log_level)
     args, background = split_arguments(route, arguments)

@@ -49,6 +49,7 @@ from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutpu
 from server.upstream.line_writer import LineWriter
 
 __all__ = [
+    "OUTPUTS_KEY",
     "PIECE_BYTES",
     "STREAM_KEY",
     "Followed",
@@ -56,6 +57,7 @@ __all__ = [
     "followed_pieces",
     "spooled_pieces",
     "stand_in",
+    "stand_in_answer",
     "stand_in_token",
     "streamable",
     "streaming_of",
@@ -71,6 +73,9 @@ _SLICE_BYTES = 256 * 1024
 """A piece is decoded and escaped in slices of this size: the text of a whole megabyte, escaped with its
 non-ASCII characters kept, costs 8× as much (it falls out of the cache and the allocator's heap)."""
 STREAM_KEY = "claimcheck/streamed"
+OUTPUTS_KEY = "claimcheck.outputs"
+"""The key of a request's ASGI scope that names where its stand-ins' outputs are (the legacy SSE endpoint's,
+`server.upstream.sse_streamed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +89,14 @@ class LineLink:
 
 
 def streaming_of(request: Any) -> SpooledOutputs | None:
-    """Where the transport of a request (its `ctx.request`) takes the outputs it streams; None: a transport that
-    writes answers whole (HTTP, SSE, the SDK's own stdio)."""
-    return request.outputs if isinstance(request, LineLink) else None
+    """Where the transport of a request (its `ctx.request`) takes the outputs it streams: claimcheck's stdio
+    (`LineLink`), or the legacy SSE endpoint (a request whose scope names them, `sse_streamed.OUTPUTS_KEY`);
+    None: a transport that writes answers whole (streamable HTTP on the SDK's path, the SDK's own stdio)."""
+    if isinstance(request, LineLink):
+        return request.outputs
+    scope = getattr(request, "scope", None)
+    found = scope.get(OUTPUTS_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, SpooledOutputs) else None
 
 
 def streamable(spooled: SpooledOutput) -> bool:
@@ -117,7 +127,19 @@ async def write_stand_in(writer: LineWriter, message: SessionMessage, token: str
     """Write a stand-in answer with the output it names in its place; False once the client has gone away."""
     response = message.message
     assert isinstance(response, types.JSONRPCResponse)
-    result: dict[str, Any] = dict(response.result)
+    line, spooled = stand_in_answer(response.id, response.result, token, outputs)
+    if spooled is None:
+        return await writer.write(line)
+    return await write_spooled(writer, response.id, line, token, spooled)
+
+
+def stand_in_answer(
+    ident: types.RequestId, result: dict[str, Any], token: str, outputs: SpooledOutputs
+) -> tuple[bytes, SpooledOutput | None]:
+    """The answer a stand-in result stands for: its line, `token` where the output's text goes (the stand-in's
+    other `_meta` kept), and the output to put there (`spooled_pieces`); or, when the output is gone, an error
+    result's line and None."""
+    result = dict(result)
     meta = {key: value for key, value in result.pop("_meta").items() if key != STREAM_KEY}
     if meta:
         result["_meta"] = meta
@@ -125,8 +147,8 @@ async def write_stand_in(writer: LineWriter, message: SessionMessage, token: str
     if spooled is None or spooled.path is None:  # expired before the SDK handed the answer over
         content = [{"type": "text", "text": "[claimcheck] the output was removed before it could be sent"}]
         result.update(content=content, isError=True)
-        return await writer.write(_line(response.id, result))
-    return await write_spooled(writer, response.id, _line(response.id, result), token, spooled)
+        return _line(ident, result), None
+    return _line(ident, result), spooled
 
 
 def _line(ident: types.RequestId, result: dict[str, Any]) -> bytes:

@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from server import tracing
+from server.downstream.spooled import SpooledOutputs
 from server.errors import StartupError
 from server.http_compat import send_of
 from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, raise_caught, serve_until_cancelled
@@ -45,6 +46,7 @@ from server.upstream.line_writer import LineWriter
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
 from server.upstream.sessionless import StreamEra
+from server.upstream.sse_streamed import StandInSend, with_outputs
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import Take, stdio_streams
 from server.upstream.surface import build_server
@@ -180,13 +182,17 @@ async def _serve_sse(
     limit = proxy.config.settings.max_request_bytes
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
 
+    outputs = SpooledOutputs()  # a pass-through's stored output, answered on its client's event stream from its file
+
     async def handle_sse(request: Request) -> Response:
-        async with sse.connect_sse(request.scope, request.receive, send_of(request)) as (read, write):
+        send = StandInSend(send_of(request), outputs)
+        async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return Response()
 
+    post = with_outputs(sse.handle_post_message, outputs)
     app = Starlette(
-        routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=sse.handle_post_message)],
+        routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=post)],
         middleware=_edges(limit),
     )
     return await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)

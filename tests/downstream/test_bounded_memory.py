@@ -22,7 +22,7 @@ import pytest
 from server.handles import messages
 from server.handles.calls import Call, Description
 from server.handles.outcome import Failed, Output
-from tests.support.processes import PYTHON, announced_url, program, program_entry, write_config
+from tests.support.processes import PYTHON, announced_url, peak, program, program_entry, write_config
 from tests.support.servers.raw_downstream import big_text_pieces, big_text_sha256, fast_text_sha256
 from tests.support.wire import Wire as LineClient
 
@@ -267,12 +267,6 @@ def inner_pid(outer: int) -> int:
     """The inner claimcheck: the child of the outer one that serves (the outer's only `server serve` child)."""
     (pid,) = [child for child in _children(outer) if b"\0serve\0" in Path(f"/proc/{child}/cmdline").read_bytes()]
     return pid
-
-
-def peak(pid: int) -> int:
-    match = re.search(r"^VmHWM:\s+(\d+) kB$", Path(f"/proc/{pid}/status").read_text(encoding="utf-8"), re.M)
-    assert match is not None
-    return int(match.group(1)) * 1024
 
 
 @pytest.mark.parametrize("inner_path", ["fast", "sdk"])

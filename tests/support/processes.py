@@ -155,3 +155,10 @@ async def stop(process: anyio.abc.Process) -> None:
     for pipe in (process.stdin, process.stdout, process.stderr):
         if pipe is not None:
             await pipe.aclose()
+
+
+def peak(pid: int) -> int:
+    """VmHWM (the peak resident memory) of process `pid`, in bytes (Linux)."""
+    match = re.search(r"^VmHWM:\s+(\d+) kB$", Path(f"/proc/{pid}/status").read_text(encoding="utf-8"), re.M)
+    assert match is not None
+    return int(match.group(1)) * 1024

@@ -21,7 +21,7 @@ import pytest
 from server.downstream.chain import PASSTHROUGH
 from server.upstream.http_fast import PRIME_ENV
 from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, shape
-from tests.support.processes import PYTHON, announcing, demo_server_entry, program_entry, write_config
+from tests.support.processes import PYTHON, announcing, demo_server_entry, peak, program_entry, write_config
 from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
 from tests.support.wire import MIB, serving
 
@@ -103,14 +103,6 @@ class Peer:
                         return line.removeprefix("data: ").encode(), notes, kind
                     notes.append(message)
         raise AssertionError("the stream ended with no answer")
-
-
-def peak(pid: int) -> int:
-    """VmHWM of `pid`, in bytes."""
-    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
-    match = re.search(r"^VmHWM:\s+(\d+) kB$", status, re.M)
-    assert match is not None
-    return int(match.group(1)) * 1024
 
 
 async def test_pass_through_answers_on_the_http_fast_path_equal_those_of_its_sdk_path(tmp_path: Path) -> None:
