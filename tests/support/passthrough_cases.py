@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from server.downstream.spool import CUT_MARKER
 from tests.support.servers.raw_downstream import big_text_sha256
 from tests.support.wire import MIB
 
-__all__ = ["CALLS", "CUT_MIB", "UNKNOWN", "Shape", "check_shapes", "shape"]
+__all__ = ["CALLS", "CUT_MIB", "UNKNOWN", "Shape", "check_shapes", "check_stored_big", "shape"]
 
 CUT_MIB = 24
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -54,3 +56,19 @@ def check_shapes(shapes: list[Shape]) -> None:
     assert cut[0] is False and cut[1][0][1] == limit + len(CUT_MARKER.format(limit=limit, total=30 * MIB))
     big_note = note.format("big", "raw")
     assert big_error == (True, [("text", 18 * MIB, big_text_sha256(18)[0]), ("text", len(big_note), big_note)])
+
+
+def check_stored_big(answer: dict[str, Any], outer: Path, mib: int) -> None:
+    """`answer` (the outer claimcheck's to `inner__raw__big` of `mib` MiB, its outputs under `outer / "out"`) is a
+    handle to the text stored whole and identical."""
+    text = answer["result"]["content"][0]["text"]
+    assert answer["result"].get("isError", False) is False, text[:500]
+    assert text.startswith(f"Tool output is too large ({mib * MIB} bytes, ")
+    match = re.search(r'handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"', text)
+    assert match is not None, text[:500]
+    (run,) = (outer / "out").glob("claimcheck-run-*")
+    digest = hashlib.sha256()
+    with (run / match.group(1)).open("rb") as stored:
+        while block := stored.read(MIB):
+            digest.update(block)
+    assert digest.hexdigest() == big_text_sha256(mib)[0]

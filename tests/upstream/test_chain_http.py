@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,9 +19,9 @@ import pytest
 
 from server.downstream.chain import PASSTHROUGH
 from server.upstream.http_fast import PRIME_ENV
-from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, shape
+from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, check_stored_big, shape
 from tests.support.processes import PYTHON, announcing, demo_server_entry, peak, program_entry, write_config
-from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
+from tests.support.servers.raw_downstream import fast_text_sha256
 from tests.support.wire import MIB, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -30,7 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 SETTINGS = {"api": {"enabled": False}, "asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000, "startupWaitSecs": 60}
 RAW = program_entry("raw_downstream")
 URL = r"(http://127\.0\.0\.1:\d+/mcp)"
-HANDLE = re.compile(r'handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 
 
 def inner_config(directory: Path, settings: dict[str, Any]) -> Path:
@@ -160,17 +158,7 @@ async def test_a_large_output_through_a_chain_over_http_arrives_whole_and_identi
             settings = {"api": {"enabled": False}, "asyncTimeoutSecs": 600, "startupWaitSecs": 60}
             async with serving(outer, "on", settings, {"inner": {"url": url}}) as wire:
                 answer = await wire.call("inner__raw__big", {"mib": 40})
-    text = answer["result"]["content"][0]["text"]
-    assert answer["result"].get("isError", False) is False, text[:500]
-    assert text.startswith(f"Tool output is too large ({40 * MIB} bytes, ")
-    match = HANDLE.search(text)
-    assert match is not None, text[:500]
-    (run,) = (outer / "out").glob("claimcheck-run-*")
-    digest = hashlib.sha256()
-    with (run / match.group(1)).open("rb") as stored:
-        while block := stored.read(MIB):
-            digest.update(block)
-    assert digest.hexdigest() == big_text_sha256(40)[0]
+    check_stored_big(answer, outer, 40)
 
 
 async def test_a_cancelled_pass_through_over_http_ends_its_output_as_an_error(tmp_path: Path) -> None:

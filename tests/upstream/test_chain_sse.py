@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,16 +20,15 @@ from mcp.client.sse import sse_client
 
 from server import sdk_compat
 from server.downstream.chain import PASSTHROUGH
-from tests.support.passthrough_cases import CALLS, CUT_MIB, check_shapes, shape
+from tests.support.passthrough_cases import CALLS, CUT_MIB, check_shapes, check_stored_big, shape
 from tests.support.processes import PYTHON, announcing, demo_server_entry, peak, program_entry, write_config
-from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
+from tests.support.servers.raw_downstream import fast_text_sha256
 from tests.support.wire import MIB, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 SETTINGS = {"api": {"enabled": False}, "asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000, "startupWaitSecs": 60}
 URL = r"(http://127\.0\.0\.1:\d+/sse)"
-HANDLE = re.compile(r'handle = "(session-[0-9a-f]{32}/[0-9a-f]{32})"')
 MARK = cast(types.RequestParamsMeta, {PASSTHROUGH: True})
 
 
@@ -93,14 +91,4 @@ async def test_a_large_output_through_a_chain_over_sse_arrives_whole_and_identic
             settings = {"api": {"enabled": False}, "asyncTimeoutSecs": 600, "startupWaitSecs": 60}
             async with serving(outer, "on", settings, {"inner": {"url": url, "transport": "sse"}}) as wire:
                 answer = await wire.call("inner__raw__big", {"mib": 40})
-    text = answer["result"]["content"][0]["text"]
-    assert answer["result"].get("isError", False) is False, text[:500]
-    assert text.startswith(f"Tool output is too large ({40 * MIB} bytes, ")
-    match = HANDLE.search(text)
-    assert match is not None, text[:500]
-    (run,) = (outer / "out").glob("claimcheck-run-*")
-    digest = hashlib.sha256()
-    with (run / match.group(1)).open("rb") as stored:
-        while block := stored.read(MIB):
-            digest.update(block)
-    assert digest.hexdigest() == big_text_sha256(40)[0]
+    check_stored_big(answer, outer, 40)
