@@ -1,7 +1,7 @@
 """A pass-through's spooled output sent to a legacy SSE client from its file, in pieces, never whole.
 
 The SSE transport is the SDK's (`SseServerTransport`): it has no fast path, so a pass-through is answered on the
-SDK's path (`forwarding.forward`), which would read a stored output whole and serialize it (some 14 bytes of
+SDK's path (`forwarding.forward`), which would read a stored output whole and serialize it (some 15 bytes of
 memory for each byte of output, measured). Instead, as over stdio (`server.upstream.streamed`), the SDK's path
 answers with a stand-in naming the output (`streamed.stand_in`), and the stream that carries the answer writes the
 output in its place:
