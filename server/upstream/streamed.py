@@ -90,8 +90,9 @@ class LineLink:
 
 def streaming_of(request: Any) -> SpooledOutputs | None:
     """Where the transport of a request (its `ctx.request`) takes the outputs it streams: claimcheck's stdio
-    (`LineLink`), or the legacy SSE endpoint (a request whose scope names them, `sse_streamed.OUTPUTS_KEY`);
-    None: a transport that writes answers whole (streamable HTTP on the SDK's path, the SDK's own stdio)."""
+    (`LineLink`), or the legacy SSE endpoint (a request whose scope names them under `OUTPUTS_KEY`, set by
+    `sse_streamed.with_outputs`); None: a transport that writes answers whole (streamable HTTP on the SDK's path,
+    the SDK's own stdio)."""
     if isinstance(request, LineLink):
         return request.outputs
     scope = getattr(request, "scope", None)
