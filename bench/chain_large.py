@@ -4,8 +4,9 @@ For each size (MiB), the two paths alternate in one run (`--rounds` times each, 
   single  `claimcheck serve` over stdio in front of tests/support/servers/raw_downstream.py;
   chain   `claimcheck serve` in front of another `claimcheck serve` in front of it: the outer sends its calls
           as pass-throughs, and the inner passes the output on as it reads it (`--paths` adds chain-http: the
-          inner serves streamable HTTP, the outer calls it there; and chain-sse: the inner serves legacy SSE,
-          whose SDK path reads a pass-through's stored output whole).
+          inner serves streamable HTTP, the outer calls it there; chain-http-sdk: the same with the inner's
+          fast path off, so its SDK path answers; and chain-sse: the inner serves legacy SSE, whose only path
+          is the SDK's. On the SDK's path the inner stores the whole output, then sends it from the file).
 The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Each run starts its processes anew,
 makes a 20 MiB call (the spool and, in the chain, the streaming path warm up; the inner keeps 20 MiB whole in no
 case: its spool keeps at most 16 MiB of a message), then takes each claimcheck's idle peak RSS (VmHWM) and times
@@ -13,8 +14,8 @@ one call of the size: seconds from the call to the too-large answer (the handle)
 its idle peak, the CPU seconds each claimcheck spent on the call (/proc/PID/stat), and whether the answer names
 the size the producer wrote.
 
-Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--paths single,chain,chain-http,chain-sse]
-                                   [--json PATH]
+Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH]
+                                   [--paths single,chain,chain-http,chain-http-sdk,chain-sse]
 """
 
 from __future__ import annotations
@@ -70,13 +71,15 @@ def _call(wire: Wire, tool: str, mib: int) -> str:
     return str(answer["result"]["content"][0]["text"])
 
 
-def _inner_http(config: Path, transport: str = "http") -> tuple[subprocess.Popen[bytes], str]:
-    """An inner claimcheck serving streamable HTTP (or legacy SSE) on a free port: its process and URL."""
+def _inner_http(config: Path, transport: str = "http", fast: bool = True) -> tuple[subprocess.Popen[bytes], str]:
+    """An inner claimcheck serving streamable HTTP (or legacy SSE) on a free port, its fast path on or off: its
+    process and URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [*_serve(config), "--transport", transport, "--port", str(port)]
-    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "CLAIMCHECK_FAST_PATH": "on" if fast else "off"}
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -90,8 +93,8 @@ def _inner_http(config: Path, transport: str = "http") -> tuple[subprocess.Popen
 
 
 def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
-    """One call of `mib` MiB on `path` ("single", "chain", "chain-http" or "chain-sse"), on processes started for
-    it."""
+    """One call of `mib` MiB on `path` ("single", "chain", "chain-http", "chain-http-sdk" or "chain-sse"), on
+    processes started for it."""
     producer = {"command": PY, "args": [RAW]}
     served: subprocess.Popen[bytes] | None = None
     if path == "single":
@@ -101,7 +104,8 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
         servers, tool = {"inner": {"command": PY, "args": _serve(inner)[1:]}}, "inner__raw__fast"
     else:
         transport = "sse" if path == "chain-sse" else "http"
-        served, url = _inner_http(_config(scratch / "inner", {"raw": producer}), transport)
+        inner = _config(scratch / "inner", {"raw": producer})
+        served, url = _inner_http(inner, transport, fast=path != "chain-http-sdk")
         entry: dict[str, Any] = {"url": url, **({"transport": "sse"} if transport == "sse" else {})}
         servers, tool = {"inner": entry}, "inner__raw__fast"
     wire = Wire(_serve(_config(scratch / "outer", servers)), cwd=ROOT)
@@ -144,7 +148,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per size and path: the median seconds, and the largest peak of each process."""
     table = []
     for mib in sorted({row["mib"] for row in rows}):
-        for path in ("single", "chain", "chain-http", "chain-sse"):
+        for path in ("single", "chain", "chain-http", "chain-http-sdk", "chain-sse"):
             done = [row for row in rows if row["mib"] == mib and row["path"] == path and "failed" not in row]
             if not done:
                 continue
@@ -171,7 +175,7 @@ def main() -> None:
     parser.add_argument(
         "--paths",
         default="single,chain",
-        help="of single, chain, chain-http, chain-sse (comma-separated)",
+        help="of single, chain, chain-http, chain-http-sdk, chain-sse (comma-separated)",
     )
     args = parser.parse_args()
     paths = args.paths.split(",")

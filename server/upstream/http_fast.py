@@ -15,8 +15,8 @@ session would:
 - or a pass-through from a claimcheck in front (its `_meta` holds the chain's mark and, at most, a progress
   token) to a tool `passthrough_route` takes: answered as over stdio (`server.upstream.fast_passthrough`), its
   progress sent under the request's token; a long output is sent as it is read, from the spool's file or while
-  it grows (`RequestStream.answer_streamed`), never held whole (the SDK's path holds it whole: over a gigabyte
-  for 96 MiB of text).
+  it grows (`RequestStream.answer_streamed`), never held whole (the SDK's path sends it from the file once it is
+  all stored: `server.upstream.http_stand_ins`).
 
 A POST of the sessionless era (2026-07-28) has no session: `server.upstream.http_sessionless` takes its plain
 calls.

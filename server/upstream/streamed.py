@@ -49,6 +49,7 @@ from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutpu
 from server.upstream.line_writer import LineWriter
 
 __all__ = [
+    "GONE",
     "OUTPUTS_KEY",
     "PIECE_BYTES",
     "STREAM_KEY",
@@ -73,9 +74,13 @@ _SLICE_BYTES = 256 * 1024
 """A piece is decoded and escaped in slices of this size: the text of a whole megabyte, escaped with its
 non-ASCII characters kept, costs 8× as much (it falls out of the cache and the allocator's heap)."""
 STREAM_KEY = "claimcheck/streamed"
+GONE = (
+    "[claimcheck] the output is no longer held: it was sent once already (a stream resumed after its answer),"
+    " or it expired before it could be sent; call the tool again"
+)
 OUTPUTS_KEY = "claimcheck.outputs"
-"""The key of a request's ASGI scope that names where its stand-ins' outputs are (the legacy SSE endpoint's,
-`server.upstream.sse_streamed`)."""
+"""The key of a request's ASGI scope that names where its stand-ins' outputs are (an HTTP endpoint's,
+`server.upstream.http_stand_ins`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +95,8 @@ class LineLink:
 
 def streaming_of(request: Any) -> SpooledOutputs | None:
     """Where the transport of a request (its `ctx.request`) takes the outputs it streams: claimcheck's stdio
-    (`LineLink`), or the legacy SSE endpoint (a request whose scope names them under `OUTPUTS_KEY`, set by
-    `sse_streamed.with_outputs`); None: a transport that writes answers whole (streamable HTTP on the SDK's path,
-    the SDK's own stdio)."""
+    (`LineLink`), or an HTTP endpoint (a request whose scope names them under `OUTPUTS_KEY`, set by
+    `http_stand_ins.with_outputs`); None: a transport that writes answers whole (the SDK's own stdio)."""
     if isinstance(request, LineLink):
         return request.outputs
     scope = getattr(request, "scope", None)
@@ -145,8 +149,8 @@ def stand_in_answer(
     if meta:
         result["_meta"] = meta
     spooled = outputs.take(token)
-    if spooled is None or spooled.path is None:  # expired before the SDK handed the answer over
-        content = [{"type": "text", "text": "[claimcheck] the output was removed before it could be sent"}]
+    if spooled is None or spooled.path is None:  # sent already, or expired before the SDK handed the answer over
+        content = [{"type": "text", "text": GONE}]
         result.update(content=content, isError=True)
         return _line(ident, result), None
     return _line(ident, result), spooled

@@ -30,7 +30,6 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from server import tracing
-from server.downstream.spooled import SpooledOutputs
 from server.errors import StartupError
 from server.http_compat import send_of
 from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, raise_caught, serve_until_cancelled
@@ -42,11 +41,11 @@ from server.upstream.fastpath import FastPath
 from server.upstream.fastpath import enabled as fast_path_enabled
 from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
+from server.upstream.http_stand_ins import StandInSend, with_outputs, with_stand_ins
 from server.upstream.line_writer import LineWriter
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
 from server.upstream.sessionless import StreamEra
-from server.upstream.sse_streamed import StandInSend, with_outputs
 from server.upstream.standing import StandingStreams
 from server.upstream.stdio import Take, stdio_streams
 from server.upstream.surface import build_server
@@ -140,6 +139,7 @@ async def _serve_http(
         server.middleware.append(fast.middleware)
 
     def endpoint(app: ASGIApp) -> ASGIApp:
+        app = with_stand_ins(app, proxy.pool.spooled)  # the SDK's path streams a pass-through's output from its file
         app = app if fast is None else fast.app(app)
         return tracing.from_headers(app) if tracing.ENABLED else app
 
@@ -182,7 +182,7 @@ async def _serve_sse(
     limit = proxy.config.settings.max_request_bytes
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
 
-    outputs = SpooledOutputs()  # a pass-through's stored output, answered on its client's event stream from its file
+    outputs = proxy.pool.spooled  # a pass-through's stored output, answered on its client's event stream from its file
 
     async def handle_sse(request: Request) -> Response:
         send = StandInSend(send_of(request), outputs)

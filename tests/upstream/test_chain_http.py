@@ -19,9 +19,10 @@ import pytest
 
 from server.downstream.chain import PASSTHROUGH
 from server.upstream.http_fast import PRIME_ENV
+from server.upstream.streamed import GONE
 from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, check_stored_big, shape
 from tests.support.processes import PYTHON, announcing, demo_server_entry, peak, program_entry, write_config
-from tests.support.servers.raw_downstream import fast_text_sha256
+from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
 from tests.support.wire import MIB, serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 SETTINGS = {"api": {"enabled": False}, "asyncTimeoutSecs": 0.5, "asyncTokenThreshold": 2000, "startupWaitSecs": 60}
 RAW = program_entry("raw_downstream")
 URL = r"(http://127\.0\.0\.1:\d+/mcp)"
+SESSIONLESS = "2026-07-28"
 
 
 def inner_config(directory: Path, settings: dict[str, Any]) -> Path:
@@ -130,10 +132,14 @@ async def test_pass_through_answers_on_the_http_fast_path_equal_those_of_its_sdk
     assert kinds["on"] == expected, kinds
 
 
-async def test_a_long_pass_through_output_over_http_is_sent_as_it_is_read_in_bounded_memory(tmp_path: Path) -> None:
-    """Answered whole in memory (the SDK's path), 96 MiB of text took the inner claimcheck over 1 GiB."""
+@pytest.mark.parametrize("fast", ["on", "off"])
+async def test_a_long_pass_through_output_over_http_is_sent_as_it_is_read_in_bounded_memory(
+    tmp_path: Path, fast: str
+) -> None:
+    """Answered whole in memory, 96 MiB of text took the inner claimcheck over 1 GiB. On the fast path it is sent
+    as it is read; on the SDK's path (what the fast path leaves it: the fast path off here) from its file."""
     with anyio.fail_after(240):
-        async with inner_http(tmp_path / "inner", "on", {}) as (url, pid):
+        async with inner_http(tmp_path / "inner", fast, {}) as (url, pid):
             async with httpx2.AsyncClient(timeout=120) as http:
                 peer = Peer(http, url)
                 await peer.handshake()
@@ -185,3 +191,75 @@ async def test_a_cancelled_pass_through_over_http_ends_its_output_as_an_error(tm
     assert result["content"][0]["text"].endswith(
         "\n[claimcheck] the request was cancelled while its output was passed on"
     )
+
+
+async def test_a_pass_through_on_the_sdk_path_resumed_by_its_client_gets_its_output_once(tmp_path: Path) -> None:
+    """The SDK's path answers with a stand-in that the response writes from the file: a client whose stream dropped
+    before the answer resumes it (`Last-Event-ID`) and gets the whole output; resumed again, the output is no longer
+    held (it is written once, never kept whole for a replay), and the answer says so instead of the stand-in."""
+    gate = tmp_path / "gate"
+    with anyio.fail_after(240):
+        async with inner_http(tmp_path / "inner", "off", {}) as (url, _), httpx2.AsyncClient(timeout=120) as http:
+            peer = Peer(http, url)
+            await peer.handshake()
+            body = peer.request("halt__halting", {"mib": 10, "gate": str(gate), "end": "finish"})
+            primed = ""
+            async with http.stream("POST", url, content=body, headers=peer.headers) as response:
+                assert response.headers["content-type"].startswith("text/event-stream")
+                async for line in response.aiter_lines():
+                    if line.startswith("id:"):
+                        primed = line.removeprefix("id:").strip()
+                        break  # the priming event: the client drops the stream here, before the answer
+            gate.touch()
+            resumed = [await _resume(http, url, peer.headers, primed) for _ in range(2)]
+    first, again = (json.loads(answer)["result"] for answer in resumed)
+    text = first["content"][0]["text"].encode()
+    assert first.get("isError") is not True and len(text) == 20 * MIB
+    half = text[: 10 * MIB]
+    assert hashlib.sha256(half).hexdigest() == big_text_sha256(10)[0] and text[10 * MIB :] == half  # written twice
+    assert again["isError"] is True and again["content"] == [{"type": "text", "text": GONE}]
+
+
+async def _resume(http: httpx2.AsyncClient, url: str, headers: dict[str, str], last_id: str) -> bytes:
+    """The answer a GET resuming the stream after `last_id` carries (the data of its event)."""
+    async with http.stream("GET", url, headers={**headers, "last-event-id": last_id}) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and '"result"' in line[:64]:
+                return line.removeprefix("data: ").encode()
+    raise AssertionError("the resumed stream ended with no answer")
+
+
+async def test_a_sessionless_pass_through_gets_its_output_from_the_file_in_one_json_body(tmp_path: Path) -> None:
+    """A 2026-07-28 request is answered on the SDK's path, in one JSON body: the stand-in's body is written with
+    the output in its place, chunked (its length changes), in bounded memory."""
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": SESSIONLESS,
+        "io.modelcontextprotocol/clientInfo": {"name": "chain-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+        PASSTHROUGH: True,
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": SESSIONLESS,
+        "mcp-method": "tools/call",
+        "mcp-name": "raw__fast",
+    }
+    with anyio.fail_after(240):
+        async with inner_http(tmp_path / "inner", "on", {}) as (url, pid), httpx2.AsyncClient(timeout=120) as http:
+
+            async def call(mib: int) -> httpx2.Response:
+                params = {"name": "raw__fast", "arguments": {"mib": mib}, "_meta": envelope}
+                body = {"jsonrpc": "2.0", "id": mib, "method": "tools/call", "params": params}
+                return await http.post(url, content=json.dumps(body), headers=headers)
+
+            await call(20)  # the spool's path and its threads, warmed up
+            idle = peak(pid)
+            answer = await call(48)
+            grew = peak(pid) - idle
+    assert grew < 64 * MIB, f"the inner claimcheck grew by {grew / MIB:.0f} MiB"
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert "content-length" not in answer.headers
+    text = answer.json()["result"]["content"][0]["text"].encode()
+    assert (hashlib.sha256(text).hexdigest(), len(text)) == fast_text_sha256(48)
