@@ -34,7 +34,8 @@ answer then follows through the router, in order.
 
 A `notifications/cancelled` for a call taken here cancels it; as the SDK's 2025-era HTTP transport does, the
 cancelled request is then answered with a "Request cancelled" error (-32800). A client that disconnects
-mid-call leaves the call running to its end (the time rule still applies), as on the SDK's path. Everything
+mid-call leaves the call running to its end (the time rule still applies), as on the SDK's path; one that leaves
+while a pass-through's long output is sent stops the sending there (`RequestStream.answer_streamed`). Everything
 else goes to the SDK: initialize, GET streams, DELETE, notifications, responses, batches, calls with `_meta`,
 claimcheck's own tools, and all requests while the fast path is off
 (`settings.fastPath`, `CLAIMCHECK_FAST_PATH=off`). The SDK has no public way in for any of this: the

@@ -3,6 +3,7 @@ stream carrying what the session's message router routes to the request, as the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import anyio
@@ -15,6 +16,8 @@ from server import sdk_compat
 from server.framing import dump_json
 
 __all__ = ["RequestStream"]
+
+logger = logging.getLogger(__name__)
 
 _SESSION = b"mcp-session-id"
 _SSE_HEADERS = [
@@ -46,6 +49,7 @@ class RequestStream:
         self._answered = False
         self._watch: anyio.CancelScope | None = None
         self._streaming = False  # the answer is being sent as it is made: nothing else goes out on this response
+        self._sending = anyio.CancelScope()  # of that sending: cancelled when the client leaves
         self.started = False
         """Whether the response is an SSE stream (begun by a message for the client, or the priming event)."""
         self.done = anyio.Event()
@@ -81,7 +85,9 @@ class RequestStream:
         """Answer with what `pieces` makes, sent as it is made (a pass-through's long output, never held whole): one
         JSON body, or the answer's SSE event when the response is an SSE stream already (that event has no id: it is
         not kept for a resuming client). Nothing routed to the request goes out after it begins. A client that has
-        gone gets nothing; `pieces` is for its caller to close."""
+        gone gets nothing, and one that leaves while it is sent stops it there (the client is watched meanwhile:
+        by `prime`'s watch on an SSE stream, here on a JSON body); `pieces` is for its caller to close (what it
+        reads from is then released: the spool's file, or the output followed)."""
         async with self._lock:
             if self.done.is_set():
                 return
@@ -89,17 +95,36 @@ class RequestStream:
             if not sse:
                 headers = [(b"content-type", b"application/json"), (_SESSION, self._session_id)]
                 await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+        sent = False
         try:
-            if sse:
-                await self._send({"type": "http.response.body", "body": b"event: message\ndata: ", "more_body": True})
-            async for piece in pieces:  # the line's pieces: its one newline is its last byte
-                await self._send({"type": "http.response.body", "body": piece, "more_body": True})
-            await self._send({"type": "http.response.body", "body": b"\n" if sse else b"", "more_body": False})
+            with self._sending:
+                async with anyio.create_task_group() as watching:
+                    if not sse:
+                        watching.start_soon(self._until_left)
+                    else:
+                        await self._send(
+                            {"type": "http.response.body", "body": b"event: message\ndata: ", "more_body": True}
+                        )
+                    async for piece in pieces:  # the line's pieces: its one newline is its last byte
+                        await self._send({"type": "http.response.body", "body": piece, "more_body": True})
+                    await self._send({"type": "http.response.body", "body": b"\n" if sse else b"", "more_body": False})
+                    sent = True
+                    watching.cancel_scope.cancel()
         except OSError:  # the client is gone
             pass
         finally:
             if sse:
                 self._finish()
+        if not sent:
+            logger.debug(
+                "the client of request %s left while its answer was sent; the rest is not read", self._request_id
+            )
+
+    async def _until_left(self) -> None:
+        """Wait for the client of a JSON body to leave, then stop sending its answer."""
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        self._sending.cancel()
 
     async def prime(self, protocol_version: str) -> None:
         """Start the SSE stream with a priming event (for a call that is taking a while), then watch the client."""
@@ -128,6 +153,7 @@ class RequestStream:
     def _finish(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
+        self._sending.cancel()
         self.stand_aside()
         self.done.set()
 

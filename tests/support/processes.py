@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +82,19 @@ class Announced:
     matches: list[re.Match[bytes]]
     said: list[bytes] = field(default_factory=list)
     """What the announcing stream wrote, read on while the process runs."""
+    _heard: anyio.Event = field(default_factory=anyio.Event)
+
+    def hear(self, chunk: bytes) -> None:
+        """The announcing stream wrote `chunk`."""
+        self.said.append(chunk)
+        heard, self._heard = self._heard, anyio.Event()
+        heard.set()
+
+    async def until(self, pattern: str) -> re.Match[bytes]:
+        """Wait until what the announcing stream wrote matches `pattern`; the match."""
+        while (match := re.search(pattern.encode(), b"".join(self.said))) is None:
+            await self._heard.wait()
+        return match
 
     @property
     def url(self) -> str:
@@ -111,12 +124,13 @@ async def announcing(
         said: list[bytes] = []
         with anyio.fail_after(within):
             matches = await announced(announcer, *patterns, said=said)
+        started = Announced(process, matches, said)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_keep, announcer, said)
+            tg.start_soon(_keep, announcer, started.hear)
             other = process.stdout if stream == "stderr" else process.stderr
             if other is not None:
-                tg.start_soon(_keep, other, [])
-            yield Announced(process, matches, said)
+                tg.start_soon(_keep, other, _ignore)
+            yield started
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -132,10 +146,14 @@ async def announced_url(
         yield started.url
 
 
-async def _keep(stream: anyio.abc.ByteReceiveStream, said: list[bytes]) -> None:
+def _ignore(chunk: bytes) -> None:
+    pass
+
+
+async def _keep(stream: anyio.abc.ByteReceiveStream, hear: Callable[[bytes], object]) -> None:
     try:
         async for chunk in stream:
-            said.append(chunk)
+            hear(chunk)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
 

@@ -21,7 +21,7 @@ from server.downstream.chain import PASSTHROUGH
 from server.upstream.http_fast import PRIME_ENV
 from server.upstream.streamed import GONE
 from tests.support.passthrough_cases import CALLS, CUT_MIB, UNKNOWN, Shape, check_shapes, check_stored_big, shape
-from tests.support.processes import PYTHON, announcing, demo_server_entry, peak, program_entry, write_config
+from tests.support.processes import PYTHON, Announced, announcing, demo_server_entry, peak, program_entry, write_config
 from tests.support.servers.raw_downstream import big_text_sha256, fast_text_sha256
 from tests.support.wire import MIB, serving
 
@@ -45,12 +45,21 @@ async def inner_http(
 ) -> AsyncIterator[tuple[str, int]]:
     """A claimcheck serving streamable HTTP (its fast path `fast`; a call's SSE stream primed after `prime` seconds
     when given) in front of the raw, demo and halting servers: its URL and pid."""
+    async with inner_started(directory, fast, settings, prime) as started:
+        yield started.url, started.process.pid
+
+
+@asynccontextmanager
+async def inner_started(
+    directory: Path, fast: str, settings: dict[str, Any], prime: str | None = None, log: str = "info"
+) -> AsyncIterator[Announced]:
+    """`inner_http`'s claimcheck, logging at `log` to a stderr the test reads."""
     command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(inner_config(directory, settings))]
-    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast}
+    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, "CLAIMCHECK_LOG": log}
     if prime is not None:
         env[PRIME_ENV] = prime
     async with announcing([*command, "--transport", "http", "--port", "0"], URL, env=env, within=60) as started:
-        yield started.url, started.process.pid
+        yield started
 
 
 class Peer:
@@ -263,3 +272,29 @@ async def test_a_sessionless_pass_through_gets_its_output_from_the_file_in_one_j
     assert "content-length" not in answer.headers
     text = answer.json()["result"]["content"][0]["text"].encode()
     assert (hashlib.sha256(text).hexdigest(), len(text)) == fast_text_sha256(48)
+
+
+@pytest.mark.parametrize("prime", [None, "0"], ids=["json-body", "sse-event"])
+async def test_a_client_that_leaves_mid_answer_stops_the_inner_sending_it(tmp_path: Path, prime: str | None) -> None:
+    """The answer is followed as the server writes it, and the server waits half-way: a client that leaves then is
+    noticed at once (before, only once the server had finished), and the inner serves on once the server ends."""
+    gate = tmp_path / "gate"
+    with anyio.fail_after(240):
+        async with inner_started(tmp_path / "inner", "on", {}, prime, log="debug") as started:
+            async with httpx2.AsyncClient(timeout=120) as http:
+                peer = Peer(http, started.url)
+                await peer.handshake()
+                await peer.pass_through("raw__echo", {"text": "first"})  # the SDK's path: it shows the session
+                body = peer.request("halt__halting", {"mib": 20, "gate": str(gate), "end": "finish"})
+                async with http.stream("POST", started.url, content=body, headers=peer.headers) as response:
+                    received = b""
+                    async for chunk in response.aiter_bytes():  # a priming event first, on an SSE stream
+                        received += chunk
+                        if b'"result"' in received:
+                            break  # the answer has begun (past the 16 MiB kept whole)
+                # The client leaves: its connection is closed with the answer half sent.
+                ident = json.loads(body)["id"]
+                await started.until(f"the client of request {ident} left while its answer was sent")
+                gate.touch()  # the server ends its answer: the inner reads it to its end, sending nothing
+                after, _, _ = await peer.pass_through("raw__echo", {"text": "still serving"})
+    assert json.loads(after)["result"]["content"] == [{"type": "text", "text": "still serving"}]
