@@ -208,8 +208,11 @@ def _httpcore_read_size() -> None:
 
 
 def _h11_receive_buffer() -> None:
+    import h11._connection
     import h11._readers
     from h11._receivebuffer import ReceiveBuffer
+
+    from server import http_compat
 
     buffer = ReceiveBuffer()
     assert isinstance(buffer._data, bytearray)
@@ -218,6 +221,23 @@ def _h11_receive_buffer() -> None:
     for line in ("del self._data[:count]", "self._next_line_search = 0", "self._multiple_lines_search = 0"):
         assert line in extract, line
     assert "buf.maybe_extract_at_most(" in inspect.getsource(h11._readers)  # how a body's bytes are taken
+    # Each connection's buffer is made by that name in h11._connection, which `HandingBuffer` stands in for; it
+    # answers every method the buffer has (a new one would read `_data` while a read is held apart from it).
+    assert getattr(h11._connection, "ReceiveBuffer", None) in (ReceiveBuffer, http_compat.HandingBuffer)
+    assert "self._receive_buffer = ReceiveBuffer()" in inspect.getsource(h11._connection.Connection.__init__)
+    methods = {name for name, value in vars(ReceiveBuffer).items() if callable(value)}
+    assert methods == {
+        "__init__",
+        "__iadd__",
+        "__bool__",
+        "__len__",
+        "__bytes__",
+        "_extract",
+        "maybe_extract_at_most",
+        "maybe_extract_next_line",
+        "maybe_extract_lines",
+        "is_next_line_obviously_invalid_request_line",
+    }, methods
 
 
 def _anyio_stream_writer() -> None:
@@ -288,9 +308,8 @@ CANARIES: dict[str, Callable[[], None]] = {
     "http_compat.widen_http_reads (httpcore2's READ_NUM_BYTES, asyncio's _SelectorSocketTransport.max_size)": (
         _httpcore_read_size
     ),
-    "http_compat.hand_over_h11_bodies (h11._receivebuffer.ReceiveBuffer: _data, _extract, its line searches)": (
-        _h11_receive_buffer
-    ),
+    "http_compat.hand_over_h11_bodies (h11._receivebuffer.ReceiveBuffer: _data, _extract, its line searches, its"
+    " methods; h11._connection.ReceiveBuffer)": (_h11_receive_buffer),
 }
 
 

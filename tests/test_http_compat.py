@@ -1,5 +1,5 @@
 """`http_compat.hand_over_h11_bodies` gives what h11's own code gives: the same bytes, the same buffer left, for
-every split of a body into reads (its speed is docs/benchmarks.md's)."""
+every split of a body into reads, and for any mix of what h11 asks of its buffer (its speed is docs/benchmarks.md's)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def test_a_chunked_and_a_sized_body_come_out_whole_from_h11_read_by_read() -> No
         wire = b"HTTP/1.1 200 OK\r\n" + head + b"\r\n\r\n" + payload
         for size in (5, 4096, 40000, 1 << 20):
             connection = h11.Connection(h11.CLIENT)
+            assert isinstance(connection._receive_buffer, http_compat.HandingBuffer)  # what is under test
             connection.send(h11.Request(method="GET", target="/", headers=[("host", "x")]))
             connection.send(h11.EndOfMessage())
             received = bytearray()
@@ -81,3 +82,70 @@ def test_a_chunked_and_a_sized_body_come_out_whole_from_h11_read_by_read() -> No
                         received += event.data
                     ended = ended or isinstance(event, h11.EndOfMessage)
             assert ended and bytes(received) == body, (head, size)
+
+
+def _same(ours: object, theirs: object) -> bool:
+    """The same result, `bytes` standing for a `bytearray` of the same bytes."""
+    if isinstance(theirs, list):
+        return isinstance(ours, list) and len(ours) == len(theirs) and all(map(_same, ours, theirs))
+    if isinstance(theirs, bytearray):
+        return isinstance(ours, bytes | bytearray) and bytes(ours) == bytes(theirs)
+    return type(ours) is type(theirs) and ours == theirs
+
+
+def test_a_handing_buffer_answers_every_question_as_h11s_own_buffer_does() -> None:
+    """Random reads (bytes, now and then a bytearray) and random questions, in h11's order or not: each answer, the
+    length and the bytes left are the same as h11's own buffer's."""
+    http_compat.hand_over_h11_bodies()
+    rng = random.Random(11)
+    for _ in range(1000):
+        ours, theirs = http_compat.HandingBuffer(), ReceiveBuffer()
+        for _ in range(rng.randrange(1, 24)):
+            step = rng.randrange(7)
+            if step == 0:
+                data = bytes(rng.choices(b"ab\r\n", k=rng.choice([0, 1, 1, 2, 2, 3, 5, 100, 3000])))
+                read = bytearray(data) if rng.random() < 0.2 else data
+                ours += read
+                theirs += read
+            elif step == 1:
+                count = rng.choice([0, 1, 2, 3, len(theirs), len(theirs) + 1, max(len(theirs) - 1, 0), 7000])
+                assert _same(ours.maybe_extract_at_most(count), _original(theirs, count))
+            elif step == 2:
+                assert _same(ours.maybe_extract_next_line(), theirs.maybe_extract_next_line())
+            elif step == 3:
+                assert _same(ours.maybe_extract_lines(), theirs.maybe_extract_lines())
+            elif step == 4:
+                assert ours.is_next_line_obviously_invalid_request_line() == (
+                    theirs.is_next_line_obviously_invalid_request_line()
+                )
+            elif step == 5:
+                assert bytes(ours) == bytes(theirs)
+            assert len(ours) == len(theirs) and bool(ours) == bool(theirs)
+        assert bytes(ours) == bytes(theirs)
+
+
+def test_a_read_asked_for_whole_is_handed_over_itself() -> None:
+    """The read as it came, which httpcore2 keeps without a copy (`bytes` of a `bytes` is itself); a read taken in
+    parts, a chunk's end, header and next chunk, gives each part once."""
+    http_compat.hand_over_h11_bodies()
+    buffer = http_compat.HandingBuffer()
+    read = b"x" * 100_000
+    buffer += read
+    assert buffer.maybe_extract_at_most(1 << 20) is read and not buffer
+    buffer += b"tail\r\n10\r\n" + b"y" * 16
+    assert buffer.maybe_extract_at_most(4) == b"tail"
+    assert buffer.maybe_extract_at_most(2) == b"\r\n"
+    assert buffer.maybe_extract_next_line() == bytearray(b"10\r\n")
+    assert buffer.maybe_extract_at_most(16) == b"y" * 16 and not buffer
+
+
+def test_a_line_search_in_a_read_held_notes_where_it_stopped_from_the_buffers_start() -> None:
+    """A search that finds no line in what is left of a read notes how far it looked from where the buffer starts
+    (not the read), so the next read's line is found."""
+    http_compat.hand_over_h11_bodies()
+    buffer = http_compat.HandingBuffer()
+    buffer += b"xyz"
+    assert buffer.maybe_extract_at_most(2) == b"xy"
+    assert buffer.maybe_extract_next_line() is None
+    buffer += b"\r\nrest"
+    assert buffer.maybe_extract_next_line() == bytearray(b"z\r\n")
