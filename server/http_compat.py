@@ -124,13 +124,9 @@ class HandingBuffer(ReceiveBuffer):
             return _maybe_extract_at_most(self, count)
         if count <= 0:
             return None
-        self._next_line_search = 0
-        self._multiple_lines_search = 0
         end = min(at + count, len(read))
         out = read if at == 0 and end == len(read) else read[at:end]
-        self._at = end
-        if end == len(read):
-            self._read, self._at = b"", 0
+        self._taken(end)
         return out
 
     def maybe_extract_next_line(self) -> bytearray | None:
@@ -141,14 +137,17 @@ class HandingBuffer(ReceiveBuffer):
         if found == -1:
             self._next_line_search = len(read) - at
             return None
-        end = found + 2
-        out = bytearray(memoryview(read)[at:end])
+        out = bytearray(memoryview(read)[at : found + 2])
+        self._taken(found + 2)
+        return out
+
+    def _taken(self, end: int) -> None:
+        """The read held is taken up to `end`; the line searches start again, as after h11's `_extract`."""
         self._next_line_search = 0
         self._multiple_lines_search = 0
         self._at = end
-        if end == len(read):
+        if end == len(self._read):
             self._read, self._at = b"", 0
-        return out
 
     def maybe_extract_lines(self) -> list[bytearray] | None:
         self._join()

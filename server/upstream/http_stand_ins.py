@@ -54,12 +54,10 @@ def with_outputs(app: ASGIApp, outputs: SpooledOutputs) -> ASGIApp:
 
 def with_stand_ins(app: ASGIApp, outputs: SpooledOutputs) -> ASGIApp:
     """`app`, whose requests' stand-ins go to `outputs` and whose responses write them from their files."""
+    marked = with_outputs(app, outputs)
 
     async def answering(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        await app({**scope, OUTPUTS_KEY: outputs}, receive, StandInSend(send, outputs))
+        await marked(scope, receive, StandInSend(send, outputs) if scope["type"] == "http" else send)
 
     return answering
 
