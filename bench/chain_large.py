@@ -6,7 +6,9 @@ For each size (MiB), the two paths alternate in one run (`--rounds` times each, 
           as pass-throughs, and the inner passes the output on as it reads it (`--paths` adds chain-http: the
           inner serves streamable HTTP, the outer calls it there; chain-http-sdk: the same with the inner's
           fast path off, so its SDK path answers; and chain-sse: the inner serves legacy SSE, whose only path
-          is the SDK's. On the SDK's path the inner stores the whole output, then sends it from the file).
+          is the SDK's. On the SDK's path the inner stores the whole output, then sends it from the file);
+  plain   (`--paths plain`) one `claimcheck serve` with its rules off for the producer (`"async": false`): the
+          whole output comes back in the answer, streamed from the spool's file past the 16 MiB kept whole.
 The tool is `fast {mib}` (the producer writes as fast as the pipe takes it). Each run starts its processes anew,
 makes a 20 MiB call (the spool and, in the chain, the streaming path warm up; the inner keeps 20 MiB whole in no
 case: its spool keeps at most 16 MiB of a message), then takes each claimcheck's idle peak RSS (VmHWM) and times
@@ -15,7 +17,7 @@ its idle peak, the CPU seconds each claimcheck spent on the call (/proc/PID/stat
 the size the producer wrote.
 
 Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH]
-                                   [--paths single,chain,chain-http,chain-http-sdk,chain-sse]
+                                   [--paths single,plain,chain,chain-http,chain-http-sdk,chain-sse]
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from large_outputs import MIB, PY, RAW, ROOT, Wire, vm
+
+sys.path.insert(0, str(ROOT))
+from tests.support.servers.raw_downstream import fast_text_pieces
 
 WARM_MIB = 20
 SETTINGS = {"asyncTimeoutSecs": 3600}  # the size rule is measured, not the time rule
@@ -99,6 +104,8 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
     served: subprocess.Popen[bytes] | None = None
     if path == "single":
         servers, tool = {"raw": producer}, "raw__fast"
+    elif path == "plain":
+        servers, tool = {"raw": {**producer, "async": False}}, "raw__fast"
     elif path == "chain":
         inner = _config(scratch / "inner", {"raw": producer})
         servers, tool = {"inner": {"command": PY, "args": _serve(inner)[1:]}}, "inner__raw__fast"
@@ -113,6 +120,8 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
         wire.handshake()
         wire.send("tools/list")
         wire.line()
+        if path == "plain":
+            return _plain(wire, tool, mib)
         warm = _call(wire, tool, WARM_MIB)
         if not warm.startswith("Tool output is too large"):
             return {"path": path, "mib": mib, "failed": warm[:200]}
@@ -144,11 +153,41 @@ def run(path: str, mib: int, scratch: Path) -> dict[str, Any]:
     }
 
 
+def _plain(wire: Wire, tool: str, mib: int) -> dict[str, Any]:
+    """The `plain` path's call: the whole output in the answer, read to a counter (its size checked against the
+    producer's text escaped), after a warm-up call of `WARM_MIB`."""
+    counted = _Counter()
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": WARM_MIB}})
+    wire.line(counted)
+    pid = wire.process.pid
+    idle, cpu_before = vm(pid, "VmHWM"), _cpu(pid)
+    start = time.perf_counter()
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
+    size = int(wire.line(_Counter()))
+    seconds = time.perf_counter() - start
+    cpu, grown = _cpu(pid) - cpu_before, vm(pid, "VmHWM") - idle
+    escaped = sum(len(json.dumps(piece, ensure_ascii=False)) - 2 for piece in fast_text_pieces(mib))
+    return {
+        "path": "plain",
+        "mib": mib,
+        "seconds": round(seconds, 3),
+        "cpu_s": {"outer": round(cpu, 2)},
+        "peak_above_idle_mib": {"outer": round(grown / MIB, 1)},
+        "idle_mib": {"outer": round(idle / MIB, 1)},
+        "size_ok": escaped < size < escaped + 200,  # the text, escaped as the producer did, in its JSON-RPC line
+    }
+
+
+class _Counter:
+    def write(self, block: bytes) -> None:
+        pass
+
+
 def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per size and path: the median seconds, and the largest peak of each process."""
     table = []
     for mib in sorted({row["mib"] for row in rows}):
-        for path in ("single", "chain", "chain-http", "chain-http-sdk", "chain-sse"):
+        for path in ("single", "plain", "chain", "chain-http", "chain-http-sdk", "chain-sse"):
             done = [row for row in rows if row["mib"] == mib and row["path"] == path and "failed" not in row]
             if not done:
                 continue
@@ -175,7 +214,7 @@ def main() -> None:
     parser.add_argument(
         "--paths",
         default="single,chain",
-        help="of single, chain, chain-http, chain-http-sdk, chain-sse (comma-separated)",
+        help="of single, plain, chain, chain-http, chain-http-sdk, chain-sse (comma-separated)",
     )
     args = parser.parse_args()
     paths = args.paths.split(",")

@@ -71,7 +71,7 @@ class Pool:
         """`many_clients`: several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is
         everyone's, so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`);
         servers a reloaded config adds get the same. What each server's first process gets besides: the directory
-        its long messages spool to, with its rules on (`spool_root`, the store's), and where its `roots/list`
+        its long messages spool to (`spool_root`, the store's), and where its `roots/list`
         outside any request goes (`outside_roots`, by server name), and who hears it connect and its lists change
         (`observer`)."""
         self.config = config
@@ -124,7 +124,7 @@ class Pool:
         first = replace(spec, config=for_instance(spec.config, PRIMARY_INSTANCE))
         settings = self.config.settings
         spool = None
-        if self._spool_root is not None and resolve_policy(settings, first.config).async_enabled:
+        if self._spool_root is not None:  # with its rules off too: a plain pass-through holds no message whole
             spool = SpoolPolicy(self._spool_root, settings.max_output_bytes, self.spooled)
         primary = Downstream(
             first,

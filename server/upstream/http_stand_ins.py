@@ -84,17 +84,18 @@ class StandInSend:
                     await self._send(held)
                 await self._send(message)
                 return
-            before, (ident, result, token), after = found
+            before, (ident, result, token), ending, after = found
             if held is not None:
                 headers = [(name, value) for name, value in held["headers"] if name.lower() != b"content-length"]
                 await self._send({**held, "headers": headers})
             line, spooled = stand_in_answer(ident, result, token, self._outputs)
+            line = line[:-1] + ending  # the line ends as the one it stands in for did
             pieces = _one(line) if spooled is None else spooled_pieces(ident, line, token, spooled)
             async with contextlib.aclosing(pieces):
                 await self._write(before, pieces, after, more_body=bool(message.get("more_body", False)))
 
     async def _write(self, before: bytes, pieces: AsyncIterator[bytes], after: bytes, *, more_body: bool) -> None:
-        """`before`, the line `pieces` make (its one newline, its last byte, ends it), then `after`."""
+        """`before`, the line `pieces` make, then `after`."""
         if before:
             await self._send({"type": "http.response.body", "body": before, "more_body": True})
         async for piece in pieces:
@@ -113,15 +114,16 @@ def _is_json(start: Message) -> bool:
     return False
 
 
-_Found = tuple[bytes, tuple[types.RequestId, dict[str, Any], str], bytes]
+_Found = tuple[bytes, tuple[types.RequestId, dict[str, Any], str], bytes, bytes]
 
 
 def _stand_in(body: bytes, *, json_body: bool) -> _Found | None:
     """What comes before the stand-in answer `body` carries (a JSON body's, or the data of one SSE event), the
-    answer's id, result and token, and what comes after its data line; None when it carries none."""
+    answer's id, result and token, how its line ends (the SSE writer's CRLF, say), and what comes after that
+    line; None when it carries none."""
     if json_body:
         answer = _answer(body)
-        return None if answer is None else (b"", answer, b"")
+        return None if answer is None else (b"", answer, _ending(body), b"")
     start = 0
     while start < len(body):
         end = body.find(b"\n", start)
@@ -129,9 +131,13 @@ def _stand_in(body: bytes, *, json_body: bool) -> _Found | None:
         line = body[start:end]
         if line.startswith(_DATA):
             answer = _answer(line[len(_DATA) :])
-            return None if answer is None else (body[:start] + _DATA, answer, body[end:])
+            return None if answer is None else (body[:start] + _DATA, answer, _ending(line), body[end:])
         start = end
     return None
+
+
+def _ending(line: bytes) -> bytes:
+    return line[len(line.rstrip(b"\r\n")) :]
 
 
 def _answer(data: bytes) -> tuple[types.RequestId, dict[str, Any], str] | None:

@@ -148,6 +148,25 @@ async def test_a_200_mib_result_is_stored_byte_identical_with_claimcheck_memory_
             assert peak - idle_peak < 64 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
 
 
+async def test_a_server_with_its_rules_off_passes_a_48_mib_result_on_whole_with_claimcheck_memory_flat(
+    tmp_path: Path,
+) -> None:
+    """`"async": false` is a plain pass-through, not a reason to hold the message: past the 16 MiB kept whole,
+    its text is streamed from the spool's file into the answer (held whole and read into models, it cost
+    +527 MiB)."""
+    with anyio.fail_after(240):
+        async with claimcheck(tmp_path, {"raw": raw_server(**{"async": False})}, {}) as wire:
+            assert await wire.call_text("raw__echo", {"text": "warm"}) == ("warm", False)
+            idle_peak = wire.memory("VmHWM")
+            answer, is_error = await wire.call_text("raw__fast", {"mib": 48})
+            peak = wire.memory("VmHWM")
+    expected_sha, expected_size = fast_text_sha256(48)
+    data = answer.encode()
+    assert not is_error
+    assert (len(data), hashlib.sha256(data).hexdigest()) == (expected_size, expected_sha)
+    assert peak - idle_peak < 64 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
+
+
 async def test_a_message_that_never_ends_fails_at_its_timeout_while_other_servers_answer(tmp_path: Path) -> None:
     servers = {"endless": raw_server(timeout=3), "other": raw_server()}
     settings = {"asyncTimeoutSecs": 30, "maxOutputBytes": 8 * MIB}

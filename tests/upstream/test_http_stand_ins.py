@@ -71,8 +71,9 @@ async def test_a_stand_in_event_keeps_its_id_and_carries_the_output_in_its_data(
     assert sent[-1]["more_body"] is False and all(message.get("more_body") for message in sent[2:-1])
     head, _, data = _body(sent[2:]).partition(b"data: ")
     assert head == b"id: 17\r\nevent: message\r\n"
-    line, _, blank = data.partition(b"\n")
-    assert blank == b"\r\n"  # the event ends where it ended
+    line, _, blank = data.partition(b"\r\n")
+    assert blank == b"\r\n"  # the event ends where it ended, its lines as the SDK's writer ends them
+    assert b"\n" not in line
     result = {"content": [{"type": "text", "text": TEXT}], "isError": False}
     assert json.loads(line) == {"jsonrpc": "2.0", "id": 4, "result": result}
     assert not spooled.path.exists()  # type: ignore[union-attr]  # written once, then removed
@@ -88,6 +89,7 @@ async def test_a_stand_in_json_body_is_sent_chunked_with_the_output(tmp_path: Pa
     assert sent[0]["headers"] == [(b"content-type", b"application/json"), (b"mcp-session-id", b"s1")]
     result = json.loads(_body(sent))["result"]
     assert result == {"content": [{"type": "text", "text": TEXT}], "isError": True}
+    assert _body(sent).endswith(b"}")  # as the SDK's body ends: no newline added
     assert sent[-1].get("more_body", False) is False
 
 
