@@ -166,7 +166,7 @@ def _plain(wire: Wire, tool: str, mib: int) -> dict[str, Any]:
     size = int(wire.line(_Counter()))
     seconds = time.perf_counter() - start
     cpu, grown = _cpu(pid) - cpu_before, vm(pid, "VmHWM") - idle
-    escaped = sum(len(json.dumps(piece, ensure_ascii=False)) - 2 for piece in fast_text_pieces(mib))
+    escaped = sum(len(json.dumps(piece, ensure_ascii=False).encode()) - 2 for piece in fast_text_pieces(mib))
     return {
         "path": "plain",
         "mib": mib,

@@ -8,6 +8,7 @@ server: its CPU per call (user and system, from /proc, around the measured calls
     python bench/raw_calls.py --tree OLD_CHECKOUT  # the same for another checkout (before/after)
     python bench/raw_calls.py --instructions       # per-call instructions under valgrind (deterministic)
     python bench/raw_calls.py --eras handshake,2026-07-28   # both protocol eras, alternated in each round
+    python bench/raw_calls.py --no-async           # the demo server with its rules off (a plain pass-through)
 
 A `2026-07-28` client sends no `initialize`: every request carries its own envelope in `params._meta`.
 
@@ -129,9 +130,11 @@ def measure(server: Server, tool: str, calls: int, warmup: int, settle: float = 
     }
 
 
-def _config(directory: Path) -> Path:
+def _config(directory: Path, rules: bool = True) -> Path:
     config = directory / "claimcheck.json"
-    demo = {"command": sys.executable, "args": ["-m", "server.demo.server"]}
+    demo: dict[str, Any] = {"command": sys.executable, "args": ["-m", "server.demo.server"]}
+    if not rules:
+        demo["async"] = False
     settings = {"startupWaitSecs": 120, "asyncTimeoutSecs": 600}  # under valgrind a call may take seconds
     config.write_text(json.dumps({"mcpServers": {"demo": demo}, "settings": settings}))
     return config
@@ -166,9 +169,10 @@ def main() -> int:
     parser.add_argument("--api", action="store_true", help="claimcheck with its status API and history on")
     parser.add_argument("--instructions", action="store_true", help="instructions per call under valgrind")
     parser.add_argument("--eras", default="handshake", help="handshake and/or 2026-07-28, comma-separated")
+    parser.add_argument("--no-async", action="store_true", help='the demo server with its rules off ("async": false)')
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="claimcheck-raw-") as tmp:
-        config = _config(Path(tmp))
+        config = _config(Path(tmp), rules=not args.no_async)
         if args.instructions:
             print(f"claimcheck ({args.tree}): {instructions(args.tree, config, args.api):,} instructions per call")
             return 0

@@ -1,8 +1,9 @@
 """The fast paths' one request machine: a plain `tools/call`, the time rule, the answer, a cancellation.
 
 Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as
-the SDK's path would (`plain_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
-transport writes. The call starts as any proxied call does (`begin`, so the time rule, handles, history and
+the SDK's path would (`fast_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
+transport writes. A pass-through, and a plain call to a server whose rules are off, start no `Call`: they are
+answered by `fast_passthrough.pass_through`. The call starts as any proxied call does (`begin`, so the time rule, handles, history and
 the status API see it) and goes to the downstream as bytes (`server.downstream.tool_call`). Its answer is
 written when it finishes (`Call.then`), without a task: the downstream's plain result as it came, under the
 client's id (`replies.response_line`); or, when the time rule's timer fires first, or for any other outcome
@@ -112,8 +113,10 @@ class FastRequest:
             sent = send_now(self.route.downstream, self.route.tool, args)  # the server works while the call is set up
         except UnicodeEncodeError:  # a lone surrogate in the arguments: the call meets it in its task, and fails
             sent = None
-        if self.envelope.passthrough:  # no rules, no `Call`: the claimcheck in front makes the handles
-            self.proxy.meters.passed_through(self.route.downstream.name)
+        if self.envelope.passthrough or not self.route.policy.async_enabled:
+            # No rules, no `Call`: the claimcheck in front makes the handles, or the server's rules are off.
+            if self.envelope.passthrough:
+                self.proxy.meters.passed_through(self.route.downstream.name)
             self._answering(functools.partial(self._pass_through, sent))
             return
         session = self._session()
@@ -196,7 +199,9 @@ class FastRequest:
 
     async def _pass_through(self, sent: RawSent | None) -> bytes | Streamed | Followed:
         try:
-            return await pass_through(self.proxy, self.route, self.envelope, self.context, self.relay, sent)
+            return await pass_through(
+                self.proxy, self.route, self.envelope, self.context, self.relay, sent, session=self.session
+            )
         finally:
             if sent is not None and not sent.waiter.done():
                 sent.waiter.cancel()  # never waited for (cancelled first): its answer, when it comes, is dropped
@@ -283,11 +288,13 @@ class Answer:
 
 
 def fast_route(proxy: Proxy, envelope: Envelope) -> Route | None:
-    """The route of a call a fast path takes: a pass-through's (`passthrough_route`), else a plain call's
-    (`plain_route`); None when the SDK's path must make it."""
-    if envelope.passthrough:
-        return passthrough_route(proxy, envelope)
-    return plain_route(proxy, envelope)
+    """The route of a call a fast path takes: a pass-through's (`passthrough_route`), a plain call's
+    (`plain_route`), or, from a client of the handshake era, a plain call to a server whose rules are off (made
+    as a pass-through is, with the client's footer); None when the SDK's path must make it."""
+    route = passthrough_route(proxy, envelope)
+    if envelope.passthrough or route is None or route.policy.async_enabled:
+        return route
+    return route if envelope.sessionless is None else None
 
 
 def plain_route(proxy: Proxy, envelope: Envelope) -> Route | None:

@@ -18,6 +18,10 @@ on the way unless it must be. The answer:
 - a failure of claimcheck's (the server is down, timed out, said an error): its error result, as on the SDK's
   path; anything unexpected: the internal error the SDK's dispatcher would answer.
 
+A plain call to a server whose rules are off (`"async": false`, `--no-async`), from a client of the handshake era, is
+made the same way (the SDK's path makes it so too: `forwarding.forward`), and its answer carries the client's status
+footer as the SDK's path adds it.
+
 The claimcheck in front sends a progress token; progress the downstream reports goes back under it, as
 `notifications/progress` lines through the same writer, before the answer (the SDK's path relays it too; over
 HTTP the request's own channel sends it, `PassthroughRelay` being stdio's).
@@ -42,10 +46,11 @@ from server.downstream.relay import RequestRelay
 from server.downstream.spooled import GrowingOutput, SpooledOutput, materialize
 from server.downstream.tool_call import RawResult, RawSent, call_tool
 from server.errors import ClaimcheckError
+from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, FastRelay, RequestId, line, result_line
-from server.upstream.replies import inline_result, text_result
+from server.upstream.replies import footer_lines, inline_result, text_result, with_footer
 from server.upstream.streamed import Followed, streamable
 
 __all__ = ["PassthroughRelay", "Streamed", "pass_through"]
@@ -104,31 +109,52 @@ async def pass_through(
     context: CallContext,
     relay: RequestRelay,
     sent: RawSent | None,
+    *,
+    session: Session | None = None,
 ) -> bytes | Streamed | Followed:
-    """Call the downstream and say what to answer: a line, or an output to stream (whole, or as it grows)."""
+    """Call the downstream and say what to answer: a line, or an output to stream (whole, or as it grows).
+    `session`: the client's, for a plain call to a server whose rules are off, whose answer carries the session's
+    footer as the SDK's path adds it (None for a pass-through: the claimcheck in front adds its own)."""
     ident, version = envelope.id, context.protocol_version
     args = dict(envelope.arguments) if envelope.arguments is not None else None
+    footer = _Footer(session if proxy.config.settings.status_footer else None)
     try:
         got = await call_tool(route.downstream, route.tool, args, relay, raw=True, sent=sent, follow=True)
         if isinstance(got, GrowingOutput):
-            return _followed(route, ident, version, got)
-        return await _answer(proxy, route, ident, version, got)
+            return _followed(route, ident, version, got, footer)
+        if isinstance(got, RawResult) and got.plain_text() is not None and not footer.lines():
+            return line({"jsonrpc": "2.0", "id": ident, "result": got.result})
+        return await _answer(proxy, route, ident, version, got, footer)
     except ClaimcheckError as exc:
-        return result_line(ident, text_result(str(exc), is_error=True), version)
+        return result_line(ident, footer.added(text_result(str(exc), is_error=True)), version)
     except Exception:
         logger.exception("the fast path failed on a pass-through call of %s", route.public)
         error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
         return line({"jsonrpc": "2.0", "id": ident, "error": error})
 
 
-def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutput) -> Followed:
+class _Footer:
+    """The footer a plain call's answer carries (the session's, as `replies.with_footer` adds it); none for a
+    pass-through, or with the footer off (`session` None)."""
+
+    def __init__(self, session: Session | None) -> None:
+        self._session = session
+
+    def lines(self) -> list[str]:
+        return footer_lines(self._session, None) if self._session is not None else []
+
+    def added(self, result: types.CallToolResult) -> types.CallToolResult:
+        return result if self._session is None else with_footer(result, self._session, None)
+
+
+def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutput, footer: _Footer) -> Followed:
     """The answer to write while `growing` grows: the three lines it may be, shaped as `_answer` shapes them."""
     try:
         placeholder = uuid.uuid4().hex
         lines = (
-            result_line(ident, inline_result(route, text_result(placeholder)), version),
-            result_line(ident, inline_result(route, text_result(placeholder, is_error=True)), version),
-            result_line(ident, text_result(placeholder, is_error=True), version),
+            result_line(ident, footer.added(inline_result(route, text_result(placeholder))), version),
+            result_line(ident, footer.added(inline_result(route, text_result(placeholder, is_error=True))), version),
+            result_line(ident, footer.added(text_result(placeholder, is_error=True)), version),
         )
         return Followed.of(placeholder, lines, growing, stall_s=route.downstream.config.timeout)
     except BaseException:
@@ -137,18 +163,16 @@ def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutp
 
 
 async def _answer(
-    proxy: Proxy, route: Route, ident: RequestId, version: str, got: RawResult | types.CallToolResult
+    proxy: Proxy, route: Route, ident: RequestId, version: str, got: RawResult | types.CallToolResult, footer: _Footer
 ) -> bytes | Streamed:
     if isinstance(got, RawResult):
-        if got.plain_text() is not None:
-            return line({"jsonrpc": "2.0", "id": ident, "result": got.result})
         got = got.model()  # a spool's stand-in comes this way too
     spooled = proxy.pool.spooled.claim(got)
     if spooled is None:
-        return result_line(ident, inline_result(route, got), version)
+        return result_line(ident, footer.added(inline_result(route, got)), version)
     if not streamable(spooled):
         whole = await anyio.to_thread.run_sync(materialize, spooled)
-        return result_line(ident, inline_result(route, whole), version)
+        return result_line(ident, footer.added(inline_result(route, whole)), version)
     placeholder = uuid.uuid4().hex
-    shaped = inline_result(route, text_result(placeholder, is_error=spooled.is_error))
+    shaped = footer.added(inline_result(route, text_result(placeholder, is_error=spooled.is_error)))
     return Streamed(ident, result_line(ident, shaped, version), placeholder, spooled)

@@ -3,13 +3,14 @@
 The stdio transport offers every request line to `FastPath.take` before the SDK parses it. A line that
 is an ordinary tool call (`read_envelope`: method, id, tool name, arguments, nothing else: no `_meta`
 but a 2026-07-28 request's own envelope, so no progress token, log level, task or chain marker) to a
-known tool of a live stdio downstream (`plain_route`), from a client of the era the SDK serves on this
+known tool of a live stdio downstream (`fast_route`), from a client of the era the SDK serves on this
 stream (one that finished its handshake; or a sessionless one, once the SDK served a request of that era:
 `StreamEra`), is answered here, by the fast paths' one request machine (`server.upstream.engine`), with
 `FastPath` as its responder: answers go out as lines through the `LineWriter`. A call a claimcheck in
 front marks as a pass-through (its `_meta` holds the mark and, at most, a progress token) is answered here
 too, as the SDK's path answers it: no rules, no handle, its output streamed from the spool's file when it
-went there, while the file grows when it is long (`server.upstream.fast_passthrough`). A
+went there, while the file grows when it is long (`server.upstream.fast_passthrough`); so is a plain call of the
+handshake era to a server whose rules are off, with the client's footer. A
 `notifications/cancelled` for a call taken here cancels it, and, as the SDK does, a cancelled request is never
 answered. Anything else, and every line while the path is off (`settings.fastPath`, or
 `CLAIMCHECK_FAST_PATH=off`), goes to the SDK.

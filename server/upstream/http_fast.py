@@ -9,9 +9,10 @@ session would:
   an `mcp-protocol-version` header of the handshake era that is the session's own; Host, Origin (the SDK's
   DNS-rebinding check), Accept (JSON and SSE) and Content-Type pass the SDK's own checks; no Last-Event-ID;
 - the body is a plain call (`read_envelope`, the stdio fast path's reader: no `_meta`, so no progress token or
-  task) to a tool `plain_route` takes, from a session whose claimcheck `Session` is already the one the SDK's
+  task) to a tool `fast_route` takes, from a session whose claimcheck `Session` is already the one the SDK's
   path would pick (`Sessions.find`, with the owner key from the Authorization header); an answer that carries
-  the status footer is built with it (`replies.response_line`);
+  the status footer is built with it (`replies.response_line`); to a server whose rules are off, it is made as a
+  pass-through is (below), its answer with the footer;
 - or a pass-through from a claimcheck in front (its `_meta` holds the chain's mark and, at most, a progress
   token) to a tool `passthrough_route` takes: answered as over stdio (`server.upstream.fast_passthrough`), its
   progress sent under the request's token; a long output is sent as it is read, from the spool's file or while

@@ -1,6 +1,7 @@
 """The fast path answers as the SDK's path does: the same calls through two real claimcheck processes,
 one with the fast path forced on and one with it forced off, give the same results, to a client of either era
-(a 2026-07-28 client's answers byte for byte, and an answer that carries the status footer too); every log
+(a 2026-07-28 client's answers byte for byte, an answer that carries the status footer, and calls to a server
+whose rules are off, passed through with the footer); every log
 message of a call reaches the client; a cancelled call is not answered and the next call gets its own answer;
 a call handed out under the time rule is marked so in the status API on both paths.
 The fast path's DEBUG line on stderr tells which calls it took."""
@@ -197,6 +198,51 @@ async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path
     }
     assert normalized["on"] == normalized["off"]
     assert len(taken(logs["on"])) == 2 and taken(logs["off"]) == []  # the slow call and the one with the footer
+
+
+async def test_calls_to_a_server_with_its_rules_off_are_taken_and_answered_as_by_the_sdk_path(tmp_path: Path) -> None:
+    """`"async": false` on one server: its calls are passed through on the fast path (no handle, however long or
+    large), answered as the SDK's path answers them, the footer about the other server's running call included;
+    a 20 MiB result (past the 16 MiB its spool keeps whole) comes back whole on both paths."""
+    servers = {"demo": demo_server_entry(), "plain": {**demo_server_entry(), "async": False}}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("plain__echo", {"text": 'plain, "quoted", \\ \n'}),  # no emoji: its surrogate escapes are the SDK's to read
+        ("plain__fail", {"message": "it failed"}),
+        ("plain__echo", {}),  # a missing argument: the server's own error
+        ("plain__slow", {"seconds": 2}),  # over the time rule: still answered whole, no handle
+        ("plain__big", {"kb": 20 * 1024}),
+    ]
+    answers: dict[str, list[str]] = {}
+    logs: dict[str, Path] = {}
+    with anyio.fail_after(CALL_S):
+        for fast in ("on", "off"):
+            directory = tmp_path / fast
+            directory.mkdir()
+            config = write_config(directory, {"mcpServers": servers, "settings": {"asyncTimeoutSecs": 1}})
+            log = logs[fast] = directory / "stderr.log"
+            env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, "CLAIMCHECK_LOG": "debug"}
+            command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config)]
+            with log.open("wb") as stderr:
+                async with await anyio.open_process(command, stderr=stderr, env=env) as process:
+                    try:
+                        wire = Wire(process)
+                        await wire.handshake("rules-off-test")
+                        await wire.answer(await wire.send("tools/list"))  # once both servers are up
+                        await wire.call("demo__slow", {"seconds": 60})  # a handle: the footer names it
+                        answers[fast] = [json.dumps(await wire.call(name, args)) for name, args in calls]
+                    finally:
+                        process.kill()
+    normalized = {
+        fast: [FOOTER_AGE.sub("(age)", HANDLE.sub("H", answer)) for answer in found] for fast, found in answers.items()
+    }
+    assert normalized["on"] == normalized["off"]
+    echo, failed, _, slow, big = (json.loads(answer)["result"] for answer in answers["on"])
+    assert echo["content"][0]["text"] == calls[0][1]["text"]
+    assert all(result["content"][-1]["text"].startswith("[claimcheck] 1 running: demo__slow") for result in (echo, big))
+    assert failed["isError"] is True and "it failed" in failed["content"][0]["text"]
+    assert slow["content"][0]["text"] == "slept 2 s"
+    assert len(big["content"][0]["text"]) == 20 * 1024 * 1024
+    assert len(taken(logs["on"])) == 1 + len(calls) and taken(logs["off"]) == []
 
 
 async def test_a_call_handed_out_under_the_time_rule_says_so_on_both_paths(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ on and one forced off, driven by plain HTTP requests so the test sees the wire:
   empty, error, missing-argument and unknown-tool calls;
 - what the SDK refuses is refused alike (unknown session, no session header, JSON-only Accept, wrong token,
   a foreign Origin), and what the fast path leaves alone (`_meta`, claimcheck's own tools) is the SDK's;
-- an answer that carries the status footer is taken too, and carries it;
+- an answer that carries the status footer is taken too, and carries it; so are calls to a server whose rules are
+  off (passed through, the footer added, a 20 MiB result whole);
 - a call that logs gets its log message before its answer, on an SSE stream;
 - a cancelled call is answered "Request cancelled" (-32800), as the SDK's 2025-era transport answers it;
 - a client that leaves mid-call leaves the call running to its end, on both paths (the output it made is
@@ -43,11 +44,16 @@ _SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 
 @asynccontextmanager
 async def claimcheck(
-    tmp_path: Path, fast: str, settings: dict[str, Any] | None = None, prime: float = 60
+    tmp_path: Path,
+    fast: str,
+    settings: dict[str, Any] | None = None,
+    prime: float = 60,
+    servers: dict[str, Any] | None = None,
 ) -> AsyncIterator[str]:
     """The URL of a claimcheck serving streamable HTTP with the fast path `fast` (on/off), token `TOKEN`; a
-    fast-path call still running after `prime` seconds is answered on a resumable SSE stream (else in JSON)."""
-    data: dict[str, Any] = {"mcpServers": {"demo": demo_server_entry()}, "settings": settings or {}}
+    fast-path call still running after `prime` seconds is answered on a resumable SSE stream (else in JSON);
+    `servers`: its servers, when not the demo server alone."""
+    data: dict[str, Any] = {"mcpServers": servers or {"demo": demo_server_entry()}, "settings": settings or {}}
     (tmp_path / fast).mkdir()
     config = write_config(tmp_path / fast, data)
     command = [
@@ -117,22 +123,25 @@ def kind(response: httpx2.Response) -> str:
 
 
 @asynccontextmanager
-async def peers(tmp_path: Path, prime: float = 60, **settings: Any) -> AsyncIterator[dict[str, Peer]]:
+async def peers(
+    tmp_path: Path, prime: float = 60, servers: dict[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[dict[str, Peer]]:
     """One opened session on a fast-path-on and one on a fast-path-off claimcheck."""
     async with (
-        claimcheck(tmp_path, "on", settings, prime) as on,
-        claimcheck(tmp_path, "off", settings, prime) as off,
+        claimcheck(tmp_path, "on", settings, prime, servers) as on,
+        claimcheck(tmp_path, "off", settings, prime, servers) as off,
         httpx2.AsyncClient(timeout=CALL_S) as http,
     ):
         opened = {"on": Peer(http, on), "off": Peer(http, off)}
         with anyio.fail_after(CALL_S):
             for peer in opened.values():
-                while True:  # the demo server may still be starting: a call before it is up is an error
-                    await peer.open() if not peer.session else None
-                    answer = messages(await peer.call("ready", "demo__echo", {"text": "ready?"}))[-1]
-                    if answer.get("result", {}).get("content", [{}])[0].get("text") == "ready?":
-                        break
-                    await anyio.sleep(0.2)
+                for name in servers or ["demo"]:
+                    while True:  # a demo server may still be starting: a call before it is up is an error
+                        await peer.open() if not peer.session else None
+                        answer = messages(await peer.call("ready", f"{name}__echo", {"text": "ready?"}))[-1]
+                        if answer.get("result", {}).get("content", [{}])[0].get("text") == "ready?":
+                            break
+                        await anyio.sleep(0.2)
         yield opened
 
 
@@ -340,3 +349,34 @@ async def test_an_answer_with_the_status_footer_is_taken_and_carries_it(tmp_path
         for mode, answer in answers.items()
     }
     assert normalized["on"] == normalized["off"]
+
+
+async def test_calls_to_a_server_with_its_rules_off_are_taken_and_carry_the_footer(tmp_path: Path) -> None:
+    """`"async": false` on one server: its calls are passed through on the fast path (one JSON body, however long
+    the call or large its result), with the footer about the other server's running call, as the SDK's path
+    answers them (on SSE); a 20 MiB result (past the 16 MiB its spool keeps whole) comes back whole."""
+    servers = {"demo": demo_server_entry(), "plain": {**demo_server_entry(), "async": False}}
+    handle = re.compile(r"session-[0-9a-f]+/[0-9a-f]+")
+    calls: list[tuple[int, str, dict[str, Any]]] = [
+        (2, "plain__echo", {"text": 'plain, "quoted", é 中 \U0001f600 \\ \n'}),
+        (3, "plain__slow", {"seconds": 2}),  # over the time rule: still answered whole, no handle
+        (4, "plain__big", {"kb": 20 * 1024}),
+    ]
+    async with peers(tmp_path, servers=servers, asyncTimeoutSecs=1) as both:
+        answers: dict[str, list[httpx2.Response]] = {}
+        with anyio.fail_after(CALL_S):
+            for mode, peer in both.items():
+                slow = messages(await peer.call(1, "demo__slow", {"seconds": 60}))[-1]
+                assert handle.search(slow["result"]["content"][0]["text"])
+                answers[mode] = [await peer.call(*call) for call in calls]
+    assert [kind(response) for response in answers["on"]] == ["application/json"] * len(calls)
+    assert {kind(response) for response in answers["off"]} == {"text/event-stream"}
+    normalized = {
+        mode: [FOOTER_AGE.sub("(age)", handle.sub("H", json.dumps(messages(answer)[-1]))) for answer in found]
+        for mode, found in answers.items()
+    }
+    assert normalized["on"] == normalized["off"]
+    echo, slept, big = (messages(answer)[-1]["result"] for answer in answers["on"])
+    assert echo["content"][0]["text"] == calls[0][2]["text"] and slept["content"][0]["text"] == "slept 2 s"
+    assert len(big["content"][0]["text"]) == 20 * 1024 * 1024
+    assert all(result["content"][-1]["text"].startswith("[claimcheck] 1 running: demo__slow") for result in (echo, big))
