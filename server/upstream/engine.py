@@ -2,9 +2,10 @@
 
 Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as
 the SDK's path would (`fast_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
-transport writes. A pass-through, and a plain call to a server whose rules are off, start no `Call`: they are
-answered by `fast_passthrough.pass_through`. The call starts as any proxied call does (`begin`, so the time rule, handles, history and
-the status API see it) and goes to the downstream as bytes (`server.downstream.tool_call`). Its answer is
+transport writes. (A pass-through, and a plain call to a server whose rules are off, start no `Call`: they are
+answered by `fast_passthrough.pass_through`.) The call starts as any proxied call does (`begin`, so the time
+rule, handles, history and the status API see it) and goes to the downstream as bytes
+(`server.downstream.tool_call`). Its answer is
 written when it finishes (`Call.then`), without a task: the downstream's plain result as it came, under the
 client's id (`replies.response_line`); or, when the time rule's timer fires first, or for any other outcome
 (a handle, an error, a stored output), it is built in a task of the lifespan task group by `answer`, as on

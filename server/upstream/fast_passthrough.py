@@ -18,9 +18,9 @@ on the way unless it must be. The answer:
 - a failure of claimcheck's (the server is down, timed out, said an error): its error result, as on the SDK's
   path; anything unexpected: the internal error the SDK's dispatcher would answer.
 
-A plain call to a server whose rules are off (`"async": false`, `--no-async`), from a client of the handshake era, is
-made the same way (the SDK's path makes it so too: `forwarding.forward`), and its answer carries the client's status
-footer as the SDK's path adds it.
+A plain call to a server whose rules are off (`"async": false`, `--no-async`), from a client of the handshake
+era, is made the same way (as the SDK's path makes it: `forwarding.forward`), and its answer carries the client's
+status footer as the SDK's path adds it.
 
 The claimcheck in front sends a progress token; progress the downstream reports goes back under it, as
 `notifications/progress` lines through the same writer, before the answer (the SDK's path relays it too; over
