@@ -16,7 +16,7 @@ one call of the size: seconds from the call to the too-large answer (the handle)
 its idle peak, the CPU seconds each claimcheck spent on the call (/proc/PID/stat), and whether the answer names
 the size the producer wrote.
 
-Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH]
+Usage: python bench/chain_large.py [--sizes 200,1000] [--rounds 3] [--json PATH] [--ascii]
                                    [--paths single,plain,chain,chain-http,chain-http-sdk,chain-sse]
 """
 
@@ -70,8 +70,11 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+ASCII = False  # the producer's text in ASCII (`--ascii`)
+
+
 def _call(wire: Wire, tool: str, mib: int) -> str:
-    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib, "ascii": ASCII}})
     answer = json.loads(wire.line())
     return str(answer["result"]["content"][0]["text"])
 
@@ -157,16 +160,16 @@ def _plain(wire: Wire, tool: str, mib: int) -> dict[str, Any]:
     """The `plain` path's call: the whole output in the answer, read to a counter (its size checked against the
     producer's text escaped), after a warm-up call of `WARM_MIB`."""
     counted = _Counter()
-    wire.send("tools/call", {"name": tool, "arguments": {"mib": WARM_MIB}})
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": WARM_MIB, "ascii": ASCII}})
     wire.line(counted)
     pid = wire.process.pid
     idle, cpu_before = vm(pid, "VmHWM"), _cpu(pid)
     start = time.perf_counter()
-    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib}})
+    wire.send("tools/call", {"name": tool, "arguments": {"mib": mib, "ascii": ASCII}})
     size = int(wire.line(_Counter()))
     seconds = time.perf_counter() - start
     cpu, grown = _cpu(pid) - cpu_before, vm(pid, "VmHWM") - idle
-    escaped = sum(len(json.dumps(piece, ensure_ascii=False).encode()) - 2 for piece in fast_text_pieces(mib))
+    escaped = sum(len(json.dumps(piece, ensure_ascii=False).encode()) - 2 for piece in fast_text_pieces(mib, ASCII))
     return {
         "path": "plain",
         "mib": mib,
@@ -216,7 +219,10 @@ def main() -> None:
         default="single,chain",
         help="of single, plain, chain, chain-http, chain-http-sdk, chain-sse (comma-separated)",
     )
+    parser.add_argument("--ascii", action="store_true", help="the producer's text in ASCII (no é, no emoji)")
     args = parser.parse_args()
+    global ASCII
+    ASCII = args.ascii
     paths = args.paths.split(",")
     rows: list[dict[str, Any]] = []
     for mib in [int(size) for size in args.sizes.split(",")]:

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
 PLACEHOLDER = "0f" * 16
 NOTE = "[claimcheck] the error above came from the tool"
 TEXT = "".join(f'line {n:07d} "quoted" \\ back é 😀 \u2028 tab\t{"x" * (n % 50)}\n' for n in range(120_000))
+ASCII_TEXT = "".join(f'line {n:07d} "quoted" \\ back tab\t{"x" * (n % 50)}\n' for n in range(150_000))
 PIECE = 200_003  # cuts characters and escapes between pieces
 
 
@@ -39,8 +40,8 @@ def lines(ident: int) -> tuple[bytes, bytes, bytes]:
     return plain, errored, ended
 
 
-def message(*, is_error: bool = False, ascii_only: bool = False) -> bytes:
-    result = {"content": [{"type": "text", "text": TEXT}], "isError": is_error}
+def message(*, is_error: bool = False, ascii_only: bool = False, text: str = TEXT) -> bytes:
+    result = {"content": [{"type": "text", "text": text}], "isError": is_error}
     return json.dumps({"jsonrpc": "2.0", "id": 7, "result": result}, ensure_ascii=ascii_only).encode()
 
 
@@ -104,15 +105,25 @@ def spool_files(directory: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("is_error", "cut", "ascii_only"),
-    [(False, False, False), (True, False, False), (False, True, False), (False, False, True), (False, True, True)],
+    ("is_error", "cut", "ascii_only", "text"),
+    [
+        (False, False, False, TEXT),
+        (True, False, False, TEXT),
+        (False, True, False, TEXT),
+        (False, False, True, TEXT),
+        (False, True, True, TEXT),
+        (False, False, False, ASCII_TEXT),
+        (False, True, False, ASCII_TEXT),
+    ],
+    ids=["text", "error", "cut", "escaped", "escaped-cut", "ascii", "ascii-cut"],
 )
 async def test_an_answer_written_as_its_output_grows_is_the_answer_written_from_the_whole_file(
-    tmp_path: Path, is_error: bool, cut: bool, ascii_only: bool
+    tmp_path: Path, is_error: bool, cut: bool, ascii_only: bool, text: str
 ) -> None:
     """The text after the first piece is passed on as the server escaped it: the same line as the whole file's
-    where the server escapes as claimcheck does, and the same text where it escapes otherwise (`\\u00e9`)."""
-    data = message(is_error=is_error, ascii_only=ascii_only)
+    where the server escapes as claimcheck does, and the same text where it escapes otherwise (`\\u00e9`); ASCII
+    text as well, cut at the same byte."""
+    data = message(is_error=is_error, ascii_only=ascii_only, text=text)
     policy = {"max_output_bytes": 3 << 20} if cut else {}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -127,9 +138,10 @@ async def test_an_answer_written_as_its_output_grows_is_the_answer_written_from_
     result = json.loads(followed)["result"]
     assert result.get("isError", False) is is_error
     if cut:
-        assert result["content"][0]["text"].endswith(CUT_MARKER.format(limit=3 << 20, total=len(TEXT.encode())))
+        assert result["content"][0]["text"].endswith(CUT_MARKER.format(limit=3 << 20, total=len(text.encode())))
+        assert result["content"][0]["text"].startswith(text.encode()[: 3 << 20].decode("utf-8", "ignore"))
     else:
-        assert result["content"][0]["text"] == TEXT
+        assert result["content"][0]["text"] == text
     assert spool_files(tmp_path / "a") == [], "the followed output's files are removed once it was written"
 
 

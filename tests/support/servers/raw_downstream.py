@@ -2,7 +2,8 @@
 
 Tools: `big {mib}` answers with `mib` MiB of text (deterministic, with quotes, backslashes and non-ASCII that
 JSON must escape), written in pieces; `fast {mib}` answers with the same kind of text as fast as the pipe
-takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against);
+takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against;
+with `ascii: true` the block is ASCII);
 `endless {}` starts an answer and never finishes it; `echo {text}`. `big` and `fast` answer an error result
 (`isError: true`) with `error: true`.
 Run: `python tests/support/servers/raw_downstream.py` (stdio; stdlib only, so by path too), or `--http PORT` for
@@ -64,34 +65,41 @@ def _escaped(text: str) -> bytes:
     return json.dumps(text, ensure_ascii=False)[1:-1].encode()
 
 
-def _fast_block() -> str:
-    """Exactly 1 MiB of UTF-8: the start of `big`'s text, padded with "x" where a character would be cut."""
+def _fast_block(ascii_only: bool = False) -> str:
+    """Exactly 1 MiB of UTF-8: the start of `big`'s text, padded with "x" where a character would be cut;
+    `ascii_only`: with "e" for "é" and ":)" for the emoji."""
     text = next(big_text_pieces(1))
+    if ascii_only:
+        text = text.replace("é", "e").replace("\U0001f600", ":)")
     return text + "x" * ((1 << 20) - len(text.encode()))
 
 
-_FAST_BLOCK = _fast_block()
-_FAST_ESCAPED = _escaped(_FAST_BLOCK)  # raw UTF-8, as the SDK (pydantic) and Node write text
+_FAST_BLOCKS = {False: _fast_block(), True: _fast_block(ascii_only=True)}
+_FAST_ESCAPED = {kind: _escaped(block) for kind, block in _FAST_BLOCKS.items()}  # raw UTF-8, as pydantic and Node write
 
 
-def fast_text_pieces(mib: float) -> Iterator[str]:
+def fast_text_pieces(mib: float, ascii_only: bool = False) -> Iterator[str]:
     """The text of `fast`: `mib` MiB of UTF-8, whole blocks then the start of one (cut on a character)."""
+    block = _FAST_BLOCKS[ascii_only]
     size = int(mib * (1 << 20))
     for _ in range(size >> 20):
-        yield _FAST_BLOCK
+        yield block
     rest = size & ((1 << 20) - 1)
     if rest:
-        yield _FAST_BLOCK.encode()[:rest].decode("utf-8", "ignore")
+        yield block.encode()[:rest].decode("utf-8", "ignore")
 
 
-def fast_text_sha256(mib: float) -> tuple[str, int]:
-    return _sha256_of(fast_text_pieces(mib))
+def fast_text_sha256(mib: float, ascii_only: bool = False) -> tuple[str, int]:
+    return _sha256_of(fast_text_pieces(mib, ascii_only))
 
 
 _FLAG = {"type": "boolean"}
 TOOLS = [
     {"name": "big", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG}}},
-    {"name": "fast", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG}}},
+    {
+        "name": "fast",
+        "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG, "ascii": _FLAG}},
+    },
     {"name": "endless", "inputSchema": {"type": "object"}},
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
 ]
@@ -136,8 +144,10 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
             while True:
                 out.write(filler)
         if name == "fast":
-            for piece in fast_text_pieces(float(args.get("mib", 1))):
-                out.write(_FAST_ESCAPED if piece is _FAST_BLOCK else _escaped(piece))
+            ascii_only = args.get("ascii") is True
+            block, escaped = _FAST_BLOCKS[ascii_only], _FAST_ESCAPED[ascii_only]
+            for piece in fast_text_pieces(float(args.get("mib", 1)), ascii_only):
+                out.write(escaped if piece is block else _escaped(piece))
         else:
             for piece in big_text_pieces(float(args.get("mib", 1))):
                 out.write(json.dumps(piece)[1:-1].encode())
