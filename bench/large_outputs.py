@@ -25,7 +25,7 @@ beside its time; with `--settle S`, its RSS S seconds after the call too (steady
 tokenizer's vocabulary go).
 
 Usage: python bench/large_outputs.py [--sizes 1,10,100,1000] [--kinds stdio,http] [--skip direct,fastmcp,python-floor]
-                                     [--repeat 3] [--tool fast|big] [--settle 70]
+                                     [--repeat 3] [--tool fast|big] [--settle 70] [--ascii]
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ MIB = 1 << 20
 LIMIT_S = 300
 PIPE_BYTES = 1 << 20  # server.downstream.processes.PIPE_BYTES
 TOOL = "fast"  # the downstream's tool that produces the output (--tool)
+ARGUMENTS: dict[str, Any] = {}  # the tool's arguments besides its size (`--ascii`: {"ascii": True})
 SETTLE_S = 0.0  # after the measured call, wait this long and report claimcheck's RSS (--settle)
 MEMORY_LIMIT = 8 << 30  # the SDK client and FastMCP hold results whole: cap them so they cannot take the machine
 
@@ -166,7 +167,7 @@ def _stdio_call(entry: dict[str, Any], mib: int, drain: Callable[[int], int]) ->
         stdout = wire.process.stdout.fileno()  # the handshake's answer was one read: nothing waits in the buffer
         fcntl.fcntl(stdout, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
         start, cpu = time.perf_counter(), own_cpu()
-        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib, **ARGUMENTS}})
         size = drain(stdout)
         elapsed, cpu_after = time.perf_counter() - start, own_cpu()
     finally:
@@ -198,7 +199,12 @@ def floor(kind: str, mib: int, entry: dict[str, Any], scratch: Path) -> dict[str
             target.unlink(missing_ok=True)
     url = urllib.parse.urlsplit(entry["url"])
     body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": TOOL, "arguments": {"mib": mib}}}
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": TOOL, "arguments": {"mib": mib, **ARGUMENTS}},
+        }
     )
     head = (
         f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
@@ -243,7 +249,7 @@ def claimcheck(entry: dict[str, Any], mib: int, scratch: Path) -> dict[str, Any]
         idle = vm(wire.process.pid, "VmHWM")
         cpu = cpu_seconds(wire.process.pid)
         start = time.perf_counter()
-        wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": f"raw__{TOOL}", "arguments": {"mib": mib, **ARGUMENTS}})
         answer = json.loads(wire.line())
         elapsed = time.perf_counter() - start
         cpu_after = cpu_seconds(wire.process.pid)
@@ -271,7 +277,7 @@ async def main(entry, mib, tool):
               if "command" in entry else entry["url"])
     async with Client(target, mode="legacy") as client:
         start = time.perf_counter()
-        result = await client.call_tool(tool, {"mib": mib})
+        result = await client.call_tool(tool, {"mib": mib, **json.loads(sys.argv[4])})
         elapsed = time.perf_counter() - start
     size = sum(len(c.text.encode()) for c in result.content)
     peak = int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
@@ -281,7 +287,7 @@ anyio.run(main, json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
 
 
 def direct(entry: dict[str, Any], mib: int) -> dict[str, Any]:
-    return _child([PY, "-c", _DIRECT, json.dumps(entry), str(mib), TOOL])
+    return _child([PY, "-c", _DIRECT, json.dumps(entry), str(mib), TOOL, json.dumps(ARGUMENTS)])
 
 
 def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
@@ -295,7 +301,7 @@ def fastmcp(entry: dict[str, Any], mib: int) -> dict[str, Any]:
         wire.handshake()
         idle = vm(wire.process.pid, "VmHWM")
         start = time.perf_counter()
-        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib}})
+        wire.send("tools/call", {"name": TOOL, "arguments": {"mib": mib, **ARGUMENTS}})
         with open(os.devnull, "wb") as sink:
             size = int(wire.line(sink))
         elapsed = time.perf_counter() - start
@@ -331,7 +337,7 @@ def _median_of(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    global TOOL, SETTLE_S
+    global TOOL, SETTLE_S, ARGUMENTS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--kinds", default="stdio,http")
@@ -339,9 +345,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="alternations of floor and claimcheck per size")
     parser.add_argument("--tool", choices=("fast", "big"), default="fast")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--ascii", action="store_true", help="`fast`'s text in ASCII (no é, no emoji)")
     parser.add_argument("--settle", type=float, default=0.0, help="then wait this long and report claimcheck's RSS")
     args = parser.parse_args()
     TOOL, SETTLE_S = args.tool, args.settle
+    ARGUMENTS = {"ascii": True} if args.ascii else {}
     skip = set(filter(None, args.skip.split(",")))
     results = []
     for kind in args.kinds.split(","):
