@@ -50,7 +50,7 @@ from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, FastRelay, RequestId, line, result_line
-from server.upstream.replies import footer_lines, inline_result, text_result, with_footer
+from server.upstream.replies import footer_lines, inline_result, text_result, with_lines
 from server.upstream.streamed import Followed, streamable
 
 __all__ = ["PassthroughRelay", "Streamed", "pass_through"]
@@ -117,44 +117,35 @@ async def pass_through(
     footer as the SDK's path adds it (None for a pass-through: the claimcheck in front adds its own)."""
     ident, version = envelope.id, context.protocol_version
     args = dict(envelope.arguments) if envelope.arguments is not None else None
-    footer = _Footer(session if proxy.config.settings.status_footer else None)
+    footed = session if proxy.config.settings.status_footer else None  # whose footer the answer carries
     try:
         got = await call_tool(route.downstream, route.tool, args, relay, raw=True, sent=sent, follow=True)
+        footer = footer_lines(footed, None) if footed is not None else []
         if isinstance(got, GrowingOutput):
             return _followed(route, ident, version, got, footer)
-        if isinstance(got, RawResult) and got.plain_text() is not None and not footer.lines():
+        if isinstance(got, RawResult) and got.plain_text() is not None and not footer:
             return line({"jsonrpc": "2.0", "id": ident, "result": got.result})
         return await _answer(proxy, route, ident, version, got, footer)
     except ClaimcheckError as exc:
-        return result_line(ident, footer.added(text_result(str(exc), is_error=True)), version)
+        footer = footer_lines(footed, None) if footed is not None else []
+        return result_line(ident, with_lines(text_result(str(exc), is_error=True), footer), version)
     except Exception:
         logger.exception("the fast path failed on a pass-through call of %s", route.public)
         error = {"code": types.INTERNAL_ERROR, "message": "Internal error"}
         return line({"jsonrpc": "2.0", "id": ident, "error": error})
 
 
-class _Footer:
-    """The footer a plain call's answer carries (the session's, as `replies.with_footer` adds it); none for a
-    pass-through, or with the footer off (`session` None)."""
-
-    def __init__(self, session: Session | None) -> None:
-        self._session = session
-
-    def lines(self) -> list[str]:
-        return footer_lines(self._session, None) if self._session is not None else []
-
-    def added(self, result: types.CallToolResult) -> types.CallToolResult:
-        return result if self._session is None else with_footer(result, self._session, None)
-
-
-def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutput, footer: _Footer) -> Followed:
-    """The answer to write while `growing` grows: the three lines it may be, shaped as `_answer` shapes them."""
+def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutput, footer: list[str]) -> Followed:
+    """The answer to write while `growing` grows: the three lines it may be, shaped as `_answer` shapes them, each
+    with the `footer` lines."""
     try:
         placeholder = uuid.uuid4().hex
         lines = (
-            result_line(ident, footer.added(inline_result(route, text_result(placeholder))), version),
-            result_line(ident, footer.added(inline_result(route, text_result(placeholder, is_error=True))), version),
-            result_line(ident, footer.added(text_result(placeholder, is_error=True)), version),
+            result_line(ident, with_lines(inline_result(route, text_result(placeholder)), footer), version),
+            result_line(
+                ident, with_lines(inline_result(route, text_result(placeholder, is_error=True)), footer), version
+            ),
+            result_line(ident, with_lines(text_result(placeholder, is_error=True), footer), version),
         )
         return Followed.of(placeholder, lines, growing, stall_s=route.downstream.config.timeout)
     except BaseException:
@@ -163,16 +154,21 @@ def _followed(route: Route, ident: RequestId, version: str, growing: GrowingOutp
 
 
 async def _answer(
-    proxy: Proxy, route: Route, ident: RequestId, version: str, got: RawResult | types.CallToolResult, footer: _Footer
+    proxy: Proxy,
+    route: Route,
+    ident: RequestId,
+    version: str,
+    got: RawResult | types.CallToolResult,
+    footer: list[str],
 ) -> bytes | Streamed:
     if isinstance(got, RawResult):
         got = got.model()  # a spool's stand-in comes this way too
     spooled = proxy.pool.spooled.claim(got)
     if spooled is None:
-        return result_line(ident, footer.added(inline_result(route, got)), version)
+        return result_line(ident, with_lines(inline_result(route, got), footer), version)
     if not streamable(spooled):
         whole = await anyio.to_thread.run_sync(materialize, spooled)
-        return result_line(ident, footer.added(inline_result(route, whole)), version)
+        return result_line(ident, with_lines(inline_result(route, whole), footer), version)
     placeholder = uuid.uuid4().hex
-    shaped = footer.added(inline_result(route, text_result(placeholder, is_error=spooled.is_error)))
+    shaped = with_lines(inline_result(route, text_result(placeholder, is_error=spooled.is_error)), footer)
     return Streamed(ident, result_line(ident, shaped, version), placeholder, spooled)

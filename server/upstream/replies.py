@@ -26,6 +26,7 @@ __all__ = [
     "response_line",
     "text_result",
     "with_footer",
+    "with_lines",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,11 @@ def with_footer(
 ) -> types.CallToolResult:
     """`result` plus the status line, while the session has running or unread outputs besides `about`,
     and a line about the questions its calls wait to have answered (unless `result` shows them)."""
-    lines = footer_lines(session, about, questions=questions)
+    return with_lines(result, footer_lines(session, about, questions=questions))
+
+
+def with_lines(result: types.CallToolResult, lines: list[str]) -> types.CallToolResult:
+    """`result` with `lines` (a footer's, `footer_lines`) after its content, each a text item."""
     if not lines:
         return result
     extra = [types.TextContent(type="text", text=text) for text in lines]
@@ -92,10 +97,7 @@ def response_line(
         answer: bytes | None = wire.text_result(envelope.id, texts + lines, sent, context.protocol_version)
         if answer is not None:  # as `wire.result` writes it, without validating and shaping it again
             return answer
-    model = result.model() if isinstance(result, RawResult) else result
-    if lines:
-        extra = [types.TextContent(type="text", text=text) for text in lines]
-        model = model.model_copy(update={"content": [*model.content, *extra]})
+    model = with_lines(result.model() if isinstance(result, RawResult) else result, lines)
     if wire is not None:
         return bytes(wire.result(envelope.id, model, context.protocol_version))
     return result_line(envelope.id, model, context.protocol_version)  # as the SDK's path shapes it
