@@ -46,6 +46,7 @@ class Session:
         self.mirrors: dict[str, Call] = {}  # handles of this session that other replicas run (handles.mirrors)
         self.inbox = Inbox()  # the questions its calls wait to have answered, and its standing channel
         self.waiting = 0  # wait_for_tool_output calls waiting now (`settings.limits.waits`, server.handles.shares)
+        self.passing = 0  # calls running now that start no `Call` (`settings.limits.calls`, server.handles.shares)
         self._changed = anyio.Event()
         self.closed = False
         self.lists_roots = False

@@ -1,8 +1,9 @@
 """Fair shares of claimcheck's own work, counted by principal (`server.handles.owners.principal_of`), never by
 session: however many `Claimcheck-Session` headers or connections a principal uses, its sessions together hold
-at most `settings.limits` of running calls and of sessions (past the latter, its least recently used idle
-session ends: `over_sessions`). A session its connection owns (stdio, handshake-era HTTP without a
-token) is a principal of its own. One over its share gets an `OverShare` naming the setting and when one frees.
+at most `settings.limits` of running calls (those with a `Call`, and those without one: `passing`) and of
+sessions (past the latter, its least recently used idle session ends: `over_sessions`). A session its connection
+owns (stdio, handshake-era HTTP without a token) is a principal of its own. One over its share gets an
+`OverShare` naming the setting and when one frees.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from server.errors import OverShare
 from server.handles.owners import principal_of
 from server.handles.session import Session
 
-__all__ = ["check_calls", "of_principal", "over_sessions", "waiting"]
+__all__ = ["check_calls", "of_principal", "over_sessions", "passing", "waiting"]
 
 
 def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
@@ -30,6 +31,7 @@ def check_calls(live: Iterable[Session], session: Session, limit: int, stored_li
     and (`stored_limit`) fewer than that many bytes of outputs stored on disk."""
     running = stored = 0
     for mine in of_principal(live, session):
+        running += mine.passing
         for call in mine.calls.values():
             if call.status == "running":
                 running += 1
@@ -46,6 +48,20 @@ def check_calls(live: Iterable[Session], session: Session, limit: int, stored_li
             "an output is removed when its session ends, or keepOutputsSecs after it was last read once no "
             "connection of its session is open; then call again."
         )
+
+
+@contextmanager
+def passing(live: Iterable[Session], session: Session, limit: int) -> Iterator[None]:
+    """One call of `session`'s principal that starts no `Call` (a pass-through for a claimcheck in front, a plain
+    call to a server whose rules are off), while it runs: counted with its running calls against `limit`
+    (`limits.calls`), past which an `OverShare`. Such a call stores nothing, so `limits.storedBytes` does not
+    refuse it."""
+    check_calls(live, session, limit)
+    session.passing += 1
+    try:
+        yield
+    finally:
+        session.passing -= 1
 
 
 @contextmanager

@@ -1,11 +1,11 @@
 """The fast paths' one request machine: a plain `tools/call`, the time rule, the answer, a cancellation.
 
-Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as
-the SDK's path would (`fast_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its
-transport writes. (A pass-through, and a plain call to a server whose rules are off, start no `Call`: they are
-answered by `fast_passthrough.pass_through`.) The call starts as any proxied call does (`begin`, so the time
-rule, handles, history and the status API see it) and goes to the downstream as bytes
-(`server.downstream.tool_call`). Its answer is
+Every fast path (the stdio line, HTTP with a session, sessionless HTTP) takes a call it can make exactly as the SDK's
+path would (`fast_route`) and hands it to a `FastRequest`, with a `Responder` that only knows how its transport
+writes. (A pass-through, and a plain call to a server whose rules are off, start no `Call`: they are answered by
+`fast_passthrough.pass_through`, counted in the principal's share of running calls while they run.) The call starts
+as any proxied call does (`begin`, so the time rule, handles, history and the status API see it) and goes to the
+downstream as bytes (`server.downstream.tool_call`). Its answer is
 written when it finishes (`Call.then`), without a task: the downstream's plain result as it came, under the
 client's id (`replies.response_line`); or, when the time rule's timer fires first, or for any other outcome
 (a handle, an error, a stored output), it is built in a task of the lifespan task group by `answer`, as on
@@ -87,12 +87,12 @@ class FastRequest:
         envelope: Envelope,
         route: Route,
         context: CallContext,
-        session: Session | None,
+        session: Session,
         origin: str,
         relay: RequestRelay | None = None,
     ) -> None:
-        """`session` and `origin` (`Entrance.origin`): whose call it starts (None for a pass-through, which
-        starts none); `relay`: the call's, when not the one `_relay_of` gives."""
+        """`session` and `origin` (`Entrance.origin`): whose call it is (a pass-through starts no `Call`, but
+        counts in its principal's share); `relay`: the call's, when not the one `_relay_of` gives."""
         self.proxy = proxy
         self.responder = responder
         self.envelope = envelope
@@ -120,7 +120,7 @@ class FastRequest:
                 self.proxy.meters.passed_through(self.route.downstream.name)
             self._answering(functools.partial(self._pass_through, sent))
             return
-        session = self._session()
+        session = self.session
         try:
             self.call, self.call_relay = begin(
                 self.proxy,
@@ -146,7 +146,7 @@ class FastRequest:
         """The call finished (in its own task): a plain answer is written at once; any other is built by `answer`."""
         if self.state != "waiting":
             return
-        call, session = self.call, self._session()
+        call, session = self.call, self.session
         assert call is not None
         match call.outcome:
             case Inline(raw=dict() as raw):
@@ -213,7 +213,7 @@ class FastRequest:
             self.call,
             self.call_relay,
             self.context,
-            self._session(),
+            self.session,
         )
         result: types.CallToolResult | RawResult
         about: Call | None = None
@@ -230,10 +230,6 @@ class FastRequest:
             return error_line(self.envelope, exc, context)
         footer = proxy.config.settings.status_footer
         return response_line(self.envelope, session, result, about, context, footer=footer)
-
-    def _session(self) -> Session:
-        assert self.session is not None, "only a pass-through has no session, and no call"
-        return self.session
 
     def cancel(self) -> None:
         """The client cancelled its request: as the SDK does, it is never answered; a call not handed out yet is
@@ -255,7 +251,7 @@ class FastRequest:
             self.call_relay.upstream = None
         if call is not None:
             call.then(None)
-            drop(self._session(), call)
+            drop(self.session, call)
         self.responder.forget(self)
 
 

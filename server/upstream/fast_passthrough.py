@@ -3,8 +3,9 @@ this one forwards.
 
 A call whose `_meta` holds `io.claimcheck/passthrough` (`server.downstream.chain`) is answered as the SDK's path
 answers it (`forwarding.forward` with `passthrough`): no time rule, no size rule, no handle, no footer, no `Call`
-record; but the downstream is called as bytes (`server.downstream.tool_call`) and nothing is parsed into models
-on the way unless it must be. The answer:
+record (it counts in its principal's share of running calls while it runs: `shares.passing`); but the downstream is
+called as bytes (`server.downstream.tool_call`) and nothing is parsed into models on the way unless it must be.
+The answer:
 
 - a plain-text result: as the downstream gave it, under the client's id;
 - any other result: with the downstream's error note (`forwarding.inline_result`), shaped by the SDK's
@@ -47,6 +48,7 @@ from server.downstream.spooled import GrowingOutput, SpooledOutput, materialize
 from server.downstream.tool_call import RawResult, RawSent, call_tool
 from server.errors import ClaimcheckError
 from server.handles.sessions import Session
+from server.handles.shares import passing
 from server.proxy import Proxy
 from server.upstream.line_writer import LineWriter
 from server.upstream.plain_call import CallContext, Envelope, FastRelay, RequestId, line, result_line
@@ -110,16 +112,19 @@ async def pass_through(
     relay: RequestRelay,
     sent: RawSent | None,
     *,
-    session: Session | None = None,
+    session: Session,
 ) -> bytes | Streamed | Followed:
     """Call the downstream and say what to answer: a line, or an output to stream (whole, or as it grows).
-    `session`: the client's, for a plain call to a server whose rules are off, whose answer carries the session's
-    footer as the SDK's path adds it (None for a pass-through: the claimcheck in front adds its own)."""
+    `session`: the client's, whose principal's share of running calls (`limits.calls`) the call counts in while it
+    runs (`shares.passing`); the answer to a plain call to a server whose rules are off carries its footer as the
+    SDK's path adds it (a pass-through's does not: the claimcheck in front adds its own)."""
     ident, version = envelope.id, context.protocol_version
     args = dict(envelope.arguments) if envelope.arguments is not None else None
-    footed = session if proxy.config.settings.status_footer else None  # whose footer the answer carries
+    settings = proxy.config.settings
+    footed = session if settings.status_footer and not envelope.passthrough else None  # whose footer it carries
     try:
-        got = await call_tool(route.downstream, route.tool, args, relay, raw=True, sent=sent, follow=True)
+        with passing(proxy.sessions.live, session, settings.limits.calls):
+            got = await call_tool(route.downstream, route.tool, args, relay, raw=True, sent=sent, follow=True)
         footer = footer_lines(footed, None) if footed is not None else []
         if isinstance(got, GrowingOutput):
             return _followed(route, ident, version, got, footer)

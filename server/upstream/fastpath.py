@@ -88,9 +88,9 @@ class FastPath:
             raise
         return True
 
-    def _caller(self, envelope: Envelope) -> tuple[CallContext, Session | None, str] | None:
-        """Who makes the call, as the SDK's path would find them: the client, its session and `Entrance.origin` (a
-        pass-through starts no call: no session); None when the SDK's path must find them."""
+    def _caller(self, envelope: Envelope) -> tuple[CallContext, Session, str] | None:
+        """Who makes the call, as the SDK's path would find them: the client, its session and `Entrance.origin`;
+        None when the SDK's path must find them."""
         era, sessionless = self._era, envelope.sessionless
         if sessionless is not None:  # a 2026-07-28 client: over stdio, the default session (not made here)
             if era is None or not era.sessionless or envelope.passthrough:
@@ -105,8 +105,6 @@ class FastPath:
             if client is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return None  # before the handshake is done (or a sessionless stream: its calls carry their envelope)
             context = CallContext(client, client.protocol_version)
-            if envelope.passthrough:
-                return context, None, ""
             connection = sdk_compat.connection_of(client)
             if connection is None:
                 return None

@@ -23,7 +23,7 @@ from server.handles.guide import guide_for
 from server.handles.outcome import Failed, Inline, Lost, Stored
 from server.handles.resources import link_result
 from server.handles.sessions import Session
-from server.handles.shares import check_calls
+from server.handles.shares import check_calls, passing
 from server.proxy import Proxy
 from server.upstream.extracting import llm_available
 from server.upstream.replies import inline_result, text_result
@@ -57,7 +57,8 @@ async def forward(
     args, background = split_arguments(route, arguments)
     route = await for_client(proxy, ctx, route, session, relay)
     if passthrough or not route.policy.async_enabled:
-        result = await call_tool(route.downstream, route.tool, args, relay)
+        with passing(proxy.sessions.live, session, proxy.config.settings.limits.calls):  # no `Call`, but a share
+            result = await call_tool(route.downstream, route.tool, args, relay)
         spooled = proxy.pool.spooled.claim(result)
         outputs = streaming_of(ctx.request)
         if spooled is not None and outputs is not None and streamable(spooled):

@@ -239,13 +239,11 @@ class HttpFastPath:
         metadata = ServerMessageMetadata(request_context=Request(scope), can_send_request=True)
         channel = sdk_compat.dispatch_context(_Channel, dispatcher, envelope.id, metadata, envelope.progress_token)
         client = ServerSession(channel, connection)
-        session, origin = None, ""  # a pass-through starts no call: no session
-        if not envelope.passthrough:
-            owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
-            entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
-            session, origin = proxy.sessions.find(entrance), entrance.origin
-            if session is None:
-                return False  # a session still to be made or attached: the SDK's path
+        owner: str | None = scope.get(OWNER)  # the request's principal (`PrincipalAsUser`), if it has a token
+        entrance = Entrance(connection, USER if proxy.sessions.shared else owner, client)
+        session, origin = proxy.sessions.find(entrance), entrance.origin
+        if session is None:
+            return False  # a session still to be made or attached: the SDK's path
         stream = RequestStream(send, receive, transport, session_id, request_id)
         sdk_compat.take_request_stream(transport, request_id, stream)
         context = CallContext(client, connection.protocol_version, envelope.id)

@@ -205,3 +205,38 @@ async def test_a_cancelled_pass_through_call_on_the_inner_fast_path_is_never_ans
             echo, _ = await pass_through(wire, "raw__echo", {"text": "after"})
     assert json.loads(later)["result"]["content"][0]["text"] == "slept 3 s"
     assert json.loads(echo)["result"]["content"] == [{"type": "text", "text": "after"}]
+
+
+async def test_calls_that_start_no_call_record_count_in_the_principals_share_of_running_calls(tmp_path: Path) -> None:
+    """A pass-through and a plain call to a server whose rules are off start no `Call`, but run in the downstream
+    all the same: with two of them running, a principal at `"calls": 2` is refused a third of any kind, naming
+    the setting; once they are answered, its calls are served again. On either path."""
+    servers = {"raw": RAW, "demo": demo_server_entry(), "plain": {**demo_server_entry(), "async": False}}
+    settings = {**INNER_SETTINGS, "limits": {"calls": 2}}
+    answers: dict[str, list[dict[str, Any]]] = {}
+    with anyio.fail_after(120):
+        for fast in ("on", "off"):
+            directory = tmp_path / fast
+            directory.mkdir()
+            async with serving(directory, fast, settings, servers) as wire:
+                rules_off = await wire.send("tools/call", {"name": "plain__slow", "arguments": {"seconds": 2}})
+                meta = {"progressToken": "outer", PASSTHROUGH: True}
+                passed = {"name": "demo__slow", "arguments": {"seconds": 2}, "_meta": meta}
+                through = await wire.send("tools/call", passed)
+                note = await wire.read()  # both run now: the later one's first progress comes after 0.5 s
+                assert note["method"] == "notifications/progress" and note["params"]["progressToken"] == "outer"
+                refused = [
+                    await wire.call("raw__echo", {"text": "ruled"}),
+                    await wire.call("plain__echo", {"text": "rules off"}),
+                    await wire.answer(await wire.send("tools/call", {**passed, "arguments": {"seconds": 0}})),
+                ]
+                finished = [await wire.answer(rules_off), await wire.answer(through)]
+                served = await wire.call("raw__echo", {"text": "again"})
+                answers[fast] = [*refused, *finished, served]
+    for fast, (*refused, first, second, served) in answers.items():
+        for answer in refused:
+            assert answer["result"]["isError"] is True, (fast, answer)
+            text = answer["result"]["content"][0]["text"]
+            assert text.startswith('This principal has 2 calls running, at most 2 ("limits.calls")'), (fast, text)
+        assert [a["result"]["content"][0]["text"] for a in (first, second)] == ["slept 2 s"] * 2, fast
+        assert served["result"]["content"] == [{"type": "text", "text": "again"}], (fast, served)
