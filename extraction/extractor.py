@@ -24,6 +24,8 @@ from extraction.provenance import settle, with_evidence
 from extraction.source import Source
 from extraction.strategies import FileTool, Policy, StrategyResult, excerpts, full_chunked, plan_chunks, read_grep
 from extraction.truncation import fallback_warning, truncate_source
+from extraction.turns import Turns, queue_for
+from fs_sandbox import FairQueue
 
 __all__ = ["Extraction", "Extractor", "Mode"]
 
@@ -50,17 +52,27 @@ class Extractor:
         self.policy = policy or Policy()
         self._cache: dict[tuple[str, str, str, str, str], Extraction] = {}
         self._backends: dict[Hashable, LLM] = {}
+        self._turns: dict[Hashable, FairQueue] = {}  # each backend's, its requests' turns by owner
         self._looks_without_tools: set[str] = set()  # models that answered read-grep without one Read or Grep
 
-    def backend(self, key: Hashable, make: Callable[[], LLM]) -> LLM:
+    def backend(self, key: Hashable, make: Callable[[], LLM], owner: str | None = None) -> LLM:
         """The backend for `key` (an endpoint and its settings), made once and kept: what it learned about its
-        endpoint (window, tokenizer, slots) is asked once, not once per extraction."""
+        endpoint (window, tokenizer, slots) is asked once, not once per extraction. With `owner` (whose question
+        it is: a principal), as that owner uses it: each request waits for the owner's turn at the endpoint's
+        slots, shared fairly with every other owner's (`extraction.turns`)."""
         found = self._backends.get(key)
         if found is None:
             if len(self._backends) >= _BACKENDS_KEPT:
-                self._backends.pop(next(iter(self._backends)))
+                oldest = next(iter(self._backends))
+                del self._backends[oldest]
+                self._turns.pop(oldest, None)
             found = self._backends[key] = make()
-        return found
+        if owner is None:
+            return found
+        queue = self._turns.get(key)
+        if queue is None:
+            queue = self._turns[key] = queue_for(found)
+        return Turns(found, queue, owner)
 
     def route(self, document: Document, source: Source, llm: LLM, extract: str, ratio: float = 1.0) -> Strategy:
         """auto: few chunks → full-chunked; otherwise excerpts for a small model (then full-chunked if they do not

@@ -5,6 +5,7 @@ any link, its size taken from the descriptor. Read and Grep stream from what it 
 """
 
 from fs_sandbox._engine import literal_finder
+from fs_sandbox._fair import FairQueue
 from fs_sandbox._index import SUFFIX as INDEX_SUFFIX
 from fs_sandbox._index import IndexBuilder, LineIndex
 from fs_sandbox.errors import Busy, NotAFile, NotFound, PathRefused, PatternError, PatternTimeout, SandboxError
@@ -14,6 +15,7 @@ from fs_sandbox.sandbox import GrepLine, GrepResult, ReadResult, Sandbox, Snippe
 __all__ = [
     "INDEX_SUFFIX",
     "Busy",
+    "FairQueue",
     "GrepLine",
     "GrepResult",
     "IndexBuilder",

@@ -4,7 +4,8 @@ An owner (a client's principal, say) may have at most `per_owner` jobs admitted,
 is refused at once with `Busy`, and at most `running_per_owner` of them hold a worker at once, so one owner's
 flood leaves a worker free for another. When a worker is free it goes to the waiting owner with the fewest jobs
 running, and among equals to the one that has waited longest for its turn, so one owner's flood delays
-another's job by at most the time it takes one running job to end.
+another's job by at most the time it takes one running job to end. The number of workers may change while jobs
+run (`resize`: an LLM endpoint says how many requests it serves at once only once asked).
 """
 
 from __future__ import annotations
@@ -27,12 +28,26 @@ class FairQueue:
         if slots < 1 or per_owner < 1 or (running_per_owner is not None and running_per_owner < 1):
             raise ValueError("slots, per_owner and running_per_owner must be at least 1")
         self.slots, self.per_owner, self.setting = slots, per_owner, setting
-        self.running_per_owner = running_per_owner or slots
+        self._running_cap = running_per_owner  # None: as many as there are slots
         self._free = slots
         self._admitted: dict[str, int] = {}
         self._running: dict[str, int] = {}
         self._waiting: dict[str, deque[anyio.Event]] = {}
         self._turns: deque[str] = deque()  # owners with waiting jobs, longest waiting first
+
+    @property
+    def running_per_owner(self) -> int:
+        return self._running_cap or self.slots
+
+    def resize(self, slots: int) -> None:
+        """Hold `slots` workers from now on: more are handed to waiting owners at once; fewer are taken back as
+        running jobs end."""
+        if slots < 1:
+            raise ValueError("slots must be at least 1")
+        self._free += slots - self.slots
+        self.slots = slots
+        while self._free > 0 and self._hand_over():
+            self._free -= 1
 
     def in_flight(self, owner: str) -> int:
         """How many jobs of `owner` are admitted (queued or running)."""
@@ -65,7 +80,7 @@ class FairQueue:
             self._release(owner)
 
     async def _acquire(self, owner: str) -> None:
-        if self._free and self._running.get(owner, 0) < self.running_per_owner:  # no one waits who could run
+        if self._free > 0 and self._running.get(owner, 0) < self.running_per_owner:  # no one waits who could run
             self._free -= 1
             self._running[owner] = self._running.get(owner, 0) + 1
             return
@@ -89,10 +104,14 @@ class FairQueue:
         self._running[owner] -= 1
         if not self._running[owner]:
             del self._running[owner]
+        if self._free < 0 or not self._hand_over():  # a worker fewer since `resize`, or no one to hand it to
+            self._free += 1
+
+    def _hand_over(self) -> bool:
+        """Give a worker to the next waiting owner (see the module's doc); False when no one waiting may run."""
         eligible = [name for name in self._turns if self._running.get(name, 0) < self.running_per_owner]
         if not eligible:
-            self._free += 1
-            return
+            return False
         chosen = min(eligible, key=lambda name: self._running.get(name, 0))  # the first of the least served
         queue = self._waiting[chosen]
         queue.popleft().set()
@@ -102,6 +121,7 @@ class FairQueue:
             self._turns.append(chosen)
         else:
             del self._waiting[chosen]
+        return True
 
     def _forget(self, owner: str, granted: anyio.Event) -> None:
         queue = self._waiting[owner]

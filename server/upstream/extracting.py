@@ -40,6 +40,7 @@ from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
 from server.handles.meters import Meters
 from server.handles.own_tools import ExtractFn
+from server.handles.owners import principal_of
 from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
 from server.proxy import Proxy
@@ -185,10 +186,11 @@ def _answer_of(response: object) -> Completion | LLMError:
 
 
 def choose_llm(
-    settings: ExtractionSettings, ctx: ServerRequestContext[Any], extractor: Extractor | None
+    settings: ExtractionSettings, ctx: ServerRequestContext[Any], extractor: Extractor | None, owner: str | None = None
 ) -> tuple[LLM | None, str]:
     """The backend `provider` selects, kept by `extractor`, or None and why there is none (without an extractor,
-    None and `_CONFIGURED` where an endpoint would be chosen: `llm_available` asks no more)."""
+    None and `_CONFIGURED` where an endpoint would be chosen: `llm_available` asks no more). An endpoint's
+    requests take `owner`'s turns (a principal: `Extractor.backend`)."""
     provider = settings.provider
     if provider == "none":
         return None, 'LLM extraction is turned off (settings.extraction.provider is "none")'
@@ -199,7 +201,7 @@ def choose_llm(
         if extractor is None:
             return None, _CONFIGURED
         key = (settings, settings.base_url, settings.model, api_key)
-        return extractor.backend(key, partial(_endpoint, *key)), ""
+        return extractor.backend(key, partial(_endpoint, *key), owner), ""
     if provider == "openai":
         return None, "the openai provider needs settings.extraction.baseUrl and model"
     if not ctx.session.check_client_capability(_SAMPLING):
@@ -243,7 +245,8 @@ def extract_function(
 
     async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction
-        llm, reason = choose_llm(settings, ctx, proxy.extractor)
+        owner = principal_of(session.owner) or session.id  # turns at a shared endpoint by principal, as Grep's
+        llm, reason = choose_llm(settings, ctx, proxy.extractor, owner)
         document = Document(call.public_name, call.arguments_json, call.handle, call.bytes, call.lines, call.tokens)
 
         def file_tool(name: str) -> FileTool:

@@ -219,3 +219,42 @@ async def test_an_owner_at_its_running_share_waits_and_leaves_a_free_worker_to_a
             assert order == ["A", "A", "B"]  # B takes the free worker at once
             release.set()
     assert order == ["A", "A", "B", "A", "A"]
+
+
+async def test_more_workers_go_to_waiting_owners_at_once_and_fewer_are_taken_back_as_jobs_end() -> None:
+    """`resize`: an endpoint says how many requests it serves only once asked; the queue follows it."""
+    queue = FairQueue(slots=1, per_owner=10)
+    running: list[str] = []
+    most = 0
+    releases = {name: anyio.Event() for name in ["A1", "A2", "B1", "A3", "B2"]}
+
+    async def job(name: str) -> None:
+        nonlocal most
+        async with queue.turn(name[0]):
+            running.append(name)
+            most = max(most, len(running))
+            await releases[name].wait()
+            running.remove(name)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for name in releases:
+                tg.start_soon(job, name)
+                await anyio.wait_all_tasks_blocked()
+            assert running == ["A1"]
+            queue.resize(3)  # two more workers: to the least served waiting owner first, then round-robin
+            await anyio.wait_all_tasks_blocked()
+            assert running == ["A1", "B1", "A2"]
+            queue.resize(1)
+            releases["A1"].set()
+            await anyio.wait_all_tasks_blocked()
+            assert running == ["B1", "A2"]  # a worker taken back: nobody new started
+            releases["B1"].set()
+            await anyio.wait_all_tasks_blocked()
+            assert running == ["A2"]
+            releases["A2"].set()
+            await anyio.wait_all_tasks_blocked()
+            assert running == ["B2"]  # one worker again, round-robin: B's turn before A's
+            releases["B2"].set()
+            releases["A3"].set()
+    assert most == 3

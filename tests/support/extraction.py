@@ -38,12 +38,36 @@ class FakeOpenAI:
         self.keyword = "ERROR"
         self.requests: list[dict[str, Any]] = []
         self.never = anyio.Event()
+        self.held: list[anyio.Event] = []
+        """`held`: one event per request, in the order they came; each is answered once the test sets its event."""
+        self.answering = 0
+        self.most_answering = 0
+        self._arrived = anyio.Event()
+
+    async def until_held(self, count: int) -> None:
+        """Until `count` requests have come (behaviour `held`)."""
+        while len(self.held) < count:
+            await self._arrived.wait()
+            self._arrived = anyio.Event()
 
     async def completions(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        self.answering += 1
+        self.most_answering = max(self.most_answering, self.answering)
+        try:
+            return await self._complete(body)
+        finally:
+            self.answering -= 1
+
+    async def _complete(self, body: dict[str, Any]) -> Response:
         if self.behaviour == "slow":
             await self.never.wait()
+        if self.behaviour == "held":
+            go = anyio.Event()
+            self.held.append(go)
+            self._arrived.set()
+            await go.wait()
         if self.behaviour == "malformed":
             return PlainTextResponse("{not json", media_type="application/json")
         if self.behaviour == "tools" and not any(m["role"] == "tool" for m in body["messages"]):

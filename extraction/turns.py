@@ -1,0 +1,75 @@
+"""Turns at an endpoint every client shares: one owner's questions never hold the model while another's wait.
+
+An endpoint claimcheck is configured with (a llama.cpp server, a hosted API) serves a few requests at once
+(`concurrency`: its slots). Each request of a question waits for its owner's turn at those slots
+(`fs_sandbox.FairQueue`, served round-robin by owner, the least served first), so a principal that asks many
+questions at once delays another's next request by about one request per owner ahead of it, never by all of its
+own. The client's own model (MCP sampling) is the client's: its requests take no turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from extraction.llm import LLM, Completion, Message, ToolSpec
+from fs_sandbox import FairQueue
+
+__all__ = ["Turns", "queue_for"]
+
+_UNBOUNDED = 1 << 30  # questions in flight per owner: bounded by the calls that ask them, not here
+
+
+def queue_for(llm: LLM) -> FairQueue:
+    """A queue of turns for `llm`'s slots (as many as it says it serves at once, else one)."""
+    return FairQueue(_slots(llm), _UNBOUNDED, setting="concurrency")
+
+
+class Turns:
+    """`llm`, each of whose requests waits for `owner`'s turn in `queue`."""
+
+    def __init__(self, llm: LLM, queue: FairQueue, owner: str) -> None:
+        self.inner = llm
+        self.queue = queue
+        self.owner = owner
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self.inner.model = value
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
+
+    @supports_tools.setter
+    def supports_tools(self, value: bool) -> None:
+        self.inner.supports_tools = value
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self.inner.max_output_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        """What else the strategies ask of a backend (`prepare`, `small`, `concurrency`, …), as `inner` has it
+        (an endpoint takes no batches: those are sampling's)."""
+        return getattr(self.inner, name)
+
+    async def complete(
+        self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
+        self.queue.resize(_slots(self.inner))  # what the endpoint said once asked (`prepare`) holds from then on
+        async with self.queue.turn(self.owner):
+            return await self.inner.complete(messages, max_tokens=max_tokens, tools=tools)
+
+
+def _slots(llm: LLM) -> int:
+    served = getattr(llm, "concurrency", None)
+    return served if isinstance(served, int) and served > 0 else 1
