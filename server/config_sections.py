@@ -106,6 +106,10 @@ class LimitsSettings(StrictModel):
     sessions: int = Field(default=64, ge=1)
     """Sessions held at once (one per `Claimcheck-Session` header value or sessionless client name): past it,
     the least recently used one with no call running and no connection attached ends (its outputs with it)."""
+    mcp_sessions: int = Field(default=256, alias="mcpSessions", ge=1)
+    """MCP sessions open at once over streamable HTTP (of the SDK's 10 000 in all): past it, the least recently
+    used one with no request in flight and no GET stream open ends; if every one is in use, the new one is refused
+    (`server.upstream.mcp_sessions`)."""
 
 
 class ServerConfig(StrictModel):

@@ -43,6 +43,7 @@ from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.http_stand_ins import StandInSend, with_outputs, with_stand_ins
 from server.upstream.line_writer import LineWriter
+from server.upstream.mcp_sessions import SessionShares
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
 from server.upstream.sessionless import StreamEra
@@ -138,9 +139,12 @@ async def _serve_http(
     if fast is not None:  # plain calls answered without the SDK's transport
         server.middleware.append(fast.middleware)
 
+    shares = SessionShares(server.session_manager, lambda: proxy.config.settings.limits.mcp_sessions)
+
     def endpoint(app: ASGIApp) -> ASGIApp:
         app = with_stand_ins(app, proxy.pool.spooled)  # the SDK's path streams a pass-through's output from its file
         app = app if fast is None else fast.app(app)
+        app = shares.app(app)  # a principal opens MCP sessions within its share
         return tracing.from_headers(app) if tracing.ENABLED else app
 
     routes = [

@@ -1,0 +1,98 @@
+"""A principal's share of the MCP sessions open over streamable HTTP (`limits.mcpSessions`): opening one past it
+ends that principal's least recently used idle session, or is refused while every one of them is in use (a GET
+stream open); another principal opens its own as before. A real claimcheck over HTTP with a tokens file."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
+ALICE, MALLORY = secrets.token_hex(32), secrets.token_hex(32)
+VERSION = "2025-11-25"
+
+
+def serve(tmp_path: Path) -> list[str]:
+    settings = {"limits": {"mcpSessions": 2}, "api": {"enabled": False}}
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nmallory {MALLORY}\n", encoding="utf-8")
+    tokens.chmod(0o600)
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    return [*command, "--auth-tokens-file", str(tokens)]
+
+
+class Principal:
+    def __init__(self, http: httpx2.AsyncClient, url: str, token: str) -> None:
+        self.http, self.url, self.token = http, url, token
+
+    def headers(self, session: str = "") -> dict[str, str]:
+        headers = {
+            "authorization": f"Bearer {self.token}",
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        return headers | ({"mcp-session-id": session, "mcp-protocol-version": VERSION} if session else {})
+
+    async def open(self) -> httpx2.Response:
+        """initialize (and `notifications/initialized` once it opened a session)."""
+        params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "shares", "version": "1"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        response = await self.http.post(self.url, content=json.dumps(body), headers=self.headers())
+        session = response.headers.get("mcp-session-id")
+        if session is not None:
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (
+                await self.http.post(self.url, content=json.dumps(note), headers=self.headers(session))
+            ).status_code == 202
+        return response
+
+    async def session(self) -> str:
+        response = await self.open()
+        assert response.status_code == 200, response.text
+        return response.headers["mcp-session-id"]
+
+    async def lists(self, session: str) -> int:
+        """The status of a `tools/list` in `session`."""
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        return (await self.http.post(self.url, content=json.dumps(body), headers=self.headers(session))).status_code
+
+
+async def test_a_principal_past_its_mcp_sessions_loses_its_least_recently_used_idle_one_or_is_refused(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(120):
+        async with (
+            announced_url(serve(tmp_path), SERVING) as url,
+            httpx2.AsyncClient(timeout=60) as http,
+            AsyncExitStack() as streams,
+        ):
+            mallory, alice = Principal(http, url, MALLORY), Principal(http, url, ALICE)
+            first, second = await mallory.session(), await mallory.session()
+            assert await mallory.lists(first) == 200  # `second` is now the least recently used
+            third = await mallory.session()
+            statuses = [await mallory.lists(session) for session in (first, second, third)]
+            for session in (first, third):  # each holds a GET stream open: in use
+                headers = mallory.headers(session) | {"accept": "text/event-stream"}
+                get = await streams.enter_async_context(http.stream("GET", url, headers=headers))
+                assert get.status_code == 200
+            refused = await mallory.open()
+            hers = [await alice.session() for _ in range(2)]
+            her_statuses = [await alice.lists(session) for session in hers]
+    assert statuses == [200, 404, 200]  # the SDK answers an ended session's id as an unknown one
+    assert refused.status_code == 503 and "mcp-session-id" not in refused.headers
+    assert refused.json()["error"]["message"].startswith(
+        "This principal has 2 MCP sessions open, each with a request or a GET stream open, at most 2 "
+        '("limits.mcpSessions")'
+    ), refused.text
+    assert her_statuses == [200, 200]
