@@ -40,6 +40,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 REQUEST_DEADLINE_SECS = 10.0
+KEEP_ALIVE_SECS = 9
+"""How long an idle connection is kept for the client's next request: longer than the 5 s after which the SDK's
+own client (httpx2) and Node's stop reusing one, so a request is never sent on a connection the server is closing
+at that moment (the client would read a reset: `ReadError`); under the request deadline, which closes idle
+connections too (where it is shorter, that closes them first)."""
 _SINGLE = (b"authorization", b"origin")
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
@@ -156,6 +161,7 @@ def edge_server(
         proxy_headers=False,  # nothing sits in front of claimcheck: X-Forwarded-* are a client's claims
         server_header=False,
         timeout_graceful_shutdown=graceful_secs,
+        timeout_keep_alive=KEEP_ALIVE_SECS,  # a shorter request deadline closes idle connections first
     )
     return _SignalledServer(config) if own_signals else _QuietServer(config)
 
