@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extraction.errors import LLMError
-from extraction.llm import LLM, Completion, Message, ToolSpec
+from extraction.llm import LLM, Completion, Message, ToolSpec, Wrapped
 from extraction.tokens import estimate_tokens
 
 __all__ = ["Allowance", "AllowanceSpent", "Metered"]
@@ -37,47 +37,22 @@ class AllowanceSpent(LLMError):
     """A request to the client's model would pass the question's allowance: it was not sent."""
 
 
-class Metered:
+class Metered(Wrapped):
     """`llm` (the client's model) counting what each question sends, refusing a request past `allowance`."""
 
     def __init__(self, llm: LLM, allowance: Allowance) -> None:
-        self.inner = llm
+        super().__init__(llm)
         self.allowance = allowance
         self.requests = 0
         self.tokens = 0
 
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @model.setter
-    def model(self, value: str) -> None:
-        self.inner.model = value
-
-    @property
-    def supports_tools(self) -> bool:
-        return self.inner.supports_tools
-
-    @supports_tools.setter
-    def supports_tools(self, value: bool) -> None:
-        self.inner.supports_tools = value
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    @property
-    def max_output_tokens(self) -> int:
-        return self.inner.max_output_tokens
-
     def __getattr__(self, name: str) -> Any:
-        """What else the strategies ask of a backend (`prepare`, `small`, `concurrency`, …), as `inner` has it;
-        `complete_batch` metered, and only if `inner` takes batches."""
+        """As `Wrapped`, but `complete_batch` metered, and only if `inner` takes batches."""
         if name == "complete_batch":
             if getattr(self.inner, "complete_batch", None) is None:
                 raise AttributeError(name)
             return self._complete_batch
-        return getattr(self.inner, name)
+        return super().__getattr__(name)
 
     def fits(self, requests: int, tokens: int) -> bool:
         """Whether `requests` more requests of `tokens` in all stay within the allowance."""

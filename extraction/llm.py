@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["LLM", "Completion", "Message", "ToolCall", "ToolSpec", "Usage"]
+__all__ = ["LLM", "Completion", "Message", "ToolCall", "ToolSpec", "Usage", "Wrapped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,39 @@ class LLM(Protocol):
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
     ) -> Completion: ...
+
+
+class Wrapped:
+    """A backend that is another (`inner`) with something added (an allowance, turns): its name, window and
+    answer room are the inner one's, and so is whatever else the strategies ask of a backend (`prepare`, `small`,
+    `concurrency`, …). A subclass adds `complete`."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.inner = llm
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self.inner.model = value
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
+
+    @supports_tools.setter
+    def supports_tools(self, value: bool) -> None:
+        self.inner.supports_tools = value
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self.inner.max_output_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -10,9 +10,8 @@ own. The client's own model (MCP sampling) is the client's: its requests take no
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from extraction.llm import LLM, Completion, Message, ToolSpec
+from extraction.llm import LLM, Completion, Message, ToolSpec, Wrapped
 from fs_sandbox import FairQueue
 
 __all__ = ["Turns", "queue_for"]
@@ -25,42 +24,13 @@ def queue_for(llm: LLM) -> FairQueue:
     return FairQueue(_slots(llm), _UNBOUNDED, setting="concurrency")
 
 
-class Turns:
+class Turns(Wrapped):
     """`llm`, each of whose requests waits for `owner`'s turn in `queue`."""
 
     def __init__(self, llm: LLM, queue: FairQueue, owner: str) -> None:
-        self.inner = llm
+        super().__init__(llm)
         self.queue = queue
         self.owner = owner
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    @model.setter
-    def model(self, value: str) -> None:
-        self.inner.model = value
-
-    @property
-    def supports_tools(self) -> bool:
-        return self.inner.supports_tools
-
-    @supports_tools.setter
-    def supports_tools(self, value: bool) -> None:
-        self.inner.supports_tools = value
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    @property
-    def max_output_tokens(self) -> int:
-        return self.inner.max_output_tokens
-
-    def __getattr__(self, name: str) -> Any:
-        """What else the strategies ask of a backend (`prepare`, `small`, `concurrency`, …), as `inner` has it
-        (an endpoint takes no batches: those are sampling's)."""
-        return getattr(self.inner, name)
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
