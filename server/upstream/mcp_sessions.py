@@ -7,8 +7,9 @@ that would open a session (no `mcp-session-id`) from a principal (a request with
 that holds its share already first ends that principal's least recently used session with no request in flight
 and no GET stream open (the SDK's own idle countdown says which: `idle_scope`); when every one of them is in use,
 the POST is refused with 503 and one line naming the setting. A client whose session was ended gets 404 on its
-next request to it, on which the protocol has it open a new one. A client without a token is its connection, so a
-principal of its own for every session: the manager's own bound is all there is for those.
+next request to it, on which the protocol has it open a new one. A request of the sessionless era (2026-07-28) opens
+no session and is never held back here. A client without a token is its connection, so a principal of its own for
+every session: the manager's own bound is all there is for those.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server import sdk_compat
 from server.handles.owners import OWNER, principal_of
 from server.http_edge import reply
+from server.upstream.http_sessionless import sessionless_version
 
 __all__ = ["SessionShares"]
 
@@ -116,11 +118,12 @@ class SessionShares:
 
 
 def _opener(scope: Scope) -> str | None:
-    """The principal of a POST that would open a session (no `mcp-session-id`), if it has a token; else None."""
+    """The principal of a POST that would open a session (no `mcp-session-id`, not of the sessionless era, which
+    opens none), if it has a token; else None."""
     if scope["type"] != "http" or scope["method"] != "POST":
         return None
     owner = scope.get(OWNER)
-    if owner is None:
+    if owner is None or sessionless_version(scope):
         return None
     if any(bytes(name).lower() == _SESSION_ID for name, _ in scope["headers"]):
         return None

@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
 ALICE, MALLORY = secrets.token_hex(32), secrets.token_hex(32)
 VERSION = "2025-11-25"
+SESSIONLESS = "2026-07-28"
 
 
 def serve(tmp_path: Path) -> list[str]:
@@ -62,6 +63,18 @@ class Principal:
         assert response.status_code == 200, response.text
         return response.headers["mcp-session-id"]
 
+    async def sessionless_call(self) -> httpx2.Response:
+        """A 2026-07-28 `tools/call`: self-contained, with the envelope and the routing headers."""
+        envelope = {
+            "io.modelcontextprotocol/protocolVersion": SESSIONLESS,
+            "io.modelcontextprotocol/clientInfo": {"name": "shares", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        params = {"name": "demo__echo", "arguments": {"text": "no session"}, "_meta": envelope}
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+        routing = {"mcp-protocol-version": SESSIONLESS, "mcp-method": "tools/call", "mcp-name": "demo__echo"}
+        return await self.http.post(self.url, content=json.dumps(body), headers=self.headers() | routing)
+
     async def lists(self, session: str) -> int:
         """The status of a `tools/list` in `session`."""
         body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
@@ -87,6 +100,7 @@ async def test_a_principal_past_its_mcp_sessions_loses_its_least_recently_used_i
                 get = await streams.enter_async_context(http.stream("GET", url, headers=headers))
                 assert get.status_code == 200
             refused = await mallory.open()
+            sessionless = await mallory.sessionless_call()  # opens no session: served at the share as before
             hers = [await alice.session() for _ in range(2)]
             her_statuses = [await alice.lists(session) for session in hers]
     assert statuses == [200, 404, 200]  # the SDK answers an ended session's id as an unknown one
@@ -96,3 +110,5 @@ async def test_a_principal_past_its_mcp_sessions_loses_its_least_recently_used_i
         '("limits.mcpSessions")'
     ), refused.text
     assert her_statuses == [200, 200]
+    assert sessionless.status_code == 200, sessionless.text
+    assert sessionless.json()["result"]["content"] == [{"type": "text", "text": "no session"}]
