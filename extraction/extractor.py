@@ -71,8 +71,8 @@ class Extractor:
             return found
         queue = self._turns.get(key)
         if queue is None:
-            queue = self._turns[key] = queue_for(found)
-        return Turns(found, queue, owner)
+            queue = self._turns[key] = queue_for(found, self.policy)
+        return Turns(found, queue, owner, self.policy)
 
     def route(self, document: Document, source: Source, llm: LLM, extract: str, ratio: float = 1.0) -> Strategy:
         """auto: few chunks → full-chunked; otherwise excerpts for a small model (then full-chunked if they do not

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from extraction.llm import LLM, Completion, Message, ToolSpec, Wrapped
+from extraction.strategies import Policy, in_flight
 from fs_sandbox import FairQueue
 
 __all__ = ["Turns", "queue_for"]
@@ -19,27 +20,23 @@ __all__ = ["Turns", "queue_for"]
 _UNBOUNDED = 1 << 30  # questions in flight per owner: bounded by the calls that ask them, not here
 
 
-def queue_for(llm: LLM) -> FairQueue:
-    """A queue of turns for `llm`'s slots (as many as it says it serves at once, else one)."""
-    return FairQueue(_slots(llm), _UNBOUNDED, setting="concurrency")
+def queue_for(llm: LLM, policy: Policy) -> FairQueue:
+    """A queue of turns for `llm`'s slots: as many requests as one question sends at once (`in_flight`)."""
+    return FairQueue(in_flight(llm, policy), _UNBOUNDED, setting="concurrency")
 
 
 class Turns(Wrapped):
     """`llm`, each of whose requests waits for `owner`'s turn in `queue`."""
 
-    def __init__(self, llm: LLM, queue: FairQueue, owner: str) -> None:
+    def __init__(self, llm: LLM, queue: FairQueue, owner: str, policy: Policy) -> None:
         super().__init__(llm)
         self.queue = queue
         self.owner = owner
+        self.policy = policy
 
     async def complete(
         self, messages: Sequence[Message], *, max_tokens: int, tools: Sequence[ToolSpec] = ()
     ) -> Completion:
-        self.queue.resize(_slots(self.inner))  # what the endpoint said once asked (`prepare`) holds from then on
+        self.queue.resize(in_flight(self.inner, self.policy))  # what the endpoint said once asked (`prepare`)
         async with self.queue.turn(self.owner):
             return await self.inner.complete(messages, max_tokens=max_tokens, tools=tools)
-
-
-def _slots(llm: LLM) -> int:
-    served = getattr(llm, "concurrency", None)
-    return served if isinstance(served, int) and served > 0 else 1
