@@ -109,7 +109,7 @@ class LimitsSettings(StrictModel):
     mcp_sessions: int = Field(default=256, alias="mcpSessions", ge=1)
     """MCP sessions open at once over streamable HTTP (of the SDK's 10 000 in all): past it, the least recently
     used one with no request in flight and no GET stream open ends; if every one is in use, the new one is refused
-    (`server.upstream.mcp_sessions`)."""
+    (`server.upstream.mcp_sessions`). Over legacy SSE, open `GET /sse` streams (each a session) past it are refused."""
 
 
 class ServerConfig(StrictModel):

@@ -1,4 +1,5 @@
-"""A principal's share of the MCP sessions open over streamable HTTP (`settings.limits.mcpSessions`).
+"""A principal's share of the MCP sessions open over HTTP (`settings.limits.mcpSessions`): streamable HTTP's, and
+legacy SSE's (`SseShares`).
 
 The SDK's session manager holds at most 10 000 sessions in all and refuses one more to everybody (503) until one
 ends, which an idle one does after 30 minutes. Opening one is a cheap POST, so without a share one token could
@@ -10,13 +11,19 @@ the POST is refused with 503 and one line naming the setting. A client whose ses
 next request to it, on which the protocol has it open a new one. A request of the sessionless era (2026-07-28) opens
 no session and is never held back here. A client without a token is its connection, so a principal of its own for
 every session: the manager's own bound is all there is for those.
+
+Over legacy SSE a session is its `GET /sse` stream, open as long as the session lives, and nothing in the SDK
+bounds how many there are: each holds a socket and a task, so one token could take the process's file
+descriptors. `SseShares.hold` counts a principal's open streams; one past its share is refused with 503 and one
+line naming the setting (the stream is the session, so none is idle and none is ended for it).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -27,7 +34,7 @@ from server.handles.owners import OWNER, principal_of
 from server.http_edge import reply
 from server.upstream.http_sessionless import sessionless_version
 
-__all__ = ["SessionShares"]
+__all__ = ["SessionShares", "SseShares"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +122,38 @@ class SessionShares:
         if not ids:
             del self._open[principal]
         return live
+
+
+class SseShares:
+    """Each principal's open legacy SSE sessions (`GET /sse` streams), at most `limit` (see the module's doc)."""
+
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self._limit = limit  # read at each opening: a reloaded config's takes effect at once
+        self._open: dict[str, int] = {}  # principal → its streams open now
+
+    @contextmanager
+    def hold(self, scope: Scope) -> Iterator[str | None]:
+        """Count the stream `scope` opens for as long as the block runs; gives None where it may open, else the
+        one line that refuses it (a request without a token is not counted: it is a principal of its own)."""
+        owner = scope.get(OWNER)
+        principal = None if owner is None else principal_of(owner)
+        if principal is None:
+            yield None
+            return
+        held, limit = self._open.get(principal, 0), self._limit()
+        if held >= limit:
+            yield (
+                f'This principal has {held} SSE sessions open, at most {limit} ("limits.mcpSessions"); end one of '
+                "its GET /sse streams first."
+            )
+            return
+        self._open[principal] = held + 1
+        try:
+            yield None
+        finally:
+            self._open[principal] -= 1
+            if not self._open[principal]:
+                del self._open[principal]
 
 
 def _opener(scope: Scope) -> str | None:

@@ -25,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
@@ -43,7 +43,7 @@ from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.http_stand_ins import StandInSend, with_outputs, with_stand_ins
 from server.upstream.line_writer import LineWriter
-from server.upstream.mcp_sessions import SessionShares
+from server.upstream.mcp_sessions import SessionShares, SseShares
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
 from server.upstream.sessionless import StreamEra
@@ -188,10 +188,15 @@ async def _serve_sse(
 
     outputs = proxy.pool.spooled  # a pass-through's stored output, answered on its client's event stream from its file
 
+    shares = SseShares(lambda: proxy.config.settings.limits.mcp_sessions)
+
     async def handle_sse(request: Request) -> Response:
-        send = StandInSend(send_of(request), outputs)
-        async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        with shares.hold(request.scope) as refusal:  # a principal opens SSE sessions within its share
+            if refusal is not None:
+                return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": refusal}}, 503)
+            send = StandInSend(send_of(request), outputs)
+            async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
         return Response()
 
     post = with_outputs(sse.handle_post_message, outputs)

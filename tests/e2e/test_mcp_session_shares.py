@@ -1,6 +1,7 @@
 """A principal's share of the MCP sessions open over streamable HTTP (`limits.mcpSessions`): opening one past it
 ends that principal's least recently used idle session, or is refused while every one of them is in use (a GET
-stream open); another principal opens its own as before. A real claimcheck over HTTP with a tokens file."""
+stream open); another principal opens its own as before. Over legacy SSE, where a session is its open GET
+stream, one past the share is refused until one of them ends. A real claimcheck over HTTP with a tokens file."""
 
 from __future__ import annotations
 
@@ -18,18 +19,19 @@ from tests.support.processes import PYTHON, announced_url, demo_server_entry, wr
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 SERVING = r"serving MCP over streamable HTTP at (http://\S+/mcp)"
+SERVING_SSE = r"(http://127\.0\.0\.1:\d+/sse)"
 ALICE, MALLORY = secrets.token_hex(32), secrets.token_hex(32)
 VERSION = "2025-11-25"
 SESSIONLESS = "2026-07-28"
 
 
-def serve(tmp_path: Path) -> list[str]:
+def serve(tmp_path: Path, transport: str = "http") -> list[str]:
     settings = {"limits": {"mcpSessions": 2}, "api": {"enabled": False}}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
     tokens = tmp_path / "tokens"
     tokens.write_text(f"alice {ALICE}\nmallory {MALLORY}\n", encoding="utf-8")
     tokens.chmod(0o600)
-    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", transport, "--port", "0"]
     return [*command, "--auth-tokens-file", str(tokens)]
 
 
@@ -112,3 +114,44 @@ async def test_a_principal_past_its_mcp_sessions_loses_its_least_recently_used_i
     assert her_statuses == [200, 200]
     assert sessionless.status_code == 200, sessionless.text
     assert sessionless.json()["result"]["content"] == [{"type": "text", "text": "no session"}]
+
+
+async def test_a_principal_past_its_sse_sessions_is_refused_until_one_of_its_streams_ends(tmp_path: Path) -> None:
+    readers: list[object] = []  # each stream's line reader, kept: one collected would close its stream
+
+    async def opened(http: httpx2.AsyncClient, url: str, token: str, streams: AsyncExitStack) -> httpx2.Response:
+        """A `GET /sse` kept open; once it is 200, its first event (the endpoint to post to) has come."""
+        headers = {"authorization": f"Bearer {token}", "accept": "text/event-stream"}
+        response = await streams.enter_async_context(http.stream("GET", url, headers=headers))
+        if response.status_code == 200:
+            lines = response.aiter_lines()
+            readers.append(lines)
+            assert await anext(lines) == "event: endpoint"
+        else:
+            await response.aread()
+        return response
+
+    with anyio.fail_after(120):
+        async with (
+            announced_url(serve(tmp_path, "sse"), SERVING_SSE) as url,
+            httpx2.AsyncClient(timeout=60) as http,
+            AsyncExitStack() as streams,
+        ):
+            async with AsyncExitStack() as first:
+                hers = [await opened(http, url, MALLORY, first), await opened(http, url, MALLORY, streams)]
+                refused = await opened(http, url, MALLORY, streams)
+                alices = await opened(http, url, ALICE, streams)
+            # Her first stream is closed: once the server has seen it end, she opens one again.
+            while True:  # the server sees the stream end a moment after the client closed it
+                again = await opened(http, url, MALLORY, streams)
+                if again.status_code != 503:
+                    break
+                await anyio.sleep(0.1)  # a poll's pace, not a synchronisation
+    assert [response.status_code for response in hers] == [200, 200]
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["message"] == (
+        'This principal has 2 SSE sessions open, at most 2 ("limits.mcpSessions"); end one of its GET /sse streams '
+        "first."
+    )
+    assert alices.status_code == 200
+    assert again.status_code == 200
