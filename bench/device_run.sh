@@ -113,5 +113,6 @@ step large_outputs_http 40 "$py" bench/large_outputs.py --sizes "$sizes" --kinds
     --skip direct,fastmcp,python-floor --repeat "$repeat" --json "$out/large_outputs_http.json"
 step large_outputs_tmpfs 40 env TMPDIR=/dev/shm "$py" bench/large_outputs.py --sizes "$sizes" --kinds stdio \
     --skip direct,fastmcp --repeat "$repeat" --json "$out/large_outputs_stdio_tmpfs.json"
-log "done: results in $out"
+"$py" bench/device_summary.py "$out" >"$out/summary.md" 2>>"$out/run.log"
+log "done: results in $out, each target beside its figure in summary.md"
 exit 0
