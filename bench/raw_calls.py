@@ -6,7 +6,7 @@ server: its CPU per call (user and system, from /proc, around the measured calls
 
     python bench/raw_calls.py                      # claimcheck (fast path), the bare relay, the demo server
     python bench/raw_calls.py --tree OLD_CHECKOUT  # the same for another checkout (before/after)
-    python bench/raw_calls.py --instructions       # per-call instructions under valgrind (deterministic)
+    python bench/raw_calls.py --instructions       # per-call instructions under valgrind (deterministic; --eras too)
     python bench/raw_calls.py --eras handshake,2026-07-28   # both protocol eras, alternated in each round
     python bench/raw_calls.py --no-async           # the demo server with its rules off (a plain pass-through)
 
@@ -140,8 +140,8 @@ def _config(directory: Path, rules: bool = True) -> Path:
     return config
 
 
-def instructions(tree: Path, config: Path, api: bool) -> int:
-    """User-space instructions per call: the difference of a 300-call and a 50-call run under callgrind."""
+def instructions(tree: Path, config: Path, api: bool, era: str = "handshake") -> int:
+    """User-space instructions per call of `era`: the difference of a 300-call and a 50-call run under callgrind."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
@@ -150,7 +150,7 @@ def instructions(tree: Path, config: Path, api: bool) -> int:
         for calls in (50, 300):
             out = Path(tmp) / f"callgrind.{calls}"
             command = [valgrind, "--tool=callgrind", "--cache-sim=no", f"--callgrind-out-file={out}"]
-            server = Server([*command, *_command("claimcheck", config, api)], tree, dict(os.environ))
+            server = Server([*command, *_command("claimcheck", config, api)], tree, dict(os.environ), era=era)
             try:
                 measure(server, "demo__echo", calls, warmup=20, settle=100)
             finally:
@@ -174,7 +174,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="claimcheck-raw-") as tmp:
         config = _config(Path(tmp), rules=not args.no_async)
         if args.instructions:
-            print(f"claimcheck ({args.tree}): {instructions(args.tree, config, args.api):,} instructions per call")
+            for era in args.eras.split(","):
+                count = instructions(args.tree, config, args.api, era)
+                print(f"claimcheck ({args.tree}, {era}): {count:,} instructions per call")
             return 0
         paths = [("claimcheck", "on"), ("claimcheck", "off"), ("floor", ""), ("direct", "")]
         eras = args.eras.split(",")
