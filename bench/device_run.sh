@@ -8,7 +8,7 @@
 #     bash bench/device_run.sh [--quick]      # --quick: small sizes, to check the script itself (minutes here)
 #
 # BUDGET_SECS (default 450): no step starts once this much has passed, and none runs past it.
-# PYTHON (default python3): the interpreter the venvs are made from (CPython 3.11 to 3.14).
+# PYTHON (default: the first of python3, python3.14 … python3.11 that is 3.11 or later): the venvs' interpreter.
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,7 +17,16 @@ wheels="$here/.wheels"
 work="$here/.device"
 out="${OUT:-$root/bench/results/device-$(date -u +%Y%m%d-%H%M)}"
 budget="${BUDGET_SECS:-450}"
-python="${PYTHON:-python3}"
+python="${PYTHON:-}"
+if [[ -z "$python" ]]; then  # the first CPython 3.11 or later on PATH
+    for candidate in python3 python3.14 python3.13 python3.12 python3.11; do
+        if command -v "$candidate" >/dev/null &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            python="$candidate"
+            break
+        fi
+    done
+fi
 quick=""
 [[ "${1:-}" == "--quick" ]] && quick=1
 began=$SECONDS
@@ -25,6 +34,10 @@ mkdir -p "$out" "$work"
 
 log() { echo "[$((SECONDS - began)) s] $*" | tee -a "$out/run.log"; }
 
+if [[ -z "$python" ]]; then
+    log "no CPython 3.11 or later on PATH: set PYTHON"
+    exit 0
+fi
 if [[ ! -d "$wheels" ]]; then
     log "no bench/.wheels: run bash bench/device_wheels.sh where the package index answers, and carry bench/.wheels"
     exit 0
