@@ -114,7 +114,8 @@ def test_the_core_suite_passes_with_proc_hidden_and_a_tmpdir_as_long_as_macos(
         "CLAIMCHECK_SIMULATED_MACOS": "1",
     }
     launcher = f"{INNER[0]}::{test_the_core_suite_passes_with_proc_hidden_and_a_tmpdir_as_long_as_macos.__name__}"
-    pytest_args = ["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-rs", "-x", *INNER]
+    # One process: the core files share the simulated $TMPDIR, where the shared claimcheck's socket goes.
+    pytest_args = ["-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider", "-rs", "-x", *INNER]
     pytest_args += ["--deselect", launcher]
     done = subprocess.run(
         ["unshare", "--mount", "--fork", "sh", "-c", hide, "sh", sys.executable, *pytest_args],

@@ -1,11 +1,13 @@
 """OS packages some tests need (Debian's Chromium, redis-server, haproxy): installed only by the `.ci/` scripts.
 
 In CI (`CI` set) a missing package is installed by its script and, if still missing, fails the test; locally
-the test is skipped with the reason and the script to run. No test runs apt or pip itself.
+the test is skipped with the reason and the script to run. No test runs apt or pip itself. The suite runs in
+several pytest workers at once, so one script runs at a time (apt takes a lock of its own and fails the second).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ import pytest
 __all__ = ["in_ci", "require"]
 
 ROOT = Path(__file__).resolve().parents[2]
+_LOCK = ROOT / ".cache" / "os-packages.lock"
 
 
 def in_ci() -> bool:
@@ -29,10 +32,13 @@ def require(script: str, missing: Callable[[], list[str]]) -> None:
     if not missing():
         return
     if in_ci():
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        subprocess.run(
-            ["bash", str(ROOT / ".ci" / script)], check=False, env=env, stdin=subprocess.DEVNULL, timeout=1200
-        )
+        _LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with open(_LOCK, "w", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be installing right now
+            if missing():
+                env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+                script_path = str(ROOT / ".ci" / script)
+                subprocess.run(["bash", script_path], check=False, env=env, stdin=subprocess.DEVNULL, timeout=1200)
     gone = missing()
     if not gone:
         return

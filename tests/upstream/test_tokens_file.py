@@ -120,6 +120,7 @@ async def test_a_token_not_in_the_file_or_none_gets_401(tmp_path: Path) -> None:
         (f"alice:x {ALICE}\n", "line 1: a name is 1-63 of"),
         ("# nobody yet\n", "names no tokens"),
     ],
+    ids=["token-twice", "name-twice", "short-token", "one-field", "bad-name", "no-tokens"],  # the same in each worker
 )
 async def test_a_bad_tokens_file_stops_serve_at_start_naming_its_line(
     tmp_path: Path, tokens: str, refusal: str
