@@ -32,13 +32,7 @@ def require(script: str, missing: Callable[[], list[str]]) -> None:
     if not missing():
         return
     if in_ci():
-        _LOCK.parent.mkdir(parents=True, exist_ok=True)
-        with open(_LOCK, "w", encoding="utf-8") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be installing right now
-            if missing():
-                env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-                script_path = str(ROOT / ".ci" / script)
-                subprocess.run(["bash", script_path], check=False, env=env, stdin=subprocess.DEVNULL, timeout=1200)
+        _install(script, missing)
     gone = missing()
     if not gone:
         return
@@ -51,3 +45,16 @@ def require(script: str, missing: Callable[[], list[str]]) -> None:
 def commands(*names: str) -> Callable[[], list[str]]:
     """A `missing` for commands that must be on PATH."""
     return lambda: [name for name in names if shutil.which(name) is None]
+
+
+def _install(script: str, missing: Callable[[], list[str]]) -> None:
+    """Run `.ci/<script>` unless another worker installed what is missing while this one waited for the lock."""
+    _LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(_LOCK, "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not missing():
+            return
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        subprocess.run(
+            ["bash", str(ROOT / ".ci" / script)], check=False, env=env, stdin=subprocess.DEVNULL, timeout=1200
+        )
