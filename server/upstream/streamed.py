@@ -286,9 +286,9 @@ async def _followed_pieces(followed: Followed) -> AsyncGenerator[bytes]:
                 yield text.end(stalled) + followed.broken_tail
                 return
     except OSError as exc:
-        yield text.end(f"claimcheck could not read the output it was passing on: {exc.strerror or exc}") + (
-            followed.broken_tail
-        )
+        # A spool that gave up its output (it broke off) removes the file: then the reason is that, not the read.
+        reason = growing.broken or f"claimcheck could not read the output it was passing on: {exc.strerror or exc}"
+        yield text.end(reason) + followed.broken_tail
     finally:
         text.close()
 
