@@ -21,6 +21,7 @@ from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
 from server.errors import EXIT_USAGE, ConfigError
 from server.proxy import Proxy
+from server.setup_args import configure_logging
 from server.upstream.bearer import Tokens, read_tokens_file
 from server.upstream.resource_server import OAuth
 from server.upstream.surface import client_tools
@@ -46,11 +47,7 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
     cannot run (or ran without an event loop), else its step. `server.launch` awaits the step in the loop it
     spawned servers in."""
     args = parse(argv)
-    logging.basicConfig(
-        level=os.environ.get("CLAIMCHECK_LOG", args.log_level).upper(),
-        stream=sys.stderr,
-        format="claimcheck %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args)
     warnings.simplefilter("ignore", MCPDeprecationWarning)
     if args.command == "demo":
         from server.demo.client import run_demo
@@ -72,15 +69,14 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         return EXIT_CONFIG
     if args.command == "tools":
         if not any(not server.disabled for server in config.mcp_servers.values()):
-            where = args.config or default_config_path()
-            print(
-                f"claimcheck: {where} configures no servers to start (mcpServers is empty or every one is "
-                'disabled); add one, e.g. "mcpServers": {"fs": {"command": "npx", "args": '
-                '["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}',
-                file=sys.stderr,
-            )
+            print(f"claimcheck: {_no_servers(args)}", file=sys.stderr)
             return EXIT_CONFIG
         return partial(_print_tools, config, args.timeout)
+    if args.command == "serve" and not args.shared_socket:
+        if not any(not server.disabled for server in config.mcp_servers.values()):
+            print(
+                f"claimcheck: {_no_servers(args)}; serving only claimcheck's own tools until it does", file=sys.stderr
+            )
     if args.command == "ps":
         from server.status.ps import print_ps
 
@@ -124,6 +120,14 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         return relay_main(argv)
     start = partial(Proxy.start, config, api_token=token, config_path=_config_file(args), load=load)
     return _exit_0(partial(serve, start, args.transport, args.host, args.port, auth, oauth))
+
+
+def _no_servers(args: argparse.Namespace) -> str:
+    where = args.config or default_config_path()
+    return (
+        f"{where} configures no servers to start (mcpServers is empty or every one is disabled); add one, e.g. "
+        '"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}'
+    )
 
 
 def _exit_0(run: Callable[[], Awaitable[None]]) -> Step:

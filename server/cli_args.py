@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from server.downstream.processes import CONNECT_TIMEOUT_S
-from server.setup_args import add_setup_commands
+from server.setup_args import add_setup_commands, log_level, port
 from server.version import VERSION
 
 __all__ = ["parse", "parser", "starts_servers_ahead"]
@@ -35,6 +35,39 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def _seconds(text: str) -> float:
+    """asyncTimeoutSecs as the config takes it: 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text} seconds: give 0 or more (0 hands every call out at once)")
+    return value
+
+
+def _tokens(text: str) -> int:
+    """asyncTokenThreshold as the config takes it: 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} tokens: give 1 or more")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, saying a mistake in one line that leads with it (not after the usage) and names what to write."""
+
+    def error(self, message: str) -> NoReturn:
+        unknown = message.removeprefix("unrecognized arguments: ").split() if "unrecognized" in message else []
+        for flag in ("--http", "--sse", "--stdio"):
+            if flag in unknown:
+                message = f"{flag} is written --transport {flag[2:]}"
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the options)\n")
+
+
 def starts_servers_ahead(args: argparse.Namespace) -> bool:
     """Whether this command serves one client over stdio from its own process (not a shared claimcheck's relay,
     nor the shared claimcheck itself): then its stdio servers, one process each, can be spawned ahead."""
@@ -43,7 +76,7 @@ def starts_servers_ahead(args: argparse.Namespace) -> bool:
 
 def parser() -> argparse.ArgumentParser:
     """The whole command line; `claimcheck --help` shows it."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="claimcheck",
         description="An MCP server in front of your MCP servers: slow calls become handles, large outputs are "
         "stored whole and served in pieces.",
@@ -69,10 +102,10 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     run.add_argument("--host", help="HTTP/SSE bind address (default 127.0.0.1)")
-    run.add_argument("--port", type=int, help=f"HTTP/SSE port (default {DEFAULT_PORT}; 0 picks a free one)")
+    run.add_argument("--port", type=port, help=f"HTTP/SSE port (default {DEFAULT_PORT}; 0 picks a free one)")
     run.add_argument("--no-async", action="store_true", help="plain pass-through: no handles, no stored outputs")
-    run.add_argument("--async-timeout", type=float, metavar="SECS", help="override asyncTimeoutSecs")
-    run.add_argument("--token-threshold", type=int, metavar="TOKENS", help="override asyncTokenThreshold")
+    run.add_argument("--async-timeout", type=_seconds, metavar="SECS", help="override asyncTimeoutSecs")
+    run.add_argument("--token-threshold", type=_tokens, metavar="TOKENS", help="override asyncTokenThreshold")
     run.add_argument("--no-api", action="store_true", help="do not start the local status API")
     run.add_argument(
         "--state-url",
@@ -167,9 +200,11 @@ SERVE_EXAMPLES = "\n".join(
 )
 
 
-def _global_flags(parser: argparse.ArgumentParser, log_level: str, config: str | None) -> None:
+def _global_flags(parser: argparse.ArgumentParser, default_level: str, config: str | None) -> None:
     """The flags every sub-command takes, before or after its name (after wins)."""
-    parser.add_argument("--log-level", default=log_level, help="stderr log level (or env CLAIMCHECK_LOG)")
+    parser.add_argument(
+        "--log-level", default=default_level, type=log_level, help="stderr log level (or env CLAIMCHECK_LOG)"
+    )
     parser.add_argument(
         "--config",
         default=config,

@@ -82,7 +82,7 @@ def read_config_data(path: Path) -> Any:
     """The parsed content of a config file: TOML for `*.toml` (Codex), else JSON, comments and trailing commas
     allowed as VS Code and Cursor write them. `ConfigError` (one line, no path) when it cannot be parsed."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Notepad writes one) is not the config's
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError) as exc:
@@ -148,7 +148,8 @@ def translate(
     `${workspaceFolder}` means (the folder above `.vscode/` or `.cursor/`). With `check_inputs`, a `${input:id}`
     whose variable is unset is a `ConfigError` that says which variable to set."""
     if not isinstance(data, dict):
-        return Translated(data)
+        kind = "an array" if isinstance(data, list) else "not an object"
+        raise ConfigError(f'the file is {kind}; a config is one JSON object: {{"mcpServers": {{"NAME": {{…}}}}}}')
     tables = [key for key in SERVER_TABLES if key in data]
     if len(tables) > 1:
         raise ConfigError(f"both {' and '.join(tables)} hold servers; keep one of them")

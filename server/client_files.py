@@ -4,6 +4,7 @@ the new content checked to hold every entry it should before it replaces the old
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -30,7 +31,9 @@ __all__ = [
     "locate",
     "points_at_claimcheck",
     "rewritten",
+    "serves_file",
     "undo",
+    "unknown_client",
     "usual_paths",
     "write_replacing",
 ]
@@ -112,6 +115,19 @@ def locate(spec: str, environ: Mapping[str, str] = os.environ, cwd: Path | None 
     return ClientFile(Path(spec).expanduser().absolute(), None)
 
 
+def unknown_client(spec: str) -> tuple[str, str] | None:
+    """What is wrong with a client named `spec` that is neither a client claimcheck knows nor a file (`vs-code`),
+    and its fix; None when it is one of them or reads as a path."""
+    if spec in CLIENTS or os.sep in spec or "/" in spec or Path(spec).suffix or Path(spec).expanduser().exists():
+        return None
+    close = difflib.get_close_matches(spec.lower().replace("_", "-"), CLIENTS, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]}? " if close else ""
+    return (
+        f"{spec} is neither a client claimcheck knows nor a file here",
+        f"{guess}name one of {', '.join(CLIENTS)}, or the path of the client's config file",
+    )
+
+
 def claimcheck_entry(command: list[str], config: Path, file: ClientFile) -> dict[str, Any]:
     """The entry that starts claimcheck for this client, with absolute paths."""
     entry: dict[str, Any] = {"command": command[0], "args": [*command[1:], "serve", "--config", str(config)]}
@@ -151,6 +167,22 @@ def config_of_entry(entry: Mapping[str, Any]) -> str | None:
         if arg.startswith("--config="):
             return arg.removeprefix("--config=")
     return None
+
+
+def serves_file(entry: Mapping[str, Any], source: Path, default: Path) -> bool:
+    """Whether `entry` starts claimcheck serving the config at `source` (its `--config`, else `default`: the default
+    config as the entry's environment makes it): a client's file that routes the client through claimcheck, given to
+    claimcheck itself, whose entry would start claimcheck again, and that one another, without end."""
+    if not points_at_claimcheck(entry):
+        return False
+    named = config_of_entry(entry)
+    target = default if named is None else Path(named).expanduser()
+    if not target.is_absolute():
+        target = Path(str(entry.get("cwd") or os.getcwd())) / target
+    try:
+        return target.samefile(source)
+    except OSError:  # no such file (then not this one), or unreadable
+        return False
 
 
 def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from server.auth_config import AuthSettings
 from server.client_configs import read_config_data, translate
+from server.client_files import serves_file
 from server.config_errors import describe_errors
 from server.config_sections import (
     PREFIX_RE,
@@ -239,9 +240,26 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     try:
-        return parse_config(data, environ, source=where)
+        config = parse_config(data, environ, source=where)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    loops = [name for name, server in config.mcp_servers.items() if _serves_this(server, where, environ)]
+    for name in loops:
+        logger.warning(
+            "%s: left out server %s: it is claimcheck serving this same file, which would start itself without end "
+            "(give claimcheck a config of its own: `claimcheck init CLIENT`)",
+            where,
+            name,
+        )
+    servers = {name: server for name, server in config.mcp_servers.items() if name not in loops}
+    return config.model_copy(update={"mcp_servers": servers}) if loops else config
+
+
+def _serves_this(server: ServerConfig, source: Path, environ: Mapping[str, str]) -> bool:
+    if server.command is None or server.disabled:
+        return False
+    entry = {"command": server.command, "args": server.args, "cwd": server.cwd}
+    return serves_file(entry, source, default_config_path({**environ, **server.env}))
 
 
 def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: Path | None = None) -> Config:

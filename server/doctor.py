@@ -28,7 +28,15 @@ import httpx2
 
 from server import tracing
 from server.client_configs import read_config_data
-from server.client_files import CLIENTS, ClientFile, config_of_entry, locate, points_at_claimcheck, usual_paths
+from server.client_files import (
+    CLIENTS,
+    ClientFile,
+    config_of_entry,
+    locate,
+    points_at_claimcheck,
+    unknown_client,
+    usual_paths,
+)
 from server.config import CliOverrides, Config, ServerConfig, default_config_path, load_config, resolved, state_dir
 from server.distribution import foreign_files, install_command
 from server.errors import ConfigError, clip
@@ -82,7 +90,12 @@ async def doctor(args: argparse.Namespace, config_path: Path, environ: Mapping[s
     try:
         config = load_config(config_path, environ)
     except ConfigError as exc:
-        report.fail(f"config: {exc}", "correct the file as the message says, or run claimcheck init CLIENT")
+        fix = (
+            "make one from a client's servers: claimcheck init CLIENT (or give --config PATH)"
+            if not config_path.exists()
+            else "correct the file as the message says, or run claimcheck init CLIENT"
+        )
+        report.fail(f"config: {exc}", fix)
         config = None
     if config is not None:
         servers = {name: s for name, s in config.mcp_servers.items() if not s.disabled}
@@ -265,7 +278,10 @@ async def check_status_api(report: Report, config: Config) -> None:
 
 def check_clients(report: Report, client: str | None, config_path: Path, environ: Mapping[str, str]) -> None:
     """Whether a client's config starts claimcheck with this config (and with a claimcheck that exists)."""
-    if client:
+    if client and (unknown := unknown_client(client)) is not None:
+        report.fail(f"client {unknown[0]}", unknown[1])
+        files = []
+    elif client:
         files = [locate(client, environ)]
     else:
         files = [ClientFile(p, name) for name in CLIENTS for p in usual_paths(name, environ) if p.exists()]
@@ -275,7 +291,10 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
         try:
             data = read_config_data(file.path)
         except FileNotFoundError:
-            report.skip(f"{label}: no such file")
+            if client:  # the one file asked about
+                report.fail(f"{label}: no such file", "name the client's config file by its path, as it is on disk")
+            else:
+                report.skip(f"{label}: no such file")
             continue
         except ConfigError as exc:
             report.skip(f"{label}: cannot read it ({exc})")

@@ -32,6 +32,7 @@ from server.client_files import (
     points_at_claimcheck,
     rewritten,
     undo,
+    unknown_client,
     usual_paths,
     write_replacing,
 )
@@ -71,6 +72,8 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         found = [f"{name} ({path})" for name in CLIENTS for path in usual_paths(name, environ) if path.exists()]
         where = f"found here: {', '.join(found)}" if found else "none of their usual files exists here"
         raise ConfigError(f"name a client ({', '.join(CLIENTS)}) or a config file: claimcheck init cursor; {where}")
+    if (unknown := unknown_client(args.client)) is not None:
+        raise ConfigError(f"{unknown[0]}: {unknown[1]}")
     file = locate(args.client, environ)
     if args.undo:
         restored, kept = undo(file.path)

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging"]
+__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging", "log_level", "port"]
 
 LOG_FORMAT = "claimcheck %(levelname)s %(name)s: %(message)s"
 
@@ -28,12 +28,45 @@ def add_setup_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
     doctor.add_argument("--client", metavar="CLIENT|PATH", help="the client config to check (default: all found)")
     doctor.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     doctor.add_argument("--host", default="127.0.0.1")
-    doctor.add_argument("--port", type=int, help="the HTTP/SSE port `serve` will take (default 8765 over HTTP)")
+    doctor.add_argument("--port", type=port, help="the HTTP/SSE port `serve` will take (default 8765 over HTTP)")
     doctor.add_argument("--timeout", type=float, default=30, metavar="SECS", help="how long each server may take")
 
 
 def configure_logging(args: argparse.Namespace) -> None:
     """stderr logging at `--log-level` (or `$CLAIMCHECK_LOG`), as `server.cli` sets it up: called earlier where a
-    config is read before `server.cli` runs, so that what loading says (another client's file) is said alike."""
-    level = os.environ.get("CLAIMCHECK_LOG", args.log_level).upper()
-    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT)
+    config is read before `server.cli` runs, so that what loading says (another client's file) is said alike.
+    A `$CLAIMCHECK_LOG` that names no level is said in one line and left out: it may sit in a client's `env`,
+    where refusing to start would break every session for a log setting."""
+    if logging.getLogger().handlers:
+        return  # set up already (`server.launch` first, then `server.cli`), which logging would leave as it is too
+    level = args.log_level
+    named = os.environ.get("CLAIMCHECK_LOG")
+    if named:
+        try:
+            level = log_level(named)
+        except argparse.ArgumentTypeError as exc:
+            print(f"claimcheck: CLAIMCHECK_LOG: {exc}; logging at {level}", file=sys.stderr, flush=True)
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+
+
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def log_level(text: str) -> str:
+    """`--log-level`'s value (and `$CLAIMCHECK_LOG`'s): a level's name in any case, `warn` for warning."""
+    level = text.strip().lower()
+    level = "warning" if level == "warn" else level
+    if level not in _LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a log level: use debug, info, warning, error or critical")
+    return level
+
+
+def port(text: str) -> int:
+    """A TCP port: 0 (a free one) to 65535."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0 picks a free one)") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{number} is not a port: use 0 to 65535 (0 picks a free one)")
+    return number

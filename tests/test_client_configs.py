@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,47 @@ def test_a_file_with_two_server_tables_is_refused() -> None:
 def test_comments_and_trailing_commas_are_read_but_strings_are_left_alone() -> None:
     text = '{\n  // c\n  "a": "http://x/*y*/", /* z */\n  "b": [1, 2,],\n}'
     assert loads_jsonc(text) == {"a": "http://x/*y*/", "b": [1, 2]}
+
+
+def test_a_file_saved_with_a_byte_order_mark_loads_as_without(tmp_path: Path) -> None:
+    """Notepad on Windows writes UTF-8 with a byte order mark; a config pasted there loads as it is."""
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_bytes(b'\xef\xbb\xbf{"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}')
+    assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git"]
+
+
+def test_a_client_file_that_routes_through_claimcheck_given_to_claimcheck_leaves_out_its_own_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`claimcheck serve --config ~/.cursor/mcp.json` where that file's claimcheck entry serves the same file: that
+    entry would start claimcheck again, and that one another, without end. It is left out, in one warning line; an
+    entry that serves another config (a chain) stays, and so does one naming this file by a relative path from
+    elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "mcp.json"
+    other = tmp_path / "inner.json"
+    other.write_text('{"mcpServers": {}}')
+    servers = {
+        "git": {"command": "uvx", "args": ["mcp-server-git"]},
+        "claimcheck": {"command": "claimcheck", "args": ["serve", "--config", str(path)]},
+        "relative": {"command": "/opt/bin/claimcheck", "args": ["serve", "--config=mcp.json"]},
+        "module": {"command": "python3", "args": ["-m", "server", "serve", "--shared", "--config", "mcp.json"]},
+        "by-env": {"command": "uvx", "args": ["claimcheck", "serve"], "env": {"CLAIMCHECK_CONFIG": str(path)}},
+        "chain": {"command": "claimcheck", "args": ["serve", "--config", str(other)]},
+        "elsewhere": {"command": "claimcheck", "args": ["serve", "--config", "mcp.json"], "cwd": "/"},
+    }
+    path.write_text(json.dumps({"mcpServers": servers}))
+    with caplog.at_level(logging.WARNING):
+        config = load_config(path, {})
+    assert sorted(config.mcp_servers) == ["chain", "elsewhere", "git"]
+    left_out = [record.getMessage() for record in caplog.records if "left out" in record.getMessage()]
+    assert len(left_out) == 4
+    assert left_out[0] == (
+        f"{path}: left out server claimcheck: it is claimcheck serving this same file, which would start itself "
+        "without end (give claimcheck a config of its own: `claimcheck init CLIENT`)"
+    )
+    # the default config, named by nothing: an entry without --config serves it
+    assert sorted(load_config(None, {"CLAIMCHECK_CONFIG": str(path)}).mcp_servers) == ["chain", "elsewhere", "git"]
 
 
 def test_json_that_is_broken_anyway_names_line_and_column() -> None:

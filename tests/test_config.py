@@ -120,7 +120,8 @@ def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None
         ({"mcpServers": {"my server": {"command": "x"}}}, "server key 'my server' cannot be a tool prefix"),
         ({"mcpServers": {"g": {"command": "x", "prefix": "a b"}}}, "\"prefix\" 'a b' may only contain"),
         ({"settings": {"toolSeparator": ""}}, "settings.toolSeparator: String should have at least 1 character"),
-        ([], "(top level): Input should be a valid dictionary"),
+        ([], 'the file is an array; a config is one JSON object: {"mcpServers": {"NAME": {…}}}'),
+        ("servers", "the file is not an object; a config is one JSON object"),
     ],
 )
 def test_malformed_configs_are_errors_that_name_the_key_path(data: Any, expected: str) -> None:

@@ -188,6 +188,22 @@ def test_a_missing_client_file_and_a_missing_backup_are_one_line_each(
     assert "no such file" in lines[0] and "no backup" in lines[1]
 
 
+def test_a_client_name_claimcheck_does_not_know_is_answered_with_the_names_it_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert init("vs-code") == 2
+    assert init("claude") == 2
+    lines = capsys.readouterr().err.splitlines()
+    names = "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, or the path of the client's"
+    assert lines == [
+        f"claimcheck: vs-code is neither a client claimcheck knows nor a file here: did you mean vscode? {names} "
+        "config file",
+        f"claimcheck: claude is neither a client claimcheck knows nor a file here: did you mean claude-code? {names} "
+        "config file",
+    ]
+
+
 def test_usual_places_on_linux_and_macos() -> None:
     env = {"HOME": "/h"}
     assert app_config_dir(env, "linux") == Path("/h/.config")

@@ -53,15 +53,52 @@ def test_serve_help_says_what_serve_is_for_and_gives_examples() -> None:
         (["--config", "mine.json", "demo"], "demo runs claimcheck on its own bundled server and reads no config"),
         (["serve", "--port", "9000"], "--host and --port apply to --transport http or sse"),
         (["serve", "--host", "0.0.0.0"], "--host and --port apply to --transport http or sse"),
+        (["serve", "--http"], "--http is written --transport http"),
+        (["--log-level", "verbose", "tools"], "argument --log-level: 'verbose' is not a log level: use debug, info"),
+        (["tools", "--log-level", "10"], "argument --log-level: '10' is not a log level"),
+        (["serve", "--transport", "http", "--port", "99999"], "argument --port: 99999 is not a port: use 0 to 65535"),
+        (["doctor", "--port", "http"], "argument --port: 'http' is not a port number"),
+        (["serve", "--async-timeout", "-1"], "argument --async-timeout: -1 seconds: give 0 or more"),
+        (["serve", "--token-threshold", "0"], "argument --token-threshold: 0 tokens: give 1 or more"),
     ],
 )
-def test_an_option_the_command_would_ignore_is_refused(
+def test_an_option_the_command_would_ignore_or_cannot_take_is_refused_in_one_line_that_leads(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         parse(argv)
     assert exited.value.code == 2
-    assert f"claimcheck: error: {said}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("claimcheck") and f": error: {said}" in err.splitlines()[0]
+    assert len(err.splitlines()) == 1 and "usage:" not in err
+
+
+def test_log_levels_are_taken_in_any_case() -> None:
+    assert [parse(["--log-level", level, "tools"]).log_level for level in ("DEBUG", "Info", "warn")] == [
+        "debug",
+        "info",
+        "warning",
+    ]
+
+
+@pytest.mark.subprocess
+def test_a_claimcheck_log_that_names_no_level_is_said_in_one_line_and_claimcheck_runs_on(tmp_path: Path) -> None:
+    """It may sit in a client's `env`: refusing to start would break every session for a log setting."""
+    config = write_config(tmp_path, {"mcpServers": {}})
+    done = subprocess.run(
+        [PYTHON, "-m", "server", "ps", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "CLAIMCHECK_LOG": "verbose"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "claimcheck: CLAIMCHECK_LOG: 'verbose' is not a log level: use debug, info, warning, error or critical; "
+        "logging at warning"
+    )
+    assert "Traceback" not in done.stderr
 
 
 def test_serve_over_http_still_takes_host_and_port_with_their_defaults() -> None:

@@ -115,6 +115,21 @@ def test_a_client_entry_whose_claimcheck_is_gone_fails_with_init_as_the_fix(tmp_
     )
 
 
+def test_a_client_named_wrong_or_a_file_that_is_not_there_fails_with_the_names_to_use(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    report = Report()
+    check_clients(report, "vs-code", config, {"HOME": str(tmp_path)})
+    check_clients(report, str(tmp_path / "mcp.json"), config, {"HOME": str(tmp_path)})
+    assert report.lines[0] == (
+        "FAIL  client vs-code is neither a client claimcheck knows nor a file here; fix: did you mean vscode? name "
+        "one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, or the path of the client's config file"
+    )
+    assert report.lines[2] == (
+        f"FAIL  client mcp.json ({tmp_path / 'mcp.json'}): no such file; "
+        "fix: name the client's config file by its path, as it is on disk"
+    )
+
+
 def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     entry = {"type": "stdio", "command": PYTHON, "args": ["-m", "server", "serve", "--config", str(config)]}
