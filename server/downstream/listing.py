@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx2
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -56,4 +57,6 @@ def describe(exc: BaseException) -> str:
         return f"{exc.error.message} (JSON-RPC error {exc.error.code})"
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE client's: two lines, the second a link to MDN
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase} (from {exc.request.url})"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

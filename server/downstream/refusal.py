@@ -33,9 +33,12 @@ class Refusals:
 
     def __init__(self) -> None:
         self.last: tuple[int, str] | None = None
+        self.status: int | None = None
+        """The last answer's HTTP status (None before the first)."""
 
     async def hook(self, response: httpx2.Response) -> None:
         """An httpx response hook: note a refusal, forget it at the next answer that is none."""
+        self.status = response.status_code
         refused = response.status_code in REFUSED
         self.last = (response.status_code, response.reason_phrase) if refused else None
 

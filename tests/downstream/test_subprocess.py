@@ -180,8 +180,13 @@ async def test_claimcheck_over_sse_serves_a_client(tmp_path: Path) -> None:
     assert text_of(result) == "over sse"
 
 
-@pytest.mark.parametrize(("kind", "extra"), [("http", {}), ("sse", {"transport": "sse"})])
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [("http", {}), ("sse", {"transport": "sse"}), pytest.param("sse", {}, id="sse-url-only")],
+)
 async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(kind: str, extra: dict[str, Any]) -> None:
+    """Over streamable HTTP and SSE; a `url` with no `type` (as Cursor and Windsurf write an SSE server) that answers
+    the POST of `initialize` with a 4xx is tried again at once over SSE."""
     command = [PYTHON, "-m", "server.demo.server", kind, "0"]
     with anyio.fail_after(60):
         async with announced_url(command, URL) as url:
@@ -197,6 +202,21 @@ async def test_downstreams_over_http_and_sse_are_forwarded_with_large_results(ki
                 stored = spooled.path.read_bytes()
     assert not spooled.is_error
     assert len(stored) == spooled.bytes == 1536 * 1024
+
+
+async def test_a_url_that_answers_neither_transport_says_what_each_answered() -> None:
+    command = [PYTHON, "-m", "server.demo.server", "sse", "0"]
+    with anyio.fail_after(60):
+        async with announced_url(command, URL) as url:
+            wrong = url.removesuffix("/sse") + "/nothing"
+            config = parse_config({"mcpServers": {"web": {"url": wrong}}})
+            async with Proxy.start(config) as proxy:
+                await proxy.pool.settled()
+                status = next(d for d in proxy.pool.downstreams if d.name == "web").status()
+    assert status["state"] == "failed"
+    assert status["lastError"].startswith(f"{wrong}: ")
+    assert f"(tried over SSE too: HTTP 404 Not Found (from {wrong}))" in status["lastError"]
+    assert "\n" not in status["lastError"]
 
 
 def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None:
