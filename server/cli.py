@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from extraction.wording import plural
 from server.cli_args import parse
-from server.config import CliOverrides, Config, default_config_path, load_config, resolved, state_dir
+from server.config import CliOverrides, Config, default_config_path, load_config, no_servers, resolved, state_dir
 from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
 from server.errors import EXIT_USAGE, ConfigError
@@ -69,14 +69,9 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         return EXIT_CONFIG
     if args.command == "tools":
         if not any(not server.disabled for server in config.mcp_servers.values()):
-            print(f"claimcheck: {_no_servers(args)}", file=sys.stderr)
+            print(f"claimcheck: {no_servers(args.config or default_config_path())}", file=sys.stderr)
             return EXIT_CONFIG
         return partial(_print_tools, config, args.timeout)
-    if args.command == "serve" and not args.shared_socket:
-        if not any(not server.disabled for server in config.mcp_servers.values()):
-            print(
-                f"claimcheck: {_no_servers(args)}; serving only claimcheck's own tools until it does", file=sys.stderr
-            )
     if args.command == "ps":
         from server.status.ps import print_ps
 
@@ -120,14 +115,6 @@ def prepare(argv: list[str], config: Config | None = None) -> int | Step:
         return relay_main(argv)
     start = partial(Proxy.start, config, api_token=token, config_path=_config_file(args), load=load)
     return _exit_0(partial(serve, start, args.transport, args.host, args.port, auth, oauth))
-
-
-def _no_servers(args: argparse.Namespace) -> str:
-    where = args.config or default_config_path()
-    return (
-        f"{where} configures no servers to start (mcpServers is empty or every one is disabled); add one, e.g. "
-        '"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}'
-    )
 
 
 def _exit_0(run: Callable[[], Awaitable[None]]) -> Step:

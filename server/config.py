@@ -228,6 +228,14 @@ def default_config_path(environ: Mapping[str, str] = os.environ) -> Path:
     return base / "claimcheck" / "config.json"
 
 
+def no_servers(where: str | os.PathLike[str]) -> str:
+    """What to say of a config that starts no server, and what to write."""
+    return (
+        f"{where} configures no servers to start (mcpServers is empty or every one is disabled); add one, e.g. "
+        '"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}'
+    )
+
+
 def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Config:
     """Read, expand and validate a config file (claimcheck's own, or another client's as it is written: JSON with
     comments, Codex's TOML); every failure is a `ConfigError` naming the file."""

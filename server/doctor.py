@@ -92,7 +92,7 @@ async def doctor(args: argparse.Namespace, config_path: Path, environ: Mapping[s
     except ConfigError as exc:
         fix = (
             "make one from a client's servers: claimcheck init CLIENT (or give --config PATH)"
-            if not config_path.exists()
+            if "config file not found" in str(exc)
             else "correct the file as the message says, or run claimcheck init CLIENT"
         )
         report.fail(f"config: {exc}", fix)

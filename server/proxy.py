@@ -27,7 +27,7 @@ from mcp.server.subscriptions import (
 from extraction import Extractor, Policy
 from fs_sandbox import Sandbox
 from server import tracing
-from server.config import Config, ExtractionSettings, api_port, load_config, state_dir
+from server.config import Config, ExtractionSettings, api_port, load_config, no_servers, state_dir
 from server.downstream.connect import DownstreamSpec
 from server.downstream.offerings import Offerings
 from server.downstream.pool import Pool, specs_from_config
@@ -128,6 +128,9 @@ class Proxy:
         try:
             proxy = cls(config, store, **options)
             async with proxy._running():
+                if not any(not server.disabled for server in config.mcp_servers.values()):
+                    where = options.get("config_path") or "the config"
+                    logger.warning("%s; serving only claimcheck's own tools until it does", no_servers(where))
                 yield proxy
         finally:
             store.close()

@@ -148,3 +148,16 @@ def test_the_top_of_the_command_prints_a_grouped_user_error_as_one_line_and_lets
     with pytest.raises(ExceptionGroup) as raised:
         main(["ps"])
     assert isinstance(raised.value.exceptions[0], RuntimeError)
+
+
+def test_serve_with_no_servers_says_so_in_one_line_and_serves_on(tmp_path: Path) -> None:
+    """`tools` and `doctor` refuse such a file; `serve` runs (the file is read again when it changes), saying why a
+    client sees only claimcheck's own tools."""
+    config = no_servers(tmp_path)
+    done = claimcheck("serve", "--config", str(config))  # stdin closed: it serves, then ends
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"claimcheck WARNING server.proxy: {config} configures no servers to start (mcpServers is empty or every one "
+        'is disabled); add one, e.g. "mcpServers": {"fs": {"command": "npx", "args": ["-y", '
+        '"@modelcontextprotocol/server-filesystem", "/tmp"]}}; serving only claimcheck\'s own tools until it does'
+    ]
