@@ -235,15 +235,24 @@ class Downstream:
         """Whether to try again at once over SSE: a `url` with no `type` (how Cursor and Windsurf write an SSE server
         too) was refused as streamable HTTP with the answer the transports spec says an SSE server gives (4xx to the
         POST of `initialize`). Once SSE has failed as well, the next attempt is streamable HTTP again, and the error
-        says both were tried."""
-        if self.config.transport is not None or self.config.url is None or self._spec.target is not None:
+        says both were tried. A `url` with a `type` that got a 4xx: the error says how to ask for the other."""
+        if self.config.url is None or self._spec.target is not None:
+            return False
+        status = self._refusals.status if self._refusals is not None else None
+        answered_4xx = status is not None and 400 <= status < 500 and status not in REFUSED
+        if self.config.transport is not None:
+            if answered_4xx:  # perhaps the other transport: say how to ask for it
+                other = "streamable HTTP" if self.config.transport == "sse" else "SSE"
+                kind = "http" if self.config.transport == "sse" else "sse"
+                self.last_error = (
+                    f'{self.last_error} (if it serves {other}, its "type" is "{kind}"; or leave "type" out)'
+                )
             return False
         if self._kind == "sse":
             self._kind = "streamable-http"
             self.last_error = f"{self._http_error} (tried over SSE too: {self.last_error})"
             return False
-        status = self._refusals.status if self._refusals is not None else None
-        if status is None or not 400 <= status < 500 or status in REFUSED:
+        if not answered_4xx:
             return False
         self._kind, self._http_error = "sse", self.last_error
         logger.info("server %r: %s answered %d as streamable HTTP; trying SSE", self.name, self.config.url, status)

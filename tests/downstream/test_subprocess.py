@@ -219,6 +219,22 @@ async def test_a_url_that_answers_neither_transport_says_what_each_answered() ->
     assert "\n" not in status["lastError"]
 
 
+@pytest.mark.parametrize(("kind", "typed", "hint"), [("http", "sse", "streamable HTTP"), ("sse", "http", "SSE")])
+async def test_a_url_whose_type_names_the_other_transport_says_how_to_ask_for_its_own(
+    kind: str, typed: str, hint: str
+) -> None:
+    other = "http" if typed == "sse" else "sse"
+    with anyio.fail_after(60):
+        async with announced_url([PYTHON, "-m", "server.demo.server", kind, "0"], URL) as url:
+            config = parse_config({"mcpServers": {"web": {"url": url, "type": typed}}})
+            async with Proxy.start(config) as proxy:
+                await proxy.pool.settled()
+                status = next(d for d in proxy.pool.downstreams if d.name == "web").status()
+    assert status["state"] == "failed"
+    assert status["lastError"].endswith(f'(if it serves {hint}, its "type" is "{other}"; or leave "type" out)')
+    assert "\n" not in status["lastError"]
+
+
 def test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart() -> None:
     done = subprocess.run(claimcheck("demo"), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
