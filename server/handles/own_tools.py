@@ -193,7 +193,7 @@ async def _wait(
     """Wait for outputs; return early for a question not shown yet (`server.handles.questions`)."""
     inbox = session.inbox
     answered = questions.deliver(inbox, args.answer.model_dump(exclude_none=True)) if args.answer else None
-    if args.handles is not None:
+    if args.handles:  # none, or an empty list (as models write "all"): every running or unread call
         wanted = list(dict.fromkeys(args.handles))  # a handle named twice is waited for once
         found = await lookup(sessions, session, wanted)
         unknown = [h for h, call in zip(wanted, found, strict=True) if call is None]

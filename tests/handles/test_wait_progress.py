@@ -73,3 +73,23 @@ async def test_waiting_for_several_calls_reports_seconds_and_their_progress() ->
     summary = next(message for _, total, message in seen if message and "progress 3/6" in message)
     assert summary.startswith("waiting for 2 running outputs (x__copy progress 3/6")
     assert all(total is None for _, total, _ in seen)
+
+
+@pytest.mark.parametrize("handles", [None, []], ids=["left-out", "empty"])
+async def test_an_empty_handles_list_waits_for_every_running_call_as_leaving_it_out_does(
+    handles: list[str] | None,
+) -> None:
+    """Models write "all" as `[]` too: that is not "nothing is running"."""
+    down, release = copier()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        release.set()  # it is waiting: let the call finish
+
+    async with proxied({"x": down}) as client:
+        with anyio.fail_after(20):
+            started = await client.call_tool("x__copy", {"background": True})
+            assert HANDLE.search(text_of(started)), text_of(started)
+            args = {} if handles is None else {"handles": handles}
+            waited = await client.call_tool("wait_for_tool_output", args, progress_callback=on_progress)
+    assert "copied" in text_of(waited)
+    assert "No outputs are running" not in text_of(waited)
