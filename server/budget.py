@@ -130,10 +130,14 @@ def too_large(head: bytes, limit: int) -> Refused:
 
 
 def unreadable(line: bytes, error: Exception) -> Refused:
-    """The answer to a line that is not JSON (-32700) or not a JSON-RPC message (-32600)."""
-    not_json = any(detail.get("type") == "json_invalid" for detail in getattr(error, "errors", list)())
-    if not_json:
-        return Refused(types.PARSE_ERROR, "Parse error: the line is not JSON.", None)
+    """The answer to a line that is not JSON (-32700) or not a JSON-RPC message (-32600). Either answers the request
+    whose id the line's head shows (`request_id`): a line cut short, one with bytes that are not UTF-8 or a number
+    of more digits than can be read is a request its client waits for; null where no id can be read."""
+    invalid = [detail for detail in getattr(error, "errors", list)() if detail.get("type") == "json_invalid"]
+    if invalid:
+        reason = str(invalid[0].get("msg", "")).removeprefix("Invalid JSON: ") or "not JSON"
+        text = f"Parse error: the line is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
+        return Refused(types.PARSE_ERROR, text, request_id(line[:HEAD_BYTES]))
     return Refused(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC message.", request_id(line[:HEAD_BYTES]))
 
 

@@ -43,7 +43,22 @@ HOSTILE: list[tuple[str, bytes, int | None, int]] = [
 ]
 """(what it is, the line, the id its error must carry, the error's code)."""
 NOT_JSON_RPC: list[tuple[str, bytes, int | None, int]] = [
-    ("not JSON", b'{"jsonrpc":"2.0","id":9,"method":"tools/call",', None, -32700),
+    ("not JSON", b'{"jsonrpc":"2.0","id":9,"method":"tools/call",', 9, -32700),
+    ("not JSON at all", b"hello", None, -32700),
+    (
+        "not UTF-8",
+        b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"demo__echo","arguments":'
+        b'{"text":"\xff\xfe"}}}',
+        13,
+        -32700,
+    ),
+    (
+        "a number of 5 000 digits",
+        b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"demo__echo",'
+        b'"arguments":{"text":' + b"9" * 5000 + b"}}}",
+        14,
+        -32700,
+    ),
     ("JSON, not JSON-RPC", b'{"jsonrpc":"2.0","id":10,"method":["tools/call"]}', 10, -32600),
 ]
 """Lines the SDK's stdio transport dropped unanswered (over HTTP the SDK answers them itself)."""
