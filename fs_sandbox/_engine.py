@@ -29,7 +29,7 @@ RE2_MAX_MEM = 64 << 20  # DFA memory per pattern: generous, so RE2 stays on its 
 
 _UNSUPPORTED = (  # RE2's parse errors, named for the model
     ("invalid escape sequence: \\1", "a backreference (\\1 … \\9)"),
-    ("invalid escape sequence: \\Z", "\\Z (use $ or \\z)"),
+    ("invalid escape sequence: \\Z", "\\Z (for the end of a line, use $)"),
     ("invalid perl operator: (?=", "a lookahead (?=…)"),
     ("invalid perl operator: (?!", "a negative lookahead (?!…)"),
     ("invalid perl operator: (?<=", "a lookbehind (?<=…)"),
@@ -38,6 +38,7 @@ _UNSUPPORTED = (  # RE2's parse errors, named for the model
     ("invalid perl operator: (?P=", "a named backreference (?P=…)"),
     ("invalid perl operator: (?(", "a conditional group (?(…)…)"),
     ("bad repetition operator", "a possessive repeat (*+, ++, ?+)"),
+    ("invalid repetition size", "a repeat too large for RE2 (a count over 1000, or counted repeats nested)"),
 )
 
 

@@ -509,7 +509,11 @@ async def test_a_catastrophic_pattern_is_stopped_while_the_event_loop_goes_on(tm
         await sandbox.aclose()
 
     assert meanwhile == ["100 ticks, read 'fine', grep answered: False"]
-    assert len(outcome) == 1 and "uses \\Z (use $ or \\z)" in outcome[0] and "stopped after 5 s" in outcome[0]
+    assert (
+        len(outcome) == 1
+        and "uses \\Z (for the end of a line, use $)" in outcome[0]
+        and "stopped after 5 s" in outcome[0]
+    )
     assert after.matches == 1  # the killed worker was replaced
 
 

@@ -71,6 +71,7 @@ async def test_the_documented_differences_from_re_are_as_documented(
         (r"(?>a)b", "an atomic group"),
         (r"ab\Z", "\\Z"),
         ("a++b", "a possessive repeat"),
+        ("(a{0,1000}){0,1000}b", "a repeat too large for RE2"),
     ],
 )
 async def test_what_re2_cannot_run_runs_on_re_with_the_same_answers(
