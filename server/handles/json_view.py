@@ -270,4 +270,9 @@ def _render(result: Any, max_chars: int) -> str:
 def _reason(exc: Exception) -> str:
     """The first line of a JMESPath error, quoted briefly: it may hold a token of the query or a value of the output."""
     lines = str(exc).splitlines()
-    return clip(lines[0] if lines else type(exc).__name__)
+    if not lines:
+        return type(exc).__name__
+    first = lines[0]
+    if first.endswith(", for expression:") and len(lines) > 1:  # a parse error: the expression follows, quoted
+        first = f"{first.removesuffix(', for expression:')}, in {lines[1]}"
+    return clip(first)

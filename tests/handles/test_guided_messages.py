@@ -383,3 +383,12 @@ def test_an_invalid_query_with_a_huge_token_is_quoted_briefly() -> None:
     message = str(caught.value)
     assert message.startswith("Invalid JMESPath query: Unexpected token: bbb")
     assert len(message) < 1000 and message.endswith(" bytes)")
+
+
+def test_an_invalid_query_says_where_in_the_query_it_broke() -> None:
+    with pytest.raises(JsonViewError) as caught:
+        query(TextSource.of('{"records": []}'), "records[[[", max_chars=1000, grep_hint="Grep")
+    assert str(caught.value) == (
+        'Invalid JMESPath query: Expecting: star, got: lbracket: Parse error at column 8, token "[" (LBRACKET), '
+        'in "records[[["'
+    )
