@@ -28,6 +28,7 @@ keeps its traceback. Whatever a message quotes of a client's input goes through
 from __future__ import annotations
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 __all__ = [
     "EXIT_USAGE",
@@ -73,11 +74,18 @@ def problems(exc: ValidationError) -> str:
     """What is wrong with a client's arguments: the first few problems, each naming where (clipped)."""
     errors = exc.errors(include_url=False, include_input=False)
     shown = [
-        f"{'.'.join(clip(part, 60) for part in error['loc']) or 'arguments'}: {clip(error['msg'])}"
+        f"{'.'.join(clip(part, 60) for part in error['loc']) or 'arguments'}: {clip(_said(error))}"
         for error in errors[:PROBLEMS_SHOWN]
     ]
     more = f"; and {len(errors) - PROBLEMS_SHOWN} more" if len(errors) > PROBLEMS_SHOWN else ""
     return "; ".join(shown) + more
+
+
+def _said(error: ErrorDetails) -> str:
+    """pydantic's message, without the names of claimcheck's own classes (`instance of SliceArgs`) or its steps."""
+    if error["type"] in ("model_type", "model_attributes_type", "dataclass_type"):
+        return "Input should be an object"
+    return str(error["msg"]).replace(" after validation", "")
 
 
 class ClaimcheckError(Exception):

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from server.config import Settings
 from server.downstream.chain import OWN, mark_of
-from server.handles.own_registry import OWN_TOOL_REGISTRY, own_tool_definitions
+from server.errors import problems
+from server.handles.own_registry import OWN_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, own_tool_definitions
 
 OBJECT = {"type": "object", "additionalProperties": False}
 SLICE = {
@@ -141,3 +142,19 @@ def test_arguments_are_validated_by_the_model_the_schema_comes_from(tool: Any) -
             tool.parse({})
     else:
         tool.parse(None)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "said"),
+    [
+        ("tool_output", {"handle": "h", "slice": "0:100"}, "slice: Input should be an object"),
+        ("wait_for_tool_output", {"answer": "yes"}, "answer: Input should be an object"),
+        ("wait_for_tool_output", {"handles": ["h"] * 200}, "handles: List should have at most 64 items, not 200"),
+    ],
+)
+def test_a_bad_argument_is_said_without_claimcheck_s_own_class_names(
+    name: str, arguments: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        OWN_TOOLS_BY_NAME[name].parse(arguments)
+    assert problems(caught.value) == said
