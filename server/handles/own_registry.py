@@ -81,7 +81,9 @@ WAIT_HANDLES_MAX = 64  # one wait's handles: its work and its answer stay small 
 
 class WaitArgs(_Args):
     handles: list[str] | None = Field(default=None, max_length=WAIT_HANDLES_MAX)
-    timeout_secs: float | None = Field(default=None, ge=0)  # its maximum, waitMaxSecs, is added per settings
+    timeout_secs: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False
+    )  # its maximum, waitMaxSecs, is added per settings
     answer: AnswerArgs | None = Field(default=None, description="the answer to a question a running call asked")
 
 

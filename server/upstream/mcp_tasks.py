@@ -185,6 +185,9 @@ class _Tasks:
     async def list(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListTasksResult:
+        if params is not None and params.cursor is not None:  # every task is on the one page: no cursor is one of ours
+            message = "Invalid cursor: tasks/list answers every task on one page; ask again without a cursor"
+            raise MCPError(code=types.INVALID_PARAMS, message=message)
         session = self._session(ctx)
         return types.ListTasksResult(tasks=[task_of(call, session.inbox) for call in session.handed_out()])
 

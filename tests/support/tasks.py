@@ -53,9 +53,10 @@ class TaskClient(ClientExtension):
         request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
         return await self.client.session.send_request(request, types.CallToolResult)
 
-    async def list(self) -> types.ListTasksResult:
+    async def list(self, cursor: str | None = None) -> types.ListTasksResult:
         assert self.client is not None
-        return await self.client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        return await self.client.session.send_request(types.ListTasksRequest(params=params), types.ListTasksResult)
 
     async def cancel(self, task_id: str) -> types.CancelTaskResult:
         assert self.client is not None

@@ -125,11 +125,14 @@ async def test_unknown_tasks_and_tools_that_cannot_be_tasks_are_errors() -> None
                 await tasks.create("down__missing", {})
             with pytest.raises(MCPError) as bad_flag:
                 await tasks.create("down__echo", {"text": "x", "background": "yes"})
-    for error in (unknown, unknown_result, own_tool, no_tool, bad_flag):
+            with pytest.raises(MCPError) as bad_cursor:
+                await tasks.list(cursor="garbage")
+    for error in (unknown, unknown_result, own_tool, no_tool, bad_flag, bad_cursor):
         assert error.value.error.code == types.INVALID_PARAMS
     assert "no task" in unknown.value.error.message
     assert "cannot run as a task" in own_tool.value.error.message
     assert '"background" must be true or false' in bad_flag.value.error.message
+    assert bad_cursor.value.error.message.startswith("Invalid cursor: tasks/list answers every task on one page")
 
 
 async def test_the_result_of_a_failed_task_is_the_error_and_a_big_one_follows_the_size_rule() -> None:
