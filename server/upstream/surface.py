@@ -14,16 +14,17 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from server import sdk_compat
 from server.downstream.chain import CAPABILITY, asks_passthrough
 from server.downstream.relay import ClientChannel, RequestRelay
-from server.errors import QUOTE_LIMIT, ClaimcheckError, ToolNotFound, clip
+from server.errors import QUOTE_LIMIT, ClaimcheckError, ToolNotFound, clip, problems
 from server.handles.calls import Call
 from server.handles.files import FILE_TOOLS, run_file_tool
 from server.handles.own_tools import OWN_TOOLS, run_own_tool
@@ -180,9 +181,20 @@ def build_server(proxy: Proxy, standing: StandingStreams | None = None) -> Serve
         NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
         {CAPABILITY: {"version": 1}},
     )
+    server.middleware.append(_named_problems)
     mcp_tasks.install(server, proxy)
     offerings_surface.install(server, proxy)
     return server
+
+
+async def _named_problems(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """A request whose params do not validate is answered naming what is wrong (`tools/call`'s missing `name`),
+    where the SDK answers "Invalid request parameters" and nothing else."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        message = f"Invalid {clip(ctx.method)} params: {problems(exc)}"
+        raise MCPError(code=types.INVALID_PARAMS, message=message) from None
 
 
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:

@@ -178,3 +178,22 @@ async def test_requests_past_the_budget_over_sse_get_a_json_rpc_error_and_the_se
                 if event_line.startswith("data:") and '"id":99' in event_line:
                     assert json.loads(event_line[5:])["result"]["content"][0]["text"] == "ok"
                     break
+
+
+@pytest.mark.parametrize("fast", ["on", "off"])
+async def test_a_request_whose_params_do_not_validate_is_told_which_and_why(tmp_path: Path, fast: str) -> None:
+    """The SDK answers "Invalid request parameters" and nothing else; the answer names the field."""
+    cases: list[tuple[dict[str, Any] | None, str]] = [
+        ({}, "Invalid tools/call params: params.name: Field required"),
+        ({"name": 42}, "Invalid tools/call params: params.name: Input should be a valid string"),
+        ({"name": "demo__echo", "arguments": "text=x"}, "params.arguments: Input should be a valid dictionary"),
+    ]
+    with anyio.fail_after(CALL_S):
+        async with serving(tmp_path, fast) as wire:
+            for ident, (params, said) in enumerate(cases, start=50):
+                message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
+                await wire.write(json.dumps(message).encode())
+                error = (await wire.answer(ident))["error"]
+                assert error["code"] == -32602 and said in error["message"], error
+            alive = await wire.call("demo__echo", {"text": "still here"})
+    assert alive["result"]["content"][0]["text"] == "still here"
