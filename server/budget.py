@@ -138,7 +138,25 @@ def unreadable(line: bytes, error: Exception) -> Refused:
         reason = str(invalid[0].get("msg", "")).removeprefix("Invalid JSON: ") or "not JSON"
         text = f"Parse error: the line is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
         return Refused(types.PARSE_ERROR, text, request_id(line[:HEAD_BYTES]))
-    return Refused(types.INVALID_REQUEST, "Invalid request: not a JSON-RPC message.", request_id(line[:HEAD_BYTES]))
+    text = f"Invalid request: not a JSON-RPC message{_why_not_json_rpc(line)}."
+    return Refused(types.INVALID_REQUEST, text, request_id(line[:HEAD_BYTES]))
+
+
+def _why_not_json_rpc(line: bytes) -> str:
+    """What makes the JSON of `line` no JSON-RPC message of MCP's, said after a colon; "" when nothing simple."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(message, dict):
+        return ": it is not an object"
+    if message.get("jsonrpc") != "2.0":
+        return ': its "jsonrpc" must be "2.0"'
+    if "method" in message and not isinstance(message["method"], str):
+        return ': its "method" must be a string'
+    if "params" in message and not isinstance(message["params"], dict):
+        return ': its "params" must be an object (MCP names every parameter)'
+    return ""
 
 
 def nests_deeper(line: bytes, max_depth: int) -> bool:

@@ -195,5 +195,14 @@ async def test_a_request_whose_params_do_not_validate_is_told_which_and_why(tmp_
                 await wire.write(json.dumps(message).encode())
                 error = (await wire.answer(ident))["error"]
                 assert error["code"] == -32602 and said in error["message"], error
+            raw = [
+                (b'{"jsonrpc":"1.0","id":60,"method":"tools/list"}', 60, 'its "jsonrpc" must be "2.0"'),
+                (b'{"jsonrpc":"2.0","id":61,"method":"tools/list","params":[1]}', 61, 'its "params" must be an object'),
+            ]
+            for line, ident, said in raw:
+                await wire.write(line)
+                error = (await wire.answer(ident))["error"]
+                assert error["code"] == -32600 and error["message"].startswith("Invalid request: not a JSON-RPC")
+                assert said in error["message"], error
             alive = await wire.call("demo__echo", {"text": "still here"})
     assert alive["result"]["content"][0]["text"] == "still here"
