@@ -85,7 +85,7 @@ def _said(error: ErrorDetails) -> str:
     """pydantic's message, without the names of claimcheck's own classes (`instance of SliceArgs`) or its steps."""
     if error["type"] in ("model_type", "model_attributes_type", "dataclass_type"):
         return "Input should be an object"
-    return str(error["msg"]).replace(" after validation", "")
+    return str(error["msg"]).replace(" after validation", "").removeprefix("Value error, ")
 
 
 class ClaimcheckError(Exception):

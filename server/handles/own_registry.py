@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.config import Settings
 from server.downstream.chain import OWN, mark
@@ -57,6 +57,12 @@ class SliceArgs(_Args):
     anchor: str | None = None
     window: int = 1000
     match_index: int = 0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SliceArgs:
+        if self.anchor is not None and (self.start is not None or self.length is not None):
+            raise ValueError("give {start, length} (characters) or {anchor, window, match_index}, not both")
+        return self
 
 
 class ToolOutputArgs(_Args):

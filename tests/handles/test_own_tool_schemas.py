@@ -150,6 +150,11 @@ def test_arguments_are_validated_by_the_model_the_schema_comes_from(tool: Any) -
         ("tool_output", {"handle": "h", "slice": "0:100"}, "slice: Input should be an object"),
         ("wait_for_tool_output", {"answer": "yes"}, "answer: Input should be an object"),
         ("wait_for_tool_output", {"handles": ["h"] * 200}, "handles: List should have at most 64 items, not 200"),
+        (
+            "tool_output",
+            {"handle": "h", "mode": "slice", "slice": {"anchor": "INFO", "start": 5, "length": 5}},
+            "slice: give {start, length} (characters) or {anchor, window, match_index}, not both",
+        ),
     ],
 )
 def test_a_bad_argument_is_said_without_claimcheck_s_own_class_names(
