@@ -125,9 +125,12 @@ async def _check_handle(handle: str, session: Session, sessions: Sessions) -> Ca
 
 
 def _noted(text: str, call: Call, what: str) -> str:
-    """`text`, then the line saying the output was cut when stored (a "No matches" may be in the cut part)."""
-    note = cut_answer_note(call, what)
-    return f"{text}\n{note}" if note else text
+    """`text`, then the line saying the output was cut when stored (a "No matches" may be in the cut part), and the
+    line saying it is a failed call's error (read as any output: a long one was stored)."""
+    notes = [cut_answer_note(call, what)]
+    if call.status == "failed":
+        notes.append(f"[claimcheck] the call failed ({call.public_name}): this output is the error it gave.")
+    return "\n".join([text, *filter(None, notes)])
 
 
 def _grep_text(args: GrepArgs, found: GrepResult, budget: int) -> str:

@@ -248,9 +248,16 @@ async def test_a_failed_background_call_keeps_its_error_for_retrieval() -> None:
             down.release.set()
             waited = await client.call_tool("wait_for_tool_output", {})
             result = await client.call_tool("tool_output", {"handle": handle, "mode": "raw"})
+            read = await client.call_tool("Read", {"file": handle})
+            grepped = await client.call_tool("Grep", {"file": handle, "regex": "fire"})
     assert f'"{handle}" down__gated_failure: failed' in text_of(waited)
     assert result.is_error
     assert "the disk is on fire" in text_of(result)
+    for answer in (read, grepped):  # read as any output, said to be the error
+        assert "the disk is on fire" in text_of(answer)
+        assert "[claimcheck] the call failed (down__gated_failure): this output is the error it gave." in text_of(
+            answer
+        )
 
 
 async def test_wait_with_nothing_running_returns_at_once_and_a_short_timeout_reports_still_running() -> None:
