@@ -171,5 +171,8 @@ async def test_a_failed_calls_stored_error_output_can_be_read_and_is_shown_cut()
     assert "The call failed: Error executing tool fail_big: line 00000 of the big output" in text_of(shown)
     assert "omitted by truncate" in text_of(shown)
     assert len(ENC.encode_ordinary(text_of(shown))) < THRESHOLD + 100
-    assert read == f"{handle}: lines 400-400 of 400:\n   400  line 00399 of the big output, with words to count"
-    assert grep.splitlines()[-1] == "   201 → line 00200 of the big output, with words to count"
+    failed = "[claimcheck] the call failed (down__fail_big): this output is the error it gave."
+    assert (
+        read == f"{handle}: lines 400-400 of 400:\n   400  line 00399 of the big output, with words to count\n{failed}"
+    )
+    assert grep.splitlines()[-2:] == ["   201 → line 00200 of the big output, with words to count", failed]
