@@ -22,7 +22,7 @@ from server.downstream.chain import OWN, mark_of
 from server.errors import EXIT_USAGE, ConfigError
 from server.proxy import Proxy
 from server.setup_args import configure_logging
-from server.upstream.bearer import Tokens, read_tokens_file
+from server.upstream.bearer import MIN_TOKEN_BYTES, Tokens, read_tokens_file
 from server.upstream.resource_server import OAuth
 from server.upstream.surface import client_tools
 from server.upstream.transports import serve
@@ -127,6 +127,13 @@ def _exit_0(run: Callable[[], Awaitable[None]]) -> Step:
 
 def _bearer_tokens(args: argparse.Namespace, env_token: str | None) -> Tokens | None:
     """The tokens an HTTP/SSE request must carry one of, or None when any request is served."""
+    if env_token is not None and args.transport != "stdio" and len(env_token.encode()) < MIN_TOKEN_BYTES:
+        logging.getLogger(__name__).warning(
+            "the token in $%s is under %d bytes: whoever reaches the port may guess it; make one with "
+            "`openssl rand -hex 32` (a tokens file refuses shorter ones)",
+            args.auth_token_env,
+            MIN_TOKEN_BYTES,
+        )
     if args.auth_tokens_file is None:
         return None if env_token is None else Tokens.of(env_token)
     if args.transport == "stdio" or args.shared or args.shared_socket:

@@ -22,7 +22,7 @@ from server import platform
 from server.errors import ConfigError
 from server.handles.owners import PRINCIPAL_NAME
 
-__all__ = ["MIN_TOKEN_BYTES", "RESERVED_NAMES", "BearerAuth", "Tokens", "read_tokens_file"]
+__all__ = ["MIN_TOKEN_BYTES", "RESERVED_NAMES", "BearerAuth", "Tokens", "accepted_name", "read_tokens_file"]
 
 MIN_TOKEN_BYTES = 32
 _BOM = b"\xef\xbb\xbf"
@@ -129,16 +129,45 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers", [])).get(b"authorization", b"")
-            name = self._tokens.name_of(given)
+            name = accepted_name(scope, self._tokens)
             if name is None:
-                body = b'{"error": "missing or wrong bearer token"}'
-                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
-                await send({"type": "http.response.start", "status": 401, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, dict(scope.get("headers", [])).get(b"authorization", b""))
                 return
             scope[PRINCIPAL_NAME] = name
         await self.app(scope, receive, send)
+
+
+def accepted_name(scope: Scope, tokens: Tokens) -> str | None:
+    """The principal's name of the request's token (`Tokens.name_of`), None when it carries none of them. The scheme
+    is read in any case, with any spaces around the token; the header is then rewritten as claimcheck writes it,
+    since the principal below is keyed by it (`owners.principal`): `bearer X` and `Bearer X` are one principal."""
+    headers = scope.get("headers", [])
+    given = dict(headers).get(b"authorization", b"")
+    written = _as_written(given)
+    name = tokens.name_of(written)
+    if name is not None and written != given:
+        scope["headers"] = [(key, written if key == b"authorization" else value) for key, value in headers]
+    return name
+
+
+def _as_written(authorization: bytes) -> bytes:
+    """`Bearer TOKEN` for any case of the scheme and any spaces around the token (RFC 9110: the scheme is
+    case-insensitive); any other value as it came."""
+    scheme, _, token = authorization.strip().partition(b" ")
+    return b"Bearer " + token.strip() if scheme.lower() == b"bearer" and token.strip() else authorization
+
+
+async def _refuse(send: Send, given: bytes) -> None:
+    """401 saying what to send (RFC 6750: `error="invalid_token"` when a token was sent and is not accepted)."""
+    if _as_written(given).startswith(b"Bearer "):
+        said, challenge = "this bearer token is not one claimcheck accepts", b'Bearer error="invalid_token"'
+    else:
+        said, challenge = "no bearer token", b"Bearer"
+    fix = "send `Authorization: Bearer <token>`, the token of --auth-token-env or of --auth-tokens-file"
+    body = f'{{"error": "{said}: {fix}"}}'.encode()
+    headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge)]
+    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _header(token: str) -> bytes:

@@ -39,7 +39,7 @@ from server.distribution import install_command
 from server.errors import ConfigError
 from server.handles.owners import IDENTITY, PRINCIPAL_NAME
 from server.http_edge import reply
-from server.upstream.bearer import Tokens
+from server.upstream.bearer import Tokens, accepted_name
 from server.upstream.jwks import KeyCache, Unavailable
 from server.upstream.oauth_fetch import Issuer
 from server.upstream.oauth_tokens import Checker, IntrospectionChecker, JwtChecker, Refused, TokenChecker
@@ -155,8 +155,8 @@ class ResourceGate:
         if scope["path"] == WELL_KNOWN or scope["path"].startswith(WELL_KNOWN + "/"):
             await self._metadata(scope, receive, send)
             return
+        name = None if self._tokens is None else accepted_name(scope, self._tokens)
         authorization = dict(scope.get("headers", [])).get(b"authorization", b"")
-        name = None if self._tokens is None else self._tokens.name_of(authorization)
         if name is not None:
             scope[PRINCIPAL_NAME] = name
             await self.app(scope, receive, send)

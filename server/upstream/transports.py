@@ -27,7 +27,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import tracing
 from server.errors import StartupError
@@ -185,6 +185,9 @@ async def _serve_sse(
         )
     limit = proxy.config.settings.max_request_bytes
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
+    sdk_sse_logger = logging.getLogger("mcp.server.sse")
+    if _unreadable_post not in sdk_sse_logger.filters:
+        sdk_sse_logger.addFilter(_unreadable_post)
 
     outputs = proxy.pool.spooled  # a pass-through's stored output, answered on its client's event stream from its file
 
@@ -195,16 +198,67 @@ async def _serve_sse(
             if refusal is not None:
                 return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": refusal}}, 503)
             send = StandInSend(send_of(request), outputs)
-            async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            try:
+                async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+            except ValueError as exc:
+                if str(exc) != _SSE_REFUSED:
+                    raise
+                return _Answered()  # the SDK answered it (403 for another site's Origin, 421 for another Host)
         return Response()
 
-    post = with_outputs(sse.handle_post_message, outputs)
+    post = _after_its_stream(with_outputs(sse.handle_post_message, outputs))
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=post)],
         middleware=_edges(limit),
     )
     return await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
+
+
+class _Answered(Response):
+    """The response of a request the SDK has answered already: nothing more is sent (the connection stays usable)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        return
+
+
+_SSE_REFUSED = "Request validation failed"
+"""What the SDK's `connect_sse` raises after it has answered a request its transport security refused."""
+
+
+def _unreadable_post(record: logging.LogRecord) -> bool:
+    """The SDK logs a POST body that is no JSON-RPC message with its traceback and a pydantic dump, at ERROR, though
+    it answers the client 400 for it: a client's mistake, logged in one line at WARNING."""
+    if record.msg == "Failed to parse message":
+        record.msg = "an SSE client posted a body that is no JSON-RPC message; it was answered 400"
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
+
+
+def _after_its_stream(post: ASGIApp) -> ASGIApp:
+    """A POST to `/messages/` whose session's event stream has just ended: the SDK answers it (202, or 400 for a
+    body it cannot read), then fails to hand the message to the closed stream; that is no error of claimcheck's
+    (the session is gone, as its next POST is told with 404), so it is logged at debug, not as a traceback."""
+
+    async def answered(scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await post(scope, receive, sending)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            logger.debug("a message came for an SSE session whose stream had ended")
+            if not started:
+                await Response("Could not find session: its event stream has ended", status_code=404)(
+                    scope, receive, send
+                )
+
+    return answered
 
 
 def _edges(limit: int) -> list[Middleware]:

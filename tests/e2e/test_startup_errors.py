@@ -8,13 +8,14 @@ import socket
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from server.errors import EXIT_USAGE, ConfigError, StartupError
 from server.launch import user_error
-from tests.support.processes import PYTHON, write_config
+from tests.support.processes import PYTHON, announcing, write_config
 
-pytestmark = pytest.mark.subprocess
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
 def claimcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -161,3 +162,18 @@ def test_serve_with_no_servers_says_so_in_one_line_and_serves_on(tmp_path: Path)
         'is disabled); add one, e.g. "mcpServers": {"fs": {"command": "npx", "args": ["-y", '
         '"@modelcontextprotocol/server-filesystem", "/tmp"]}}; serving only claimcheck\'s own tools until it does'
     ]
+
+
+async def test_a_short_auth_token_env_token_over_http_is_served_with_one_warning(tmp_path: Path) -> None:
+    """A tokens file refuses tokens under 32 bytes; the environment's token is warned about (refusing it would stop
+    setups that work)."""
+    config = no_servers(tmp_path)
+    command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", "http", "--port", "0"]
+    env = {**os.environ, "CLAIMCHECK_API_ENABLED": "false", "SHORT_TOKEN": "abc"}
+    with anyio.fail_after(60):
+        async with announcing([*command, "--auth-token-env", "SHORT_TOKEN"], r"serving MCP", env=env) as started:
+            said = b"".join(started.said).decode()
+    assert (
+        "the token in $SHORT_TOKEN is under 32 bytes: whoever reaches the port may guess it; make one with "
+        "`openssl rand -hex 32` (a tokens file refuses shorter ones)"
+    ) in said

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from server.budget import MAX_DEPTH
-from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
+from tests.support.processes import PYTHON, announced_url, announcing, demo_server_entry, write_config
 from tests.support.wire import serving
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -206,3 +206,49 @@ async def test_a_request_whose_params_do_not_validate_is_told_which_and_why(tmp_
                 assert said in error["message"], error
             alive = await wire.call("demo__echo", {"text": "still here"})
     assert alive["result"]["content"][0]["text"] == "still here"
+
+
+async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """The SDK answers both (403; 400) and then logged each with a traceback (a web page could fill the log)."""
+    config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}})
+    command = [
+        PYTHON,
+        "-m",
+        "server",
+        "serve",
+        "--no-api",
+        "--config",
+        str(config),
+        "--transport",
+        "sse",
+        "--port",
+        "0",
+    ]
+    with anyio.fail_after(CALL_S):
+        async with (
+            announcing(command, r"serving MCP over [A-Za-z ]+ at (http://\S+)") as started,
+            httpx2.AsyncClient(timeout=CALL_S) as http,
+        ):
+            url = started.url
+            refused = await http.get(url, headers={"Origin": "http://evil.example"})
+            async with http.stream("GET", url) as stream:
+                lines = stream.aiter_lines()
+                endpoint = ""
+                async for event_line in lines:
+                    if event_line.startswith("data:"):
+                        endpoint = event_line[5:].strip()
+                        break
+                post = url.removesuffix("/sse") + endpoint
+                unreadable = await http.post(post, content=b'{"a": 1}', headers={"content-type": "application/json"})
+                await http.post(post, json=INIT)
+                await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                assert (await http.post(post, json=ECHO)).status_code == 202
+                async for event_line in lines:
+                    if event_line.startswith("data:") and '"id":99' in event_line:
+                        break
+            await started.until("an SSE client posted a body that is no JSON-RPC message")
+    said = b"".join(started.said).decode()
+    assert refused.status_code == 403 and unreadable.status_code == 400
+    assert "Traceback" not in said and "Exception in ASGI application" not in said, said

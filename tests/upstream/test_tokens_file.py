@@ -105,9 +105,15 @@ async def test_a_token_not_in_the_file_or_none_gets_401(tmp_path: Path) -> None:
             prefix = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {ALICE[:-1]}"})
             missing = await http.post(url, json=body, headers=accept)
             known = await http.post(url, json=body, headers={**accept, "Authorization": f"Bearer {ALICE}"})
+            lower = await http.post(url, json=body, headers={**accept, "Authorization": f"bearer  {ALICE}"})
     assert unknown.status_code == prefix.status_code == missing.status_code == 401
-    assert unknown.headers["www-authenticate"] == "Bearer"
+    assert unknown.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert missing.headers["www-authenticate"] == "Bearer"
+    fix = "send `Authorization: Bearer <token>`, the token of --auth-token-env or of --auth-tokens-file"
+    assert unknown.json() == {"error": f"this bearer token is not one claimcheck accepts: {fix}"}
+    assert missing.json() == {"error": f"no bearer token: {fix}"}
     assert known.status_code == 200
+    assert lower.status_code == 200  # the scheme in any case (RFC 9110), spaces around the token
 
 
 @pytest.mark.parametrize(

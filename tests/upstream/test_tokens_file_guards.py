@@ -1,5 +1,6 @@
 """What `--auth-tokens-file` refuses or warns about before any request: a byte order mark, a name claimcheck gives
-other owners, a path that is no regular file (a FIFO would hang `serve`), a file other users can read."""
+other owners, a path that is no regular file (a FIFO would hang `serve`), a file other users can read; and how a
+request's header is read against the tokens."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from server.errors import ConfigError
-from server.upstream.bearer import RESERVED_NAMES, read_tokens_file
+from server.upstream.bearer import RESERVED_NAMES, Tokens, accepted_name, read_tokens_file
 
 TOKEN = secrets.token_hex(32)
 
@@ -59,3 +60,19 @@ def test_a_private_file_is_served_without_a_word(tmp_path: Path, caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="server.upstream.bearer"):
         assert read_tokens_file(path) == {TOKEN: "alice"}
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("header", [f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER  {TOKEN} ", f" Bearer {TOKEN}"])
+def test_the_scheme_is_read_in_any_case_and_the_header_is_then_written_as_claimcheck_writes_it(header: str) -> None:
+    """The principal below is keyed by the header: `bearer X` and `Bearer X` must be one principal."""
+    scope = {"type": "http", "headers": [(b"host", b"x"), (b"authorization", header.encode())]}
+    assert accepted_name(scope, Tokens.of(named={TOKEN: "alice"})) == "alice"
+    assert scope["headers"] == [(b"host", b"x"), (b"authorization", f"Bearer {TOKEN}".encode())]
+
+
+@pytest.mark.parametrize("header", ["", "Bearer", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN[:-1]}"])
+def test_anything_else_names_no_principal_and_leaves_the_header_as_it_came(header: str) -> None:
+    headers = [(b"authorization", header.encode())] if header else []
+    scope = {"type": "http", "headers": list(headers)}
+    assert accepted_name(scope, Tokens.of(named={TOKEN: "alice"})) is None
+    assert scope["headers"] == headers
