@@ -62,7 +62,11 @@ def test_a_private_file_is_served_without_a_word(tmp_path: Path, caplog: pytest.
     assert caplog.records == []
 
 
-@pytest.mark.parametrize("header", [f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER  {TOKEN} ", f" Bearer {TOKEN}"])
+@pytest.mark.parametrize(
+    "header",
+    [f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER  {TOKEN} ", f" Bearer {TOKEN}"],
+    ids=["as-written", "lower-case", "upper-case-spaces", "leading-space"],
+)
 def test_the_scheme_is_read_in_any_case_and_the_header_is_then_written_as_claimcheck_writes_it(header: str) -> None:
     """The principal below is keyed by the header: `bearer X` and `Bearer X` must be one principal."""
     scope = {"type": "http", "headers": [(b"host", b"x"), (b"authorization", header.encode())]}
@@ -70,7 +74,11 @@ def test_the_scheme_is_read_in_any_case_and_the_header_is_then_written_as_claimc
     assert scope["headers"] == [(b"host", b"x"), (b"authorization", f"Bearer {TOKEN}".encode())]
 
 
-@pytest.mark.parametrize("header", ["", "Bearer", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN[:-1]}"])
+@pytest.mark.parametrize(
+    "header",
+    ["", "Bearer", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN[:-1]}"],
+    ids=["none", "scheme-alone", "basic", "no-scheme", "a-prefix"],
+)
 def test_anything_else_names_no_principal_and_leaves_the_header_as_it_came(header: str) -> None:
     headers = [(b"authorization", header.encode())] if header else []
     scope = {"type": "http", "headers": list(headers)}
