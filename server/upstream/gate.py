@@ -2,15 +2,18 @@
 
 A POST body past `server.budget`'s budget (nested too deep: its size is `BodyLimit`'s, outside this) is
 answered 400 with the JSON-RPC error, under the request's id when the head of the body shows it, as the
-SDK answers a body it cannot parse; neither the fast path nor the SDK sees it, and the session goes on. Any
-other body is handed on whole, as the one message of its request (both read it whole anyway).
+SDK answers a body it cannot parse; neither the fast path nor the SDK sees it, and the session goes on. A body
+not labelled `application/json` is answered 415, saying so (the SDK answered a bare 400). Any other body is handed
+on whole, as the one message of its request (both read it whole anyway).
 """
 
 from __future__ import annotations
 
+import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.budget import check_budget
+from server.budget import HEAD_BYTES, Refused, check_budget, request_id
+from server.errors import clip
 
 __all__ = ["BudgetGate", "read_body", "replay"]
 
@@ -31,15 +34,27 @@ class BudgetGate:
             await self.app(scope, replay(messages, receive), send)
             return
         messages.clear()  # the body alone is kept from here
-        refused = check_budget(body, max_bytes=self.max_bytes)
+        refused, status = check_budget(body, max_bytes=self.max_bytes), 400
+        if refused is None and (media := _not_json(scope)) is not None:
+            text = f"Unsupported Media Type: send the body with `Content-Type: application/json` (it came as {media})"
+            refused, status = Refused(types.INVALID_REQUEST, text, request_id(body[:HEAD_BYTES])), 415
         if refused is not None:
             data = refused.body()
             headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": data})
             return
         whole: Message = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, replay([whole], receive), send)
+
+
+def _not_json(scope: Scope) -> str | None:
+    """How a POST's body was labelled when it is not JSON (the SDK refuses it too, with a bare 400), else None."""
+    labels = [value for key, value in scope.get("headers", []) if key == b"content-type"]
+    label = labels[0].decode("latin-1").strip() if labels else ""
+    if label.lower().startswith("application/json"):
+        return None
+    return clip(label, 80) if label else "no Content-Type"
 
 
 async def read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:

@@ -13,7 +13,7 @@ import errno
 import logging
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import Literal
@@ -25,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -153,7 +153,9 @@ async def _serve_http(
         else route
         for route in inner.routes
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=_edges(limit))
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=_edges(limit), exception_handlers={404: _elsewhere("/mcp")}
+    )
     return await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", _access(proxy, auth, oauth), request_deadline)
 
 
@@ -211,8 +213,21 @@ async def _serve_sse(
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=post)],
         middleware=_edges(limit),
+        exception_handlers={404: _elsewhere("/sse")},
     )
     return await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
+
+
+def _elsewhere(path: str) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The answer to a path this server does not serve (a browser opening `/`, a client given `/sse` of an HTTP
+    server): 404, saying where MCP is served."""
+    transport = "streamable HTTP" if path == "/mcp" else "SSE (the legacy transport)"
+
+    async def not_here(request: Request, exc: Exception) -> Response:
+        said = f"Not Found: claimcheck serves MCP over {transport} at {path} on this port; give an MCP client that URL"
+        return PlainTextResponse(said + "\n", status_code=404)
+
+    return not_here
 
 
 class _Answered(Response):

@@ -252,3 +252,24 @@ async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_wit
     said = b"".join(started.said).decode()
     assert refused.status_code == 403 and unreadable.status_code == 400
     assert "Traceback" not in said and "Exception in ASGI application" not in said, said
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_body_not_labelled_json_gets_415_and_a_path_not_served_says_where_mcp_is(
+    tmp_path: Path, transport: str
+) -> None:
+    path = "/mcp" if transport == "http" else "/sse"
+    with anyio.fail_after(CALL_S):
+        async with _http_claimcheck(tmp_path, transport, "on") as url, httpx2.AsyncClient(timeout=CALL_S) as http:
+            base = url.removesuffix(path)
+            post = url if transport == "http" else base + "/messages/?session_id=" + "0" * 32
+            line = json.dumps({**INIT, "id": 7})
+            plain = await http.post(post, content=line, headers={**HEADERS, "content-type": "text/plain"})
+            unlabelled = await http.post(post, content=line, headers={"accept": HEADERS["accept"]})
+            browser = await http.get(base + "/", headers={"accept": "text/html"})
+    assert plain.status_code == unlabelled.status_code == 415
+    assert plain.json()["id"] == 7 and plain.json()["error"]["message"] == (
+        "Unsupported Media Type: send the body with `Content-Type: application/json` (it came as text/plain)"
+    )
+    assert "(it came as no Content-Type)" in unlabelled.json()["error"]["message"]
+    assert browser.status_code == 404 and f" at {path} on this port; give an MCP client that URL" in browser.text
