@@ -196,7 +196,7 @@ async def test_what_the_sdk_refuses_is_refused_alike_and_the_rest_is_the_sdks(tm
                 results[mode] = [(r.status_code, kind(r), _body(r)) for r in refused]
                 results[mode] += [(r.status_code, kind(r), messages(r)[-1]) for r in sdk]
     assert results["on"] == results["off"]
-    assert [status for status, _, _ in results["on"]] == [404, 406, 401, 403, 400, 400, 200, 200]
+    assert [status for status, _, _ in results["on"]] == [404, 406, 401, 403, 415, 400, 200, 200]
     assert [content for _, content, _ in results["on"][-2:]] == ["text/event-stream"] * 2
 
 
