@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from server.downstream.processes import CONNECT_TIMEOUT_S
-from server.setup_args import add_setup_commands, log_level, port
+from server.setup_args import add_setup_commands, in_range, log_level, port
 from server.version import VERSION
 
 __all__ = ["parse", "parser", "starts_servers_ahead"]
@@ -35,26 +35,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _seconds(text: str) -> float:
-    """asyncTimeoutSecs as the config takes it: 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"{text} seconds: give 0 or more (0 hands every call out at once)")
-    return value
-
-
-def _tokens(text: str) -> int:
-    """asyncTokenThreshold as the config takes it: 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} tokens: give 1 or more")
-    return value
+_seconds = in_range(float, "a number of seconds", float(0), note=" (0 hands every call out at once)")
+_tokens = in_range(int, "a number of tokens", 1)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,10 +7,13 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging", "log_level", "port"]
+__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging", "in_range", "log_level", "port"]
 
 LOG_FORMAT = "claimcheck %(levelname)s %(name)s: %(message)s"
+
+Number = TypeVar("Number", int, float)
 
 CLIENT_NAMES = "claude-desktop, claude-code, cursor, vscode, windsurf, codex"
 
@@ -61,12 +64,24 @@ def log_level(text: str) -> str:
     return level
 
 
-def port(text: str) -> int:
-    """A TCP port: 0 (a free one) to 65535."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0 picks a free one)") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"{number} is not a port: use 0 to 65535 (0 picks a free one)")
-    return number
+def in_range(
+    convert: Callable[[str], Number], noun: str, low: Number, high: Number | None = None, note: str = ""
+) -> Callable[[str], Number]:
+    """An argparse type: `convert` of the text, from `low` (to `high`), or one line saying what to give."""
+    span = f"{low:g} or more" if high is None else f"{low:g} to {high:g}"
+
+    def parse(text: str) -> Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not (value >= low and (high is None or value <= high)):  # NaN too
+            shown = repr(text) if value is None else text
+            raise argparse.ArgumentTypeError(f"{shown} is not {noun}: give {span}{note}")
+        return value
+
+    return parse
+
+
+port = in_range(int, "a port", 0, 65535, " (0 picks a free one)")
+"""A TCP port: 0 (a free one) to 65535."""

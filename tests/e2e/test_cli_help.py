@@ -19,9 +19,9 @@ from tests.support.processes import PYTHON, write_config
 COMMANDS = ("serve", "tools", "demo", "ps", "stop")
 
 
-def claimcheck(*args: str) -> subprocess.CompletedProcess[str]:
+def claimcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PYTHON, "-m", "server", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        [PYTHON, "-m", "server", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env
     )
 
 
@@ -56,10 +56,19 @@ def test_serve_help_says_what_serve_is_for_and_gives_examples() -> None:
         (["serve", "--http"], "--http is written --transport http"),
         (["--log-level", "verbose", "tools"], "argument --log-level: 'verbose' is not a log level: use debug, info"),
         (["tools", "--log-level", "10"], "argument --log-level: '10' is not a log level"),
-        (["serve", "--transport", "http", "--port", "99999"], "argument --port: 99999 is not a port: use 0 to 65535"),
-        (["doctor", "--port", "http"], "argument --port: 'http' is not a port number"),
-        (["serve", "--async-timeout", "-1"], "argument --async-timeout: -1 seconds: give 0 or more"),
-        (["serve", "--token-threshold", "0"], "argument --token-threshold: 0 tokens: give 1 or more"),
+        (
+            ["serve", "--transport", "http", "--port", "99999"],
+            "argument --port: 99999 is not a port: give 0 to 65535 (0 picks a free one)",
+        ),
+        (["doctor", "--port", "http"], "argument --port: 'http' is not a port: give 0 to 65535"),
+        (
+            ["serve", "--async-timeout", "-1"],
+            "argument --async-timeout: -1 is not a number of seconds: give 0 or more (0 hands",
+        ),
+        (
+            ["serve", "--token-threshold", "0"],
+            "argument --token-threshold: 0 is not a number of tokens: give 1 or more",
+        ),
     ],
 )
 def test_an_option_the_command_would_ignore_or_cannot_take_is_refused_in_one_line_that_leads(
@@ -85,14 +94,7 @@ def test_log_levels_are_taken_in_any_case() -> None:
 def test_a_claimcheck_log_that_names_no_level_is_said_in_one_line_and_claimcheck_runs_on(tmp_path: Path) -> None:
     """It may sit in a client's `env`: refusing to start would break every session for a log setting."""
     config = write_config(tmp_path, {"mcpServers": {}})
-    done = subprocess.run(
-        [PYTHON, "-m", "server", "ps", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "CLAIMCHECK_LOG": "verbose"},
-    )
+    done = claimcheck("ps", "--config", str(config), env={**os.environ, "CLAIMCHECK_LOG": "verbose"})
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[0] == (
         "claimcheck: CLAIMCHECK_LOG: 'verbose' is not a log level: use debug, info, warning, error or critical; "

@@ -6,6 +6,7 @@ path answered nothing, and the HTTP fast path answered 500 or dropped the connec
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,14 @@ ECHO_PARAMS = {"name": "demo__echo", "arguments": {"text": "ok"}}
 ECHO = {"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": ECHO_PARAMS}
 
 
+async def _messages_url(lines: AsyncIterator[str], url: str) -> str:
+    """Where an SSE session's messages go: the `endpoint` event its stream opens with."""
+    async for event_line in lines:
+        if event_line.startswith("data:"):
+            return url.removesuffix("/sse") + event_line[5:].strip()
+    raise AssertionError("the SSE stream ended before its endpoint event")
+
+
 def _data_of(text: str) -> list[dict[str, Any]]:
     if text.lstrip().startswith("{"):
         return [json.loads(text)]
@@ -160,12 +169,7 @@ async def test_requests_past_the_budget_over_sse_get_a_json_rpc_error_and_the_se
             http.stream("GET", url) as stream,
         ):
             lines = stream.aiter_lines()
-            endpoint = ""
-            async for event_line in lines:
-                if event_line.startswith("data:"):
-                    endpoint = event_line[5:].strip()
-                    break
-            post = url.removesuffix("/sse") + endpoint
+            post = await _messages_url(lines, url)
             await http.post(post, json=INIT)
             await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
             await http.post(post, json=LIST)
@@ -235,12 +239,7 @@ async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_wit
             refused = await http.get(url, headers={"Origin": "http://evil.example"})
             async with http.stream("GET", url) as stream:
                 lines = stream.aiter_lines()
-                endpoint = ""
-                async for event_line in lines:
-                    if event_line.startswith("data:"):
-                        endpoint = event_line[5:].strip()
-                        break
-                post = url.removesuffix("/sse") + endpoint
+                post = await _messages_url(lines, url)
                 unreadable = await http.post(post, content=b'{"a": 1}', headers={"content-type": "application/json"})
                 await http.post(post, json=INIT)
                 await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
