@@ -394,3 +394,13 @@ def test_the_private_use_checker_sees_what_it_looks_for() -> None:
     assert "_Anchor" in _borrowed_private_names()
     assert any("from re2 import _re2" in use for use in _private_uses(ROOT / "fs_sandbox" / "re2_compat.py"))
     assert any("_request_id=" in use for use in _private_uses(sample))
+
+
+def test_the_sse_transport_still_raises_and_logs_as_sdk_compat_expects() -> None:
+    """`sdk_compat.SSE_REFUSED` and `quiet_unreadable_sse_posts` lean on the SDK's words, not its names."""
+    from mcp.server.sse import SseServerTransport
+
+    from server import sdk_compat
+
+    assert f'raise ValueError("{sdk_compat.SSE_REFUSED}")' in inspect.getsource(SseServerTransport.connect_sse)
+    assert 'logger.exception("Failed to parse message")' in inspect.getsource(SseServerTransport)

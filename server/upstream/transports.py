@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import tracing
+from server import sdk_compat, tracing
 from server.errors import StartupError
 from server.http_compat import send_of
 from server.http_edge import REQUEST_DEADLINE_SECS, BodyLimit, edge_server, raise_caught, serve_until_cancelled
@@ -187,9 +187,7 @@ async def _serve_sse(
         )
     limit = proxy.config.settings.max_request_bytes
     sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
-    sdk_sse_logger = logging.getLogger("mcp.server.sse")
-    if _unreadable_post not in sdk_sse_logger.filters:
-        sdk_sse_logger.addFilter(_unreadable_post)
+    sdk_compat.quiet_unreadable_sse_posts()
 
     outputs = proxy.pool.spooled  # a pass-through's stored output, answered on its client's event stream from its file
 
@@ -204,7 +202,7 @@ async def _serve_sse(
                 async with sse.connect_sse(request.scope, request.receive, send) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             except ValueError as exc:
-                if str(exc) != _SSE_REFUSED:
+                if str(exc) != sdk_compat.SSE_REFUSED:
                     raise
                 return _Answered()  # the SDK answered it (403 for another site's Origin, 421 for another Host)
         return Response()
@@ -235,20 +233,6 @@ class _Answered(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         return
-
-
-_SSE_REFUSED = "Request validation failed"
-"""What the SDK's `connect_sse` raises after it has answered a request its transport security refused."""
-
-
-def _unreadable_post(record: logging.LogRecord) -> bool:
-    """The SDK logs a POST body that is no JSON-RPC message with its traceback and a pydantic dump, at ERROR, though
-    it answers the client 400 for it: a client's mistake, logged in one line at WARNING."""
-    if record.msg == "Failed to parse message":
-        record.msg = "an SSE client posted a body that is no JSON-RPC message; it was answered 400"
-        record.exc_info, record.exc_text = None, None
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-    return True
 
 
 def _after_its_stream(post: ASGIApp) -> ASGIApp:
