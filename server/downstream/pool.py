@@ -125,7 +125,8 @@ class Pool:
         settings = self.config.settings
         spool = None
         if self._spool_root is not None:  # with its rules off too: a plain pass-through holds no message whole
-            spool = SpoolPolicy(self._spool_root, settings.max_output_bytes, self.spooled)
+            whole = not resolve_policy(settings, spec.config).async_enabled  # answered as it came: kept as it came
+            spool = SpoolPolicy(self._spool_root, settings.max_output_bytes, self.spooled, whole=whole)
         primary = Downstream(
             first,
             self._tools_changed,

@@ -4,7 +4,8 @@ A transport hands a message to `MessageSpool` once it passes `SpoolPolicy.thresh
 it the rest in pieces. The spool decodes the message as it comes (`jsonstream` + `render`): a tool
 result's rendered output goes straight into a file of the run root, capped at `maxOutputBytes` (the rest
 is counted and drained), and the message itself is kept on disk only while it is small enough to be
-useful whole (`raw_keep`). At the end the transport gets the bytes to give the SDK session: for a tool
+useful whole (`raw_keep`), or, for a server whose answers are its messages as they came (its rules are off:
+`SpoolPolicy.whole`), up to `maxOutputBytes`, unless it says no more than its output's text. At the end the transport gets the bytes to give the SDK session: for a tool
 result a small stand-in whose `_meta` names a `SpooledOutput` kept in `SpoolPolicy.outputs` (the pool's
 `SpooledOutputs`, which hands it to whoever settles the call, or releases it if nobody claims it in time);
 for anything else the original message when it was kept, else an error answer or nothing.
@@ -53,6 +54,15 @@ class SpoolPolicy:
     outputs: SpooledOutputs  # where a finished tool result's output waits for its claim
     threshold: int = 1 << 20
     raw_keep: int = 16 << 20
+    whole: bool = False
+    """A tool result is answered with its message as it came (the server's rules are off): the message is kept
+    whole past `raw_keep`, up to `max_output_bytes`, to be streamed from disk (`SpooledOutput.raw_streamed`), and
+    its output is never followed."""
+
+    @property
+    def raw_limit(self) -> int:
+        """The most bytes of a message kept whole."""
+        return max(self.raw_keep, self.max_output_bytes) if self.whole else self.raw_keep
 
 
 class _TextSink:
@@ -90,7 +100,7 @@ class MessageSpool:
         stem = policy.directory / f"spool-{uuid.uuid4().hex}"
         self._output = _TextSink(SpoolFile(stem.with_suffix(".out"), policy.max_output_bytes))
         self._structured = _TextSink(SpoolFile(stem.with_suffix(".json"), policy.max_output_bytes))
-        self._raw = SpoolFile(stem.with_suffix(".raw"), policy.raw_keep + 1, indexed=False)
+        self._raw = SpoolFile(stem.with_suffix(".raw"), policy.raw_limit + 1, indexed=False)
         self._renderer = ResultRenderer(self._output, self._structured)
         self._stream = JsonStream(self._renderer)
         self._renderer.stream = self._stream
@@ -102,7 +112,7 @@ class MessageSpool:
         """The id of the tool result this message is, once its answer is sure to be its output file's text and
         nobody follows it yet (see the module's doc); else None."""
         renderer, output = self._renderer, self._output.file
-        if self._growing is not None or self._broken is not None or renderer.method is not None:
+        if self._growing is not None or self._broken is not None or renderer.method is not None or self._policy.whole:
             return None
         if self._raw.produced <= self._policy.raw_keep or not renderer.items or output.failure is not None:
             return None
@@ -147,7 +157,7 @@ class MessageSpool:
         for sink in (self._output, self._structured):
             await sink.file.close()
         await self._raw.close()
-        raw_whole = self._raw.failure is None and self._raw.produced <= self._policy.raw_keep
+        raw_whole = self._raw.failure is None and self._raw.produced <= self._policy.raw_limit
         if not raw_whole:
             self._raw.remove()
         renderer = self._renderer
@@ -167,7 +177,7 @@ class MessageSpool:
             growing.failed("the server's answer turned out not to be a tool result")
             self._discard()
             return None
-        if raw_whole:  # a bounded message of another kind: pass it on as it was
+        if raw_whole and self.size <= self._policy.raw_keep:  # a bounded message of another kind: pass it on
             data = await anyio.to_thread.run_sync(self._raw.path.read_bytes)
             self._discard()
             return data
@@ -212,8 +222,13 @@ class MessageSpool:
         return json.dumps({"jsonrpc": "2.0", "id": renderer.id, "result": result}).encode()
 
     def _output_of(self, raw_whole: bool) -> SpooledOutput:
-        """The finished result's output: its file (cut marker and line index added), or why it has none."""
+        """The finished result's output: its file (cut marker and line index added), or why it has none. A message
+        kept whole past `raw_keep` that says no more than its output's text (`ResultRenderer.plain`) is answered as
+        that text: its copy goes."""
         renderer = self._renderer
+        if raw_whole and self._raw.produced > self._policy.raw_keep and renderer.plain and renderer.items == 1:
+            self._raw.remove()
+            raw_whole = False
         use_structured = renderer.items == 0 and renderer.has_structured
         sink = self._structured if use_structured else self._output
         other = self._output if use_structured else self._structured
@@ -235,6 +250,7 @@ class MessageSpool:
             head="".join(sink.head),
             failure=file.failure,
             raw=self._raw.path if raw_whole else None,
+            raw_streamed=raw_whole and self._raw.produced > self._policy.raw_keep,
             cut=bool(marker),
         )
         if file.failure:

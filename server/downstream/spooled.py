@@ -65,6 +65,9 @@ class SpooledOutput:
     failure: str | None  # why it could not be stored
     raw: Path | None  # the whole original message, when it was small enough to keep
     cut: bool  # only the first `maxOutputBytes` were kept, and the cut marker follows them
+    raw_streamed: bool = False
+    """`raw` is past what is read whole (the spool's `raw_keep`): kept for an answer that is the message as it came
+    (`SpoolPolicy.whole`), streamed from disk, never read whole (`kept_result` passes it by)."""
 
     def release(self) -> None:
         """Remove whatever of it is still on disk (the output, its line index, the original message)."""
@@ -255,7 +258,7 @@ class SpooledOutputs:
 
 def kept_result(spooled: SpooledOutput) -> types.CallToolResult | None:
     """The tool's own message when the spool kept it whole (it is then at most `raw_keep` bytes), else None."""
-    if spooled.raw is None:
+    if spooled.raw is None or spooled.raw_streamed:
         return None
     try:
         text = spooled.raw.read_bytes().decode("utf-8", "replace")

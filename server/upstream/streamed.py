@@ -27,7 +27,9 @@ most its call timeout between two pieces.
 
 A spooled output whose whole original message was kept (`SpooledOutput.raw`, at most the spool's `raw_keep`,
 16 MiB) is not streamed (`streamable`): that message may hold more than text (images, structured content),
-so it is answered from the message as it came (`materialize`, bounded by the same 16 MiB).
+so it is answered from the message as it came (`materialize`, bounded by the same 16 MiB). Past that, a message
+kept whole for a server whose rules are off (`SpooledOutput.raw_streamed`) is streamed as it came from its copy
+on disk, in place of the text (`server.upstream.kept_message`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from mcp.shared.message import SessionMessage
 
 from server.downstream.json_cuts import escape, safe_cut_bytes, utf8_cut
 from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
+from server.upstream.kept_message import message_pieces, passable, unreadable_answer
 from server.upstream.line_writer import LineWriter
 
 __all__ = [
@@ -105,8 +108,9 @@ def streaming_of(request: Any) -> SpooledOutputs | None:
 
 
 def streamable(spooled: SpooledOutput) -> bool:
-    """Whether the output is streamed from its file: stored, and its original message not kept."""
-    return spooled.path is not None and spooled.raw is None
+    """Whether the answer is streamed from disk: the server's message, kept past what is read whole
+    (`kept_message`), or the output's file, stored, when the message was not kept."""
+    return spooled.raw_streamed or (spooled.path is not None and spooled.raw is None)
 
 
 def stand_in(outputs: SpooledOutputs, spooled: SpooledOutput) -> types.CallToolResult:
@@ -149,7 +153,7 @@ def stand_in_answer(
     if meta:
         result["_meta"] = meta
     spooled = outputs.take(token)
-    if spooled is None or spooled.path is None:  # sent already, or expired before the SDK handed the answer over
+    if spooled is None or not streamable(spooled):  # sent already, or expired before the SDK handed it over
         content = [{"type": "text", "text": GONE}]
         result.update(content=content, isError=True)
         return _line(ident, result), None
@@ -175,15 +179,26 @@ async def spooled_pieces(
     """The pieces of the answer `line` with the file's text where the JSON string `placeholder` stands, for a
     transport to send as they come (`write_spooled` over stdio, `http_fast` over HTTP); an error answer to `ident`
     instead when the file cannot be opened, or after what was sent when it cannot be read on (the answer is then
-    broken: the client in front reports it). The spool's files are removed at the end."""
-    assert spooled.path is not None
+    broken: the client in front reports it). The spool's files are removed at the end. A message kept to be
+    answered as it came (`SpooledOutput.raw_streamed`) is passed on instead (`kept_message.message_pieces`)."""
     head, found, tail = line.partition(placeholder.encode())
     assert found, "the placeholder is not in the line"
     try:
+        if spooled.raw is not None and spooled.raw_streamed:
+            spans = await anyio.to_thread.run_sync(passable, spooled.raw)
+            if not isinstance(spans, str):
+                async with contextlib.aclosing(message_pieces(ident, line, placeholder, spooled.raw, spans)) as kept:
+                    async for piece in kept:
+                        yield piece
+                return
+            logger.warning("a server's %d-byte message is passed on as its text: %s", spooled.total, spans)
+        if spooled.path is None:
+            yield unreadable_answer(ident, OSError(spooled.failure or "the output was not stored"))
+            return
         try:
             stored = await anyio.to_thread.run_sync(spooled.path.open, "rb")
         except OSError as exc:
-            yield _unreadable(ident, exc)
+            yield unreadable_answer(ident, exc)
             return
         try:
             async with contextlib.aclosing(_pieces(head, EscapedText(stored), tail)) as pieces:
@@ -191,7 +206,7 @@ async def spooled_pieces(
                     yield piece
         except OSError as exc:
             logger.warning("a pass-through's output could not be read whole: %s", exc)
-            yield _unreadable(ident, exc)
+            yield unreadable_answer(ident, exc)
         finally:
             stored.close()
     finally:
@@ -214,12 +229,6 @@ async def _pieces(head: bytes, text: EscapedText, tail: bytes) -> AsyncGenerator
     while piece := await anyio.to_thread.run_sync(text.read):
         yield piece
     yield tail
-
-
-def _unreadable(ident: types.RequestId, exc: OSError) -> bytes:
-    message = f"claimcheck could not read the output it was passing on: {exc.strerror or exc}"
-    error = {"code": types.INTERNAL_ERROR, "message": message}
-    return json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode() + b"\n"
 
 
 @dataclass(frozen=True, slots=True)

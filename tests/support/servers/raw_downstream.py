@@ -4,7 +4,8 @@ Tools: `big {mib}` answers with `mib` MiB of text (deterministic, with quotes, b
 JSON must escape), written in pieces; `fast {mib}` answers with the same kind of text as fast as the pipe
 takes it (one 1 MiB block escaped once, written again and again: the floor a proxy is measured against;
 with `ascii: true` the block is ASCII);
-`endless {}` starts an answer and never finishes it; `echo {text}`. `big` and `fast` answer an error result
+`mixed {mib}` answers with text, an image of `mib` MiB, text, `structuredContent` and `_meta` (`nan: true`: a NaN in
+it); `endless {}` starts an answer and never finishes it; `echo {text}`. `big` and `fast` answer an error result
 (`isError: true`) with `error: true`.
 Run: `python tests/support/servers/raw_downstream.py` (stdio; stdlib only, so by path too), or `--http PORT` for
 streamable HTTP at `/mcp` (answers as JSON bodies; `--sse` answers as SSE events), the URL announced on stderr.
@@ -14,6 +15,7 @@ Used by the bounded-memory tests and by bench/large_outputs.py.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import sys
@@ -21,7 +23,15 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["big_text_pieces", "big_text_sha256", "fast_text_pieces", "fast_text_sha256", "handshake"]
+__all__ = [
+    "big_text_pieces",
+    "big_text_sha256",
+    "fast_text_pieces",
+    "fast_text_sha256",
+    "handshake",
+    "mixed_message",
+    "mixed_result",
+]
 
 _LINE = 'line {:09d} "quoted" \\ back é 😀 {}\n'
 _PIECE_LINES = 4096
@@ -93,12 +103,40 @@ def fast_text_sha256(mib: float, ascii_only: bool = False) -> tuple[str, int]:
     return _sha256_of(fast_text_pieces(mib, ascii_only))
 
 
+def mixed_result(mib: float) -> dict[str, Any]:
+    """The result of `mixed`: text, an image of `mib` MiB of base64, text, `structuredContent` and `_meta`."""
+    image = base64.b64encode(hashlib.shake_256(b"mixed").digest(int(mib * (1 << 20)) * 3 // 4)).decode()
+    return {
+        "_meta": {"example.com/kept": True},
+        "content": [
+            {"type": "text", "text": 'before the "image" é 😀'},
+            {"type": "image", "data": image, "mimeType": "image/png"},
+            {"type": "text", "text": "after it"},
+        ],
+        "structuredContent": {"rows": [{"n": n, "name": f"row {n}"} for n in range(1000)], "deep": [[[1.5, True]]]},
+        "isError": False,
+    }
+
+
+def mixed_message(ident: Any, mib: float, *, nan: bool = False) -> bytes:
+    """`mixed`'s answer line, written as a server may write it: `result` first, spaces after separators; with
+    `nan`, a NaN in its `structuredContent` (which Python's json writes and a strict reader refuses)."""
+    result = mixed_result(mib)
+    if nan:
+        result["structuredContent"]["nan"] = float("nan")
+    return json.dumps({"result": result, "id": ident, "jsonrpc": "2.0"}, ensure_ascii=False).encode() + b"\n"
+
+
 _FLAG = {"type": "boolean"}
 TOOLS = [
     {"name": "big", "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG}}},
     {
         "name": "fast",
         "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "error": _FLAG, "ascii": _FLAG}},
+    },
+    {
+        "name": "mixed",
+        "inputSchema": {"type": "object", "properties": {"mib": {"type": "number"}, "nan": _FLAG}},
     },
     {"name": "endless", "inputSchema": {"type": "object"}},
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
@@ -136,6 +174,10 @@ def _answer(out: Any, request: dict[str, Any]) -> None:
         if name == "echo":
             content = [{"type": "text", "text": str(args.get("text", ""))}]
             _send(out, {"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
+            return
+        if name == "mixed":
+            out.write(mixed_message(ident, float(args.get("mib", 1)), nan=args.get("nan") is True))
+            out.flush()
             return
         head = {"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": ""}]}}
         out.write(json.dumps(head).encode()[: -len('"}]}}')])  # the message up to the text's opening quote
