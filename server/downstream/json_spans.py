@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,31 +65,48 @@ class ResultSpans:
     """The result's keys (those of up to 64 bytes)."""
 
 
-def spans_in_file(path: Path) -> ResultSpans | None:
-    """`result_spans` of the message in `path`, read a megabyte at a time. Blocking; raises `NotPassable`."""
-    walk = _Walk()
+def spans_in_file(path: Path, proven: Sequence[Sequence[int]] = ()) -> ResultSpans | None:
+    """`result_spans` of the message in `path`, read a megabyte at a time, but for the `proven` ranges (the middles
+    of strings the spool's reader read strictly: `JsonStream.proven`), which are passed over unread. Blocking; raises
+    `NotPassable`."""
+    walk = _Walk(proven)
     with path.open("rb") as file:
-        while not walk.ended and (piece := file.read(_READ_BYTES)):
+        while not walk.ended:
+            if walk.jump_to > file.tell():
+                file.seek(walk.jump_to)
+                walk.skipped(walk.jump_to)
+            piece = file.read(_READ_BYTES)
+            if not piece:
+                break
             walk.feed(piece)
     return walk.finish()
 
 
-def result_spans(data: bytes, piece: int = _READ_BYTES) -> ResultSpans | None:
+def result_spans(data: bytes, piece: int = _READ_BYTES, proven: Sequence[Sequence[int]] = ()) -> ResultSpans | None:
     """Where the `result` object of the response `data` is (its first `result` key, at the top level); None when
     `data` has no object `result` there. Raises `NotPassable` (see the module's doc). Walked `piece` bytes at a
-    time, as a file is."""
-    walk = _Walk()
-    for start in range(0, len(data), piece):
+    time, as a file is, passing over the `proven` ranges (see `spans_in_file`)."""
+    walk = _Walk(proven)
+    start = 0
+    while start < len(data) and not walk.ended:
+        if walk.jump_to > start:
+            start = walk.jump_to
+            walk.skipped(start)
+            continue
         walk.feed(data[start : start + piece])
-        if walk.ended:
-            break
+        start += piece
     return walk.finish()
 
 
 class _Walk:
     """The walk over one message, fed in pieces (see the module's doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, proven: Sequence[Sequence[int]]) -> None:
+        self._proven = [(start, end) for start, end in proven if end > start]
+        self._next = 0  # the first proven range that does not end before the walk
+        self.jump_to = 0
+        """Where the walk goes on, when a proven range runs past the piece: its reader passes over the bytes up to
+        there, and says so (`skipped`)."""
         self._base = 0  # the offset of the piece being fed
         self._depth = 0  # containers open
         self._in_string = False
@@ -113,11 +131,11 @@ class _Walk:
             self._utf8(b"", final=True)
         return self._found
 
+    def skipped(self, offset: int) -> None:
+        """The reader passed over the bytes up to `offset` (`jump_to`): the next piece starts there."""
+        self._base = offset
+
     def feed(self, piece: bytes) -> None:
-        if _NEVER.search(piece):
-            raise NotPassable("a control character")
-        if not piece.isascii():
-            self._utf8(piece, final=False)
         position, size = 0, len(piece)
         while position < size and not self.ended:
             if self._in_string:
@@ -138,18 +156,42 @@ class _Walk:
         except UnicodeDecodeError:
             raise NotPassable("bytes that are not UTF-8") from None
 
+    def _proven_from(self, offset: int) -> tuple[int, int] | None:
+        """The first proven range that does not end at or before `offset`."""
+        proven = self._proven
+        while self._next < len(proven) and proven[self._next][1] <= offset:
+            self._next += 1
+        return proven[self._next] if self._next < len(proven) else None
+
     def _string_part(self, piece: bytes, position: int) -> int:
         """Go through the string from `position`: to its end, or to the piece's end; where the walk goes on."""
-        if self._escaping:  # the last piece ended on the backslash of an escape: its next byte is escaped
-            position, self._escaping = position + 1, False
-        end = _STRING_BODY.match(piece, position).end()  # type: ignore[union-attr]  # always matches
-        if _CONTROL.search(piece, position, end):
-            raise NotPassable("a control character in a string")
-        if self._capture is not None and len(self._capture) <= _KEY_BYTES:
-            self._capture += piece[position : min(end, position + _KEY_BYTES + 1)]
-        if end == len(piece) or piece[end] == 0x5C:  # the string goes on in the next piece
-            self._escaping = end < len(piece)
-            return len(piece)
+        size, base = len(piece), self._base
+        while True:
+            if self._escaping:  # the last piece ended on the backslash of an escape: its next byte is escaped
+                position, self._escaping = position + 1, False
+            ahead = self._proven_from(base + position)
+            if ahead is not None and ahead[0] <= base + position:  # read strictly already: passed over
+                if ahead[1] >= base + size:
+                    self.jump_to = ahead[1]
+                    self._capture = None if self._capture is None else bytearray(_KEY_BYTES + 1)  # long: no key
+                    return size
+                position = ahead[1] - base
+                continue
+            limit = size if ahead is None else min(size, ahead[0] - base)
+            end = _STRING_BODY.match(piece, position, limit).end()  # type: ignore[union-attr]  # always matches
+            if _CONTROL.search(piece, position, end):
+                raise NotPassable("a control character in a string")
+            if not piece.isascii():
+                self._utf8(piece[position:end], final=False)
+            if self._capture is not None and len(self._capture) <= _KEY_BYTES:
+                self._capture += piece[position : min(end, position + _KEY_BYTES + 1)]
+            if end == limit and limit < size:  # a proven range begins: go on past it
+                position = end
+                continue
+            if end == size or piece[end] == 0x5C:  # the string goes on in the next piece
+                self._escaping = end < size
+                return size
+            break
         self._in_string = False
         captured, self._capture = self._capture, None
         text = bytes(captured) if captured is not None and len(captured) <= _KEY_BYTES else None
@@ -167,6 +209,8 @@ class _Walk:
         if start == end:
             return
         gap = piece[start:end]
+        if _NEVER.search(gap) or not gap.isascii():
+            raise NotPassable("a control character" if gap.isascii() else "bytes that are not JSON")
         if b"N" in gap or b"I" in gap:
             raise NotPassable("NaN or Infinity")
         leading = _LEADING_DIGITS.match(gap).end()  # type: ignore[union-attr]  # always matches

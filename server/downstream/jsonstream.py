@@ -88,10 +88,23 @@ class JsonStream:
         self._key_chars = 0
         self._skipping: set[int] = set()  # depths of containers whose members are skipped
         self._fast_strings = True  # off once a string's middle was refused for what it holds
+        self._fed = 0  # bytes fed so far
+        self.proven: list[list[int]] | None = None
+        """When a list (its owner sets it): the byte ranges of the value that are the middle of a string, none cut
+        inside a character or an escape, which pydantic-core read as strict JSON (UTF-8, no control character),
+        one `[start, end]` for each run of them (`server.downstream.json_spans` walks over them)."""
 
     @property
     def done(self) -> bool:
         return self._state == _DONE
+
+    def _prove(self, start: int, end: int) -> None:
+        """Bytes `[start, end)` of the value are the middle of a string that pydantic-core read strictly."""
+        assert self.proven is not None
+        if self.proven and self.proven[-1][1] == start:
+            self.proven[-1][1] = end
+        else:
+            self.proven.append([start, end])
 
     def feed(self, data: bytes) -> None:
         if len(data) <= _SLICE_BYTES:
@@ -101,12 +114,16 @@ class JsonStream:
             self._feed(data[start : start + _SLICE_BYTES])
 
     def _feed(self, data: bytes) -> None:
+        origin = self._fed - len(self._bytes)  # where `data` starts in the value, once the held bytes lead it
+        self._fed += len(data)
         if self._bytes:
             data, self._bytes = self._bytes + data, b""
         refused = False
         if self._state == _STRING and not self._in_key and not self._carry and self._fast_strings:
             taken = self._string_middle(data)
             if taken:
+                if self.proven is not None:
+                    self._prove(origin, origin + len(data) - len(self._bytes))
                 return
             refused = taken is False
         cut = utf8_cut(data)

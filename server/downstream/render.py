@@ -36,7 +36,6 @@ class _Item:
         self._type_parts: list[str] | None = None
         self._streaming_text = False
         self.text_seen = False
-        self.other_members = False  # a member besides `type` and `text`
         self.depth = 0
 
     def start_object(self) -> None:
@@ -60,7 +59,6 @@ class _Item:
     def key(self, name: str) -> None:
         if self.depth == 1:
             self._member = name
-            self.other_members = self.other_members or name not in ("type", "text")
         self._json.key(name)
 
     def scalar(self, value: int | float | bool | None) -> None:
@@ -92,11 +90,6 @@ class _Item:
         if self._type_parts is not None:
             self._type, self._type_parts = "".join(self._type_parts), None
         self._json.string_end()
-
-    @property
-    def plain(self) -> bool:
-        """A text item with nothing else: its text is all there is to it."""
-        return self.text_seen and self._type in (None, "text") and not self.other_members
 
     def _finish(self) -> None:
         if self.text_seen and self._type in (None, "text"):
@@ -135,9 +128,6 @@ class ResultRenderer:
         self.has_result = False
         self.has_content = False
         self.has_structured = False
-        self.plain = True
-        """What the message says is all in its output file's text: one content item, a plain text item, and no
-        other member of the result than `content` and `isError` (false while it is not known yet)."""
 
     def _start_value(self, kind: str) -> bool:
         """Route a value that starts here; True when a capture took it (and has seen its first token)."""
@@ -156,8 +146,6 @@ class ResultRenderer:
         if where == ("result",) and kind == "start_object":
             self.has_result = True
             return False
-        if len(where) == 2 and where[0] == "result" and where[1] not in ("content", "isError"):
-            self.plain = False  # `structuredContent`, `_meta`, anything else: more than the text
         if where == ("result", "content") and kind == "start_array":
             self.has_content = True
             return False
@@ -188,8 +176,6 @@ class ResultRenderer:
         if capture is None or capture.depth != 0:
             return
         self._capture = None
-        if self._path[1:] == ["result", "content"] and not (isinstance(capture, _Item) and capture.plain):
-            self.plain = False  # an item that is not plain text
         if isinstance(capture, Small):
             where = (*self._path[1:], self._key)
             if where == ("id",):
@@ -251,8 +237,6 @@ class ResultRenderer:
 
     def _start_value_scalar(self, value: int | float | bool | None) -> None:
         where = (*self._path[1:], self._key)
-        if len(where) == 2 and where[0] == "result" and where[1] not in ("content", "isError"):
-            self.plain = False
         if where in (("id",), ("method",), ("error",), ("result", "isError")):
             small = Small()
             small.scalar(value)
@@ -265,7 +249,6 @@ class ResultRenderer:
             if self.items:
                 self._output.write("\n")
             self.items += 1
-            self.plain = False
             self._output.write(json.dumps(value))
 
     def string_start(self) -> None:

@@ -5,12 +5,14 @@ it the rest in pieces. The spool decodes the message as it comes (`jsonstream` +
 result's rendered output goes straight into a file of the run root, capped at `maxOutputBytes` (the rest
 is counted and drained), and the message itself is kept on disk only while it is small enough to be
 useful whole (`raw_keep`), or, for a server whose answers are its messages as they came (its rules are off:
-`SpoolPolicy.whole`), up to `maxOutputBytes`, unless it says no more than its output's text. At the end the transport gets the bytes to give the SDK session: for a tool
-result a small stand-in whose `_meta` names a `SpooledOutput` kept in `SpoolPolicy.outputs` (the pool's
-`SpooledOutputs`, which hands it to whoever settles the call, or releases it if nobody claims it in time);
-for anything else the original message when it was kept, else an error answer or nothing.
+`SpoolPolicy.whole`), up to `maxOutputBytes`, with where its strings were read strictly (`JsonStream.proven`).
+At the end the transport gets the bytes to give the SDK session: for a tool result a small stand-in whose
+`_meta` names a `SpooledOutput` kept in `SpoolPolicy.outputs` (the pool's `SpooledOutputs`, which hands it to
+whoever settles the call, or releases it if nobody claims it in time); for anything else the original message
+when it was kept, else an error answer or nothing.
 
-A tool result can also be followed while it is read (`MessageSpool.follow`): once the message has passed
+A tool result can also be followed while it is read (`MessageSpool.follow`; never one kept whole, for a server
+whose rules are off: its answer is the message, not its text): once the message has passed
 `raw_keep` (so it will not be answered from the message as it came) and its content has begun (so its output is
 the content's text, not the structured content's), its answer is sure to be the output file's text; the
 transport may then hand a `GrowingOutput` to the request that waits for it, and at the end the spool settles it
@@ -104,6 +106,8 @@ class MessageSpool:
         self._renderer = ResultRenderer(self._output, self._structured)
         self._stream = JsonStream(self._renderer)
         self._renderer.stream = self._stream
+        if policy.whole:  # its answer may be the message as it came: where its strings were read strictly
+            self._stream.proven = []
         self._broken: str | None = None
         self._growing: GrowingOutput | None = None
         self.size = 0
@@ -222,13 +226,8 @@ class MessageSpool:
         return json.dumps({"jsonrpc": "2.0", "id": renderer.id, "result": result}).encode()
 
     def _output_of(self, raw_whole: bool) -> SpooledOutput:
-        """The finished result's output: its file (cut marker and line index added), or why it has none. A message
-        kept whole past `raw_keep` that says no more than its output's text (`ResultRenderer.plain`) is answered as
-        that text: its copy goes."""
+        """The finished result's output: its file (cut marker and line index added), or why it has none."""
         renderer = self._renderer
-        if raw_whole and self._raw.produced > self._policy.raw_keep and renderer.plain and renderer.items == 1:
-            self._raw.remove()
-            raw_whole = False
         use_structured = renderer.items == 0 and renderer.has_structured
         sink = self._structured if use_structured else self._output
         other = self._output if use_structured else self._structured
@@ -251,6 +250,7 @@ class MessageSpool:
             failure=file.failure,
             raw=self._raw.path if raw_whole else None,
             raw_streamed=raw_whole and self._raw.produced > self._policy.raw_keep,
+            proven=tuple((start, end) for start, end in self._stream.proven or ()) if raw_whole else (),
             cut=bool(marker),
         )
         if file.failure:

@@ -68,6 +68,8 @@ class SpooledOutput:
     raw_streamed: bool = False
     """`raw` is past what is read whole (the spool's `raw_keep`): kept for an answer that is the message as it came
     (`SpoolPolicy.whole`), streamed from disk, never read whole (`kept_result` passes it by)."""
+    proven: tuple[tuple[int, int], ...] = ()
+    """Byte ranges of `raw` inside strings that were read strictly on the way in (`JsonStream.proven`)."""
 
     def release(self) -> None:
         """Remove whatever of it is still on disk (the output, its line index, the original message)."""

@@ -14,7 +14,7 @@ same ones.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,12 +60,13 @@ def added(line: bytes, placeholder: str) -> tuple[list[Any], dict[str, Any]]:
     return [], members
 
 
-def passable(path: Path) -> ResultSpans | str:
+def passable(path: Path, proven: Sequence[Sequence[int]] = ()) -> ResultSpans | str:
     """Where the kept message in `path` has its result, when it can be passed on as it came: JSON a strict reader
     takes (`json_spans`), and content items the SDK's client takes (each validated as its model, but one too long
-    to hold, whose type is checked); else why not. Blocking."""
+    to hold, whose type is checked); else why not. `proven`: where its strings were read strictly on the way in
+    (`SpooledOutput.proven`), passed over. Blocking."""
     try:
-        spans = spans_in_file(path)
+        spans = spans_in_file(path, proven)
         if spans is None:
             return "it is no tool result"
         with path.open("rb") as file:

@@ -185,7 +185,7 @@ async def spooled_pieces(
     assert found, "the placeholder is not in the line"
     try:
         if spooled.raw is not None and spooled.raw_streamed:
-            spans = await anyio.to_thread.run_sync(passable, spooled.raw)
+            spans = await anyio.to_thread.run_sync(passable, spooled.raw, spooled.proven)
             if not isinstance(spans, str):
                 async with contextlib.aclosing(message_pieces(ident, line, placeholder, spooled.raw, spans)) as kept:
                     async for piece in kept:

@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from server.downstream.json_spans import spans_in_file
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.downstream.spooled import SpooledOutput, SpooledOutputs
 from server.upstream.kept_message import passable
@@ -75,25 +76,6 @@ async def test_a_message_kept_whole_is_answered_as_it_came_with_what_claimcheck_
     assert os.listdir(tmp_path) == []  # the spool's files went with the answer
 
 
-@pytest.mark.parametrize(
-    ("result", "kept"),
-    [
-        ({"content": [{"type": "text", "text": "z" * 10_000}], "isError": True}, False),
-        ({"content": [{"text": "z" * 10_000, "type": "text", "annotations": {"priority": 1}}]}, True),
-        ({"content": [{"type": "text", "text": "z" * 10_000}, {"type": "text", "text": "more"}]}, True),
-        ({"content": [{"type": "text", "text": "z" * 10_000}], "structuredContent": None}, True),
-    ],
-    ids=["one-text-item", "annotated", "two-items", "structured-null"],
-)
-async def test_a_message_that_says_no_more_than_its_text_is_answered_as_its_text(
-    tmp_path: Path, result: dict[str, Any], kept: bool
-) -> None:
-    output = await spooled(tmp_path, json.dumps({"jsonrpc": "2.0", "id": 4, "result": result}).encode(), whole=True)
-    assert output.raw_streamed is kept and (output.raw is not None) is kept
-    assert json.loads(await answered(4, [], output))["result"]["content"] == result["content"]
-    assert os.listdir(tmp_path) == []
-
-
 @pytest.mark.parametrize("server_says", [None, "incomplete"])
 async def test_what_a_protocol_version_requires_of_every_result_is_added_unless_the_server_said_it(
     tmp_path: Path, server_says: str | None
@@ -105,6 +87,16 @@ async def test_what_a_protocol_version_requires_of_every_result_is_added_unless_
     pieces = spooled_pieces(2, json.dumps(line).encode() + b"\n", PLACEHOLDER, output)
     answer = json.loads(b"".join([piece async for piece in pieces]))["result"]
     assert answer == {**mixed_result(0.01), "resultType": server_says or "complete"}
+
+
+@pytest.mark.parametrize("text", ['plain "quoted" \\ é 😀 \u2028 ', "x"], ids=["escapes", "ascii"])
+async def test_the_walk_passes_over_what_the_spool_read_strictly_and_finds_the_same(tmp_path: Path, text: str) -> None:
+    result = {**mixed_result(0.5), "structuredContent": {"text": text * 50_000}}
+    data = json.dumps({"jsonrpc": "2.0", "id": 3, "result": result}, ensure_ascii=False).encode()
+    output = await spooled(tmp_path, data, whole=True)
+    assert output.raw is not None and sum(end - start for start, end in output.proven) > len(data) // 2
+    assert spans_in_file(output.raw, output.proven) == spans_in_file(output.raw) is not None
+    assert json.loads(await answered(3, [], output))["result"] == result
 
 
 async def test_without_whole_the_message_past_what_is_kept_is_answered_as_its_text(tmp_path: Path) -> None:
