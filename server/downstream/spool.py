@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -39,7 +39,7 @@ from server.downstream.render import ResultRenderer
 from server.downstream.spool_file import SpoolFile
 from server.downstream.spooled import META_KEY, GrowingOutput, SpooledOutput, SpooledOutputs
 
-__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy"]
+__all__ = ["CUT_MARKER", "MessageSpool", "SpoolPolicy", "rendered"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +58,13 @@ class SpoolPolicy:
     raw_keep: int = 16 << 20
     whole: bool = False
     """A tool result is answered with its message as it came (the server's rules are off): the message is kept
-    whole past `raw_keep`, up to `max_output_bytes`, to be streamed from disk (`SpooledOutput.raw_streamed`), and
-    its output is never followed."""
+    whole past `raw_keep`, up to half as much again as `max_output_bytes` (a message is its output escaped, and
+    more), to be streamed from disk (`SpooledOutput.raw_streamed`), and its output is never followed."""
 
     @property
     def raw_limit(self) -> int:
         """The most bytes of a message kept whole."""
-        return max(self.raw_keep, self.max_output_bytes) if self.whole else self.raw_keep
+        return max(self.raw_keep, self.max_output_bytes * 3 // 2) if self.whole else self.raw_keep
 
 
 class _TextSink:
@@ -110,6 +110,7 @@ class MessageSpool:
             self._stream.proven = []
         self._broken: str | None = None
         self._growing: GrowingOutput | None = None
+        self._text_counted = False  # the output's text is counted, not written (`SpoolPolicy.whole`)
         self.size = 0
 
     def followable_id(self) -> object | None:
@@ -140,6 +141,10 @@ class MessageSpool:
     async def feed(self, piece: bytes) -> None:
         self.size += len(piece)
         self._raw.add(piece)
+        if self._policy.whole and not self._text_counted and self._raw.produced > self._policy.raw_keep:
+            self._text_counted = True  # answered from the message, not its text: counted, not written from now on
+            self._output.file.count_only()
+            self._structured.file.count_only()
         if self._broken is None:
             try:
                 self._stream.feed(piece)
@@ -240,20 +245,27 @@ class MessageSpool:
         marker = CUT_MARKER.format(limit=file.limit, total=total) if cut else ""
         if marker:
             file.append_now(marker.encode())
+        failure = file.failure
+        if self._text_counted and not raw_whole:  # neither the text nor the message: the head is all there is
+            failure = self._raw.failure or (
+                f"its message was {self.size} bytes, over the {self._policy.raw_limit} bytes claimcheck keeps to "
+                "pass on as it came"
+            )
         spooled = SpooledOutput(
-            path=None if file.failure else file.path,
-            bytes=0 if file.failure else file.written,
+            path=None if failure or self._text_counted else file.path,
+            bytes=0 if failure or self._text_counted else file.written,
             total=total,
             lines=file.lines,
             is_error=renderer.is_error,
             head="".join(sink.head),
-            failure=file.failure,
+            failure=failure,
             raw=self._raw.path if raw_whole else None,
             raw_streamed=raw_whole and self._raw.produced > self._policy.raw_keep,
             proven=tuple((start, end) for start, end in self._stream.proven or ()) if raw_whole else (),
             cut=bool(marker),
+            output_limit=self._policy.max_output_bytes,
         )
-        if file.failure:
+        if failure or self._text_counted:
             file.remove()
         else:
             file.write_index()
@@ -271,3 +283,28 @@ class MessageSpool:
         for file in (self._output.file, self._structured.file, self._raw):
             await file.close()
         self._discard()
+
+
+async def rendered(spooled: SpooledOutput) -> SpooledOutput:
+    """The output of a message kept to be passed on as it came (`SpooledOutput.raw_streamed`, whose text was not
+    written), made again from that copy, as any server's output is: for an answer that cannot pass the message on
+    as it came. The copy goes; an output that cannot be made says why, with the head."""
+    assert spooled.raw is not None
+    outputs = SpooledOutputs()
+    policy = SpoolPolicy(spooled.raw.parent, spooled.output_limit, outputs)
+    spool = MessageSpool(policy, "a kept message")
+    try:
+        with spooled.raw.open("rb") as kept:
+            while piece := await anyio.to_thread.run_sync(kept.read, policy.threshold):
+                await spool.feed(piece)
+        answer = await spool.finish()
+    except OSError as exc:
+        await spool.abort()
+        answer = exc
+    finally:
+        spooled.release()
+    made = outputs.take(json.loads(answer)["result"]["_meta"][META_KEY]) if isinstance(answer, bytes) else None
+    if made is None:
+        why = str(answer) if isinstance(answer, Exception) else "it is no tool result"
+        return replace(spooled, path=None, raw=None, raw_streamed=False, failure=f"it could not be read again: {why}")
+    return made

@@ -67,8 +67,11 @@ class SpooledOutput:
     cut: bool  # only the first `maxOutputBytes` were kept, and the cut marker follows them
     raw_streamed: bool = False
     """`raw` is past what is read whole (the spool's `raw_keep`): kept for an answer that is the message as it came
-    (`SpoolPolicy.whole`), streamed from disk, never read whole (`kept_result` passes it by)."""
+    (`SpoolPolicy.whole`), streamed from disk, never read whole (`kept_result` passes it by); `path` is then None
+    (the text was counted, not written: `spool.rendered` makes it from `raw` when it is needed)."""
     proven: tuple[tuple[int, int], ...] = ()
+    output_limit: int = 1 << 30
+    """The spool's `maxOutputBytes`: where its text is cut, if it is made again from `raw` (`spool.rendered`)."""
     """Byte ranges of `raw` inside strings that were read strictly on the way in (`JsonStream.proven`)."""
 
     def release(self) -> None:
@@ -280,7 +283,8 @@ def materialize(spooled: SpooledOutput) -> types.CallToolResult:
         if kept is not None:
             return kept
         if spooled.path is None:
-            text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {spooled.failure}"
+            why = spooled.failure or "it is passed on only as it is read from disk"
+            text = f"{spooled.head}\n[claimcheck] the output could not be kept whole: {why}"
         else:
             text = spooled.path.read_bytes().decode("utf-8", "replace")
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=spooled.is_error)

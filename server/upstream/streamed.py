@@ -47,6 +47,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from server.downstream.json_cuts import escape, safe_cut_bytes, utf8_cut
+from server.downstream.spool import rendered
 from server.downstream.spooled import GrowingOutput, SpooledOutput, SpooledOutputs
 from server.upstream.kept_message import message_pieces, passable, unreadable_answer
 from server.upstream.line_writer import LineWriter
@@ -192,6 +193,7 @@ async def spooled_pieces(
                         yield piece
                 return
             logger.warning("a server's %d-byte message is passed on as its text: %s", spooled.total, spans)
+            spooled = await rendered(spooled)
         if spooled.path is None:
             yield unreadable_answer(ident, OSError(spooled.failure or "the output was not stored"))
             return

@@ -17,7 +17,8 @@ from mcp import Client
 
 from server.downstream.json_spans import spans_in_file
 from server.downstream.spool import MessageSpool, SpoolPolicy
-from server.downstream.spooled import SpooledOutput, SpooledOutputs
+from server.downstream.spooled import SpooledOutput, SpooledOutputs, materialize
+from server.upstream.http_fast import PRIME_ENV
 from server.upstream.kept_message import passable
 from server.upstream.streamed import spooled_pieces, streamable
 from tests.support.processes import PYTHON, announcing, demo_server_entry, program_entry, write_config
@@ -99,6 +100,23 @@ async def test_the_walk_passes_over_what_the_spool_read_strictly_and_finds_the_s
     assert json.loads(await answered(3, [], output))["result"] == result
 
 
+async def test_a_message_past_what_is_kept_to_pass_on_is_answered_with_its_head_and_why(tmp_path: Path) -> None:
+    outputs = SpooledOutputs()
+    spooler = MessageSpool(SpoolPolicy(tmp_path, 8000, outputs, raw_keep=4096, whole=True), "test")
+    data = mixed_message(9, 0.05)  # 50 KiB: past 12 000 bytes, half as much again as its maxOutputBytes
+    await spooler.feed(data)
+    answer = await spooler.finish()
+    assert isinstance(answer, bytes)
+    output = outputs.claim(types.CallToolResult.model_validate(json.loads(answer)["result"]))
+    assert output is not None and not streamable(output) and output.path is None
+    text = materialize(output).content[0]
+    assert isinstance(text, types.TextContent) and text.text.startswith('before the "image" é 😀\n{"type":"image"')
+    assert text.text.endswith(
+        f"its message was {len(data)} bytes, over the 12000 bytes claimcheck keeps to pass on as it came"
+    )
+    assert os.listdir(tmp_path) == []
+
+
 async def test_without_whole_the_message_past_what_is_kept_is_answered_as_its_text(tmp_path: Path) -> None:
     output = await spooled(tmp_path, mixed_message(3, 0.01), whole=False)
     assert output.raw is None and not output.raw_streamed
@@ -155,7 +173,9 @@ async def test_over_stdio_a_long_result_comes_back_as_the_server_gave_it(tmp_pat
 async def test_over_http_a_long_result_comes_back_as_the_server_gave_it(tmp_path: Path, fast: str, mode: str) -> None:
     config = write_config(tmp_path, {"mcpServers": SERVERS, "settings": {"asyncTimeoutSecs": 1}})
     command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "http"]
-    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast}
+    # The answer in one JSON body: past the prime (0.5 s) the fast path answers in an SSE event, and the SDK's client
+    # refuses an event over 1 MiB (a machine under load takes that long).
+    env = {**os.environ, "CLAIMCHECK_FAST_PATH": fast, PRIME_ENV: "60"}
     with anyio.fail_after(120):
         async with announcing([*command, "--port", "0"], r"(http://127\.0\.0\.1:\d+/mcp)", env=env, within=60) as up:
             url = up.matches[0].group(1).decode()
