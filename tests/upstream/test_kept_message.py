@@ -13,8 +13,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.client.sse import sse_client
 
+from server import sdk_compat
 from server.downstream.json_spans import spans_in_file
 from server.downstream.spool import MessageSpool, SpoolPolicy
 from server.downstream.spooled import SpooledOutput, SpooledOutputs, materialize
@@ -183,4 +185,22 @@ async def test_over_http_a_long_result_comes_back_as_the_server_gave_it(tmp_path
                 await client.list_tools()
                 await client.call_tool("demo__slow", {"seconds": 60})
                 result = await client.call_tool("plain__mixed", {"mib": MIB})
+    check_mixed(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+@pytest.mark.subprocess
+async def test_over_legacy_sse_a_long_result_comes_back_as_the_server_gave_it(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"mcpServers": SERVERS, "settings": {"asyncTimeoutSecs": 1}})
+    command = [PYTHON, "-m", "server", "serve", "--no-api", "--config", str(config), "--transport", "sse"]
+    sdk_compat.lift_legacy_sse_event_cap()  # the SDK's SSE client reads an event of up to 1 MiB otherwise
+    with anyio.fail_after(120):
+        async with announcing([*command, "--port", "0"], r"(http://127\.0\.0\.1:\d+/sse)", within=60) as up:
+            url = up.matches[0].group(1).decode()
+            async with (
+                sse_client(url, timeout=30, sse_read_timeout=120) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await session.call_tool("demo__slow", {"seconds": 60})
+                result = await session.call_tool("plain__mixed", {"mib": MIB})
     check_mixed(result.model_dump(by_alias=True, mode="json", exclude_none=True))
