@@ -35,7 +35,9 @@ def files(tmp_path: Path) -> Path:
 async def test_one_sessions_flood_delays_anothers_grep_by_at_most_one_grep_timeout(
     files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sandbox = Sandbox(files, timeout=1.0, workers=2, per_owner=20, workers_per_owner=2)
+    # A's two running searches must not time out before its 20 are all in flight (a loaded CI machine took over
+    # a second to queue them at 1 s): 3 s; B then waits for one of them.
+    sandbox = Sandbox(files, timeout=3.0, workers=2, per_owner=20, workers_per_owner=2)
     turns: list[str] = []  # whose search took each worker that came free, in order
     queue_turn = sandbox._queue.turn
 
