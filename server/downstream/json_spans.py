@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,32 +69,36 @@ def spans_in_file(path: Path, proven: Sequence[Sequence[int]] = ()) -> ResultSpa
     """`result_spans` of the message in `path`, read a megabyte at a time, but for the `proven` ranges (the middles
     of strings the spool's reader read strictly: `JsonStream.proven`), which are passed over unread. Blocking; raises
     `NotPassable`."""
-    walk = _Walk(proven)
     with path.open("rb") as file:
-        while not walk.ended:
-            if walk.jump_to > file.tell():
-                file.seek(walk.jump_to)
-                walk.skipped(walk.jump_to)
-            piece = file.read(_READ_BYTES)
-            if not piece:
-                break
-            walk.feed(piece)
-    return walk.finish()
+
+        def read_at(offset: int) -> bytes:
+            file.seek(offset)
+            return file.read(_READ_BYTES)
+
+        return _walked(read_at, proven)
 
 
 def result_spans(data: bytes, piece: int = _READ_BYTES, proven: Sequence[Sequence[int]] = ()) -> ResultSpans | None:
     """Where the `result` object of the response `data` is (its first `result` key, at the top level); None when
     `data` has no object `result` there. Raises `NotPassable` (see the module's doc). Walked `piece` bytes at a
     time, as a file is, passing over the `proven` ranges (see `spans_in_file`)."""
+    return _walked(lambda offset: data[offset : offset + piece], proven)
+
+
+def _walked(read_at: Callable[[int], bytes], proven: Sequence[Sequence[int]]) -> ResultSpans | None:
+    """The walk over the pieces `read_at(offset)` gives, from 0 on, each where the last ended or past a proven
+    range."""
     walk = _Walk(proven)
-    start = 0
-    while start < len(data) and not walk.ended:
-        if walk.jump_to > start:
-            start = walk.jump_to
-            walk.skipped(start)
-            continue
-        walk.feed(data[start : start + piece])
-        start += piece
+    offset = 0
+    while not walk.ended:
+        if walk.jump_to > offset:
+            offset = walk.jump_to
+            walk.skipped(offset)
+        piece = read_at(offset)
+        if not piece:
+            break
+        walk.feed(piece)
+        offset += len(piece)
     return walk.finish()
 
 
