@@ -217,12 +217,12 @@ async def _wait(
     relay = _ProgressRelay(report, started)
     with anyio.move_on_after(limit):
         while not any(call.finished.is_set() for call in targets) and not inbox.unshown():
-            with anyio.move_on_after(sessions.backend.poll_secs if remote else PROGRESS_EVERY_S):
-                await questions.either(session.changed(), inbox.changed(), sessions.backend.changed())
-            await refresh(sessions, targets)
             if not remote or time.monotonic() - reported >= PROGRESS_EVERY_S:
                 reported = time.monotonic()
                 await relay.send([call for call in targets if not call.finished.is_set()])
+            with anyio.move_on_after(sessions.backend.poll_secs if remote else PROGRESS_EVERY_S):
+                await questions.either(session.changed(), inbox.changed(), sessions.backend.changed())
+            await refresh(sessions, targets)
     done = [call for call in targets if call.finished.is_set()]
     still = [call for call in targets if not call.finished.is_set()]
     asked = inbox.for_model()

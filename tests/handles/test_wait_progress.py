@@ -9,6 +9,7 @@ import anyio
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
+from server.handles import own_tools
 from tests.support.proxies import proxied, text_of
 
 pytestmark = pytest.mark.anyio
@@ -73,6 +74,29 @@ async def test_waiting_for_several_calls_reports_seconds_and_their_progress() ->
     summary = next(message for _, total, message in seen if message and "progress 3/6" in message)
     assert summary.startswith("waiting for 2 running outputs (x__copy progress 3/6")
     assert all(total is None for _, total, _ in seen)
+
+
+async def test_the_first_report_is_sent_as_the_wait_starts_not_a_round_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that resets its timeout on progress hears from the wait at once; here a round lasts an hour, so
+    only a report sent before the first round lets the call finish within the test's bound."""
+    monkeypatch.setattr(own_tools, "PROGRESS_EVERY_S", 3600.0)
+    down, release = copier()
+    seen: Seen = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+        release.set()
+
+    async with proxied({"x": down}) as client:
+        with anyio.fail_after(20):
+            started = await client.call_tool("x__copy", {"background": True})
+            handle = HANDLE.search(text_of(started))
+            assert handle, text_of(started)
+            waited = await client.call_tool(
+                "wait_for_tool_output", {"handles": [handle.group(1)]}, progress_callback=on_progress
+            )
+    assert "copied" in text_of(waited)
+    assert seen
 
 
 @pytest.mark.parametrize("handles", [None, []], ids=["left-out", "empty"])
