@@ -36,6 +36,7 @@ __all__ = [
     "check_budget",
     "misshapen",
     "nests_deeper",
+    "not_json_rpc",
     "request_id",
     "request_key",
     "response_id",
@@ -138,6 +139,11 @@ def unreadable(line: bytes, error: Exception) -> Refused:
         reason = str(invalid[0].get("msg", "")).removeprefix("Invalid JSON: ") or "not JSON"
         text = f"Parse error: the line is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
         return Refused(types.PARSE_ERROR, text, request_id(line[:HEAD_BYTES]))
+    return not_json_rpc(line)
+
+
+def not_json_rpc(line: bytes) -> Refused:
+    """The answer to JSON that is no JSON-RPC message of MCP's, saying what to change where that is simple."""
     text = f"Invalid request: not a JSON-RPC message{_why_not_json_rpc(line)}."
     return Refused(types.INVALID_REQUEST, text, request_id(line[:HEAD_BYTES]))
 
@@ -156,6 +162,8 @@ def _why_not_json_rpc(line: bytes) -> str:
         return ': its "method" must be a string'
     if "params" in message and not isinstance(message["params"], dict):
         return ': its "params" must be an object (MCP names every parameter)'
+    if not {"method", "result", "error"} & message.keys():
+        return ': it needs a "method" (a request or notification), or a "result" or an "error" (a response)'
     return ""
 
 

@@ -8,6 +8,7 @@ other module touches an underscore name of the SDK.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ __all__ = [
     "content_type_ok",
     "dispatch_context",
     "in_flight",
+    "is_validation_dump",
     "lift_legacy_sse_event_cap",
     "modern_json_window",
     "quiet_unreadable_sse_posts",
@@ -227,6 +229,23 @@ def in_flight(transport: StreamableHTTPServerTransport) -> Iterator[None]:
 async def write_message(dispatcher: JSONRPCDispatcher[Any], message: types.JSONRPCMessage) -> None:
     """Write one message on the dispatcher's stream, in order with what it writes itself."""
     await dispatcher._write(message)
+
+
+_VALIDATION_DUMP = "Validation error: "
+
+
+def is_validation_dump(body: bytes) -> bool:
+    """Whether `body` is how the SDK's streamable HTTP transport answers a POST whose JSON is no JSON-RPC message:
+    -32602 with pydantic's whole report (two kilobytes for `{"hello": 1}`), under a session id it has already
+    dropped. claimcheck answers such a body in one line instead (`server.upstream.gate`). Would be replaced by: the
+    SDK answering -32600 with one line."""
+    if b"-32602" not in body[:256]:
+        return False
+    try:
+        error = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return error.get("code") == types.INVALID_PARAMS and str(error.get("message", "")).startswith(_VALIDATION_DUMP)
 
 
 SSE_REFUSED = "Request validation failed"

@@ -404,3 +404,16 @@ def test_the_sse_transport_still_raises_and_logs_as_sdk_compat_expects() -> None
 
     assert f'raise ValueError("{sdk_compat.SSE_REFUSED}")' in inspect.getsource(SseServerTransport.connect_sse)
     assert 'logger.exception("Failed to parse message")' in inspect.getsource(SseServerTransport)
+
+
+def test_the_streamable_http_transport_still_answers_json_that_is_no_message_as_sdk_compat_expects() -> None:
+    """`sdk_compat.is_validation_dump` leans on the SDK's words for such a body: -32602 and "Validation error: "."""
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+
+    from server import sdk_compat
+
+    source = inspect.getsource(StreamableHTTPServerTransport)
+    assert 'f"Validation error: {str(e)}"' in source and "INVALID_PARAMS," in source
+    dump = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"Validation error: 11 validation errors"}}'
+    assert sdk_compat.is_validation_dump(dump)
+    assert not sdk_compat.is_validation_dump(dump.replace(b"Validation error", b"Invalid tools/call params"))

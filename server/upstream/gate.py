@@ -4,7 +4,8 @@ A POST body past `server.budget`'s budget (nested too deep: its size is `BodyLim
 answered 400 with the JSON-RPC error, under the request's id when the head of the body shows it, as the
 SDK answers a body it cannot parse; neither the fast path nor the SDK sees it, and the session goes on. A body
 not labelled `application/json` is answered 415, saying so (the SDK answered a bare 400). Any other body is handed
-on whole, as the one message of its request (both read it whole anyway).
+on whole, as the one message of its request (both read it whole anyway); where it is JSON but no JSON-RPC message,
+the SDK's answer (pydantic's whole report) is said in one line, as over stdio.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.budget import HEAD_BYTES, Refused, check_budget, request_id
+from server import sdk_compat
+from server.budget import HEAD_BYTES, Refused, check_budget, not_json_rpc, request_id
 from server.errors import clip
 
 __all__ = ["BudgetGate", "read_body", "replay"]
@@ -45,7 +47,33 @@ class BudgetGate:
             await send({"type": "http.response.body", "body": data})
             return
         whole: Message = {"type": "http.request", "body": body, "more_body": False}
-        await self.app(scope, replay([whole], receive), send)
+        await self.app(scope, replay([whole], receive), _in_one_line(send, body))
+
+
+def _in_one_line(send: Send, body: bytes) -> Send:
+    """`send`, with the SDK's answer to JSON that is no JSON-RPC message (pydantic's whole report) said in one line
+    naming what to change, as over stdio (`server.budget.not_json_rpc`); every other answer passes as it comes."""
+    held: Message | None = None
+
+    async def sent(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            held = message
+            return
+        if held is None:
+            await send(message)
+            return
+        start, held = held, None
+        if not message.get("more_body", False) and sdk_compat.is_validation_dump(message.get("body", b"")):
+            data = not_json_rpc(body).body()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": data})
+            return
+        await send(start)
+        await send(message)
+
+    return sent
 
 
 def _not_json(scope: Scope) -> str | None:

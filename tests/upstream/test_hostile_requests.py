@@ -212,6 +212,41 @@ async def test_a_request_whose_params_do_not_validate_is_told_which_and_why(tmp_
     assert alive["result"]["content"][0]["text"] == "still here"
 
 
+NOT_A_MESSAGE: list[tuple[bytes, int | None, str]] = [
+    (b'{"hello": 1}', None, 'its "jsonrpc" must be "2.0"'),
+    (b'{"jsonrpc":"1.0","id":70,"method":"tools/list"}', 70, 'its "jsonrpc" must be "2.0"'),
+    (b'{"jsonrpc":"2.0","id":71,"method":"tools/list","params":[1]}', 71, 'its "params" must be an object'),
+    (b'"tools/list"', None, "it is not an object"),
+    (b'{"jsonrpc":"2.0","id":72}', None, 'it needs a "method" (a request or notification), or a "result"'),
+]
+"""JSON that is no JSON-RPC message: the SDK's HTTP transport answered each with pydantic's whole report (-32602,
+two kilobytes for the first) under a session id it had already dropped."""
+
+
+@pytest.mark.parametrize("fast", ["on", "off"])
+async def test_over_http_json_that_is_no_json_rpc_message_is_told_in_one_line_what_to_change(
+    tmp_path: Path, fast: str
+) -> None:
+    """As over stdio: -32600, one line naming what to change; before a session as within one, which serves on."""
+    with anyio.fail_after(CALL_S):
+        async with _http_claimcheck(tmp_path, "http", fast) as url, httpx2.AsyncClient(timeout=CALL_S) as http:
+            before = [await http.post(url, content=line, headers=HEADERS) for line, _, _ in NOT_A_MESSAGE]
+            opened = await http.post(url, json=INIT, headers=HEADERS)
+            session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            session["mcp-protocol-version"] = "2025-11-25"
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            within = [await http.post(url, content=line, headers=session) for line, _, _ in NOT_A_MESSAGE]
+            alive = await http.post(url, json=ECHO, headers=session)
+    for answers in (before, within):
+        for response, (line, ident, said) in zip(answers, NOT_A_MESSAGE, strict=True):
+            answer = response.json()
+            assert response.status_code == 400 and "mcp-session-id" not in response.headers, line
+            assert answer["id"] == ident and answer["error"]["code"] == -32600, (line, answer)
+            assert answer["error"]["message"].startswith(f"Invalid request: not a JSON-RPC message: {said}"), answer
+            assert "\\n" not in response.text and len(response.content) < 300, answer  # one line, no report
+    assert _data_of(alive.text)[-1]["result"]["content"][0]["text"] == "ok"
+
+
 async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_without_a_traceback(
     tmp_path: Path,
 ) -> None:
