@@ -21,7 +21,6 @@ from typing import Literal
 import anyio
 import uvicorn
 from mcp.server.sse import SseServerTransport
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -43,6 +42,7 @@ from server.upstream.gate import BudgetGate
 from server.upstream.http_fast import HttpFastPath
 from server.upstream.http_stand_ins import StandInSend, with_outputs, with_stand_ins
 from server.upstream.line_writer import LineWriter
+from server.upstream.local_only import LOOPBACK, LocalOnly, security
 from server.upstream.mcp_sessions import SessionShares, SseShares
 from server.upstream.principals import PrincipalAsUser
 from server.upstream.resource_server import OAuth
@@ -56,7 +56,6 @@ __all__ = ["UpstreamTransport", "serve", "serve_http", "serve_sse", "serve_stdio
 logger = logging.getLogger(__name__)
 
 UpstreamTransport = Literal["stdio", "http", "sse"]
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _RETRY_MS = 1000
 """How soon a client whose stream dropped should reconnect (with Last-Event-ID) to resume it."""
 
@@ -128,6 +127,7 @@ async def _serve_http(
         event_store=BoundedEventStore(),
         retry_interval=_RETRY_MS,
         max_request_body_size=limit,  # ours answers first, with a clearer message; the SDK's stays a backstop
+        transport_security=security(host),  # likewise `LocalOnly`
     )
 
     @asynccontextmanager
@@ -154,7 +154,7 @@ async def _serve_http(
         for route in inner.routes
     ]
     app = Starlette(
-        routes=routes, lifespan=lifespan, middleware=_edges(limit), exception_handlers={404: _elsewhere("/mcp")}
+        routes=routes, lifespan=lifespan, middleware=_edges(limit, host), exception_handlers={404: _elsewhere("/mcp")}
     )
     return await _run_uvicorn(app, sock, "/mcp", "streamable HTTP", _access(proxy, auth, oauth), request_deadline)
 
@@ -178,15 +178,8 @@ async def _serve_sse(
 ) -> uvicorn.Server:
     server = build_server(proxy)
     host = sock.getsockname()[0]
-    security = None
-    if host in _LOOPBACK:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
     limit = proxy.config.settings.max_request_bytes
-    sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=limit)
+    sse = SseServerTransport("/messages/", security_settings=security(host), max_request_body_size=limit)
     sdk_compat.quiet_unreadable_sse_posts()
 
     outputs = proxy.pool.spooled  # a pass-through's stored output, answered on its client's event stream from its file
@@ -210,7 +203,7 @@ async def _serve_sse(
     post = _after_its_stream(with_outputs(sse.handle_post_message, outputs))
     app = Starlette(
         routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]), Mount("/messages/", app=post)],
-        middleware=_edges(limit),
+        middleware=_edges(limit, host),
         exception_handlers={404: _elsewhere("/sse")},
     )
     return await _run_uvicorn(app, sock, "/sse", "SSE", _access(proxy, auth, oauth), request_deadline)
@@ -260,10 +253,13 @@ def _after_its_stream(post: ASGIApp) -> ASGIApp:
     return answered
 
 
-def _edges(limit: int) -> list[Middleware]:
-    """The size of a body is counted as it comes; whether it nests too deep, once it is whole; then the request
-    carries its principal, which the SDK binds each session to."""
+def _edges(limit: int, host: str) -> list[Middleware]:
+    """On loopback, a request for another host is refused first; the size of a body is counted as it comes;
+    whether it nests too deep, once it is whole; then the request carries its principal, which the SDK binds each
+    session to."""
+    local = [Middleware(LocalOnly)] if host in LOOPBACK else []
     return [
+        *local,
         Middleware(BodyLimit, max_bytes=limit),
         Middleware(BudgetGate, max_bytes=limit),
         Middleware(PrincipalAsUser),

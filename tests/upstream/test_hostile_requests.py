@@ -307,3 +307,40 @@ async def test_a_body_not_labelled_json_gets_415_and_a_path_not_served_says_wher
     )
     assert "(it came as no Content-Type)" in unlabelled.json()["error"]["message"]
     assert browser.status_code == 404 and f" at {path} on this port; give an MCP client that URL" in browser.text
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_request_for_another_host_or_from_another_sites_page_is_told_what_to_do_in_one_line(
+    tmp_path: Path, transport: str
+) -> None:
+    """On loopback (DNS rebinding protection): 421 for another Host, 403 for another site's Origin, each saying what
+    would be let in; a page of localhost and a program are served, and so is the next request."""
+    path = "/mcp" if transport == "http" else "/sse"
+    with anyio.fail_after(CALL_S):
+        async with _http_claimcheck(tmp_path, transport, "on") as url, httpx2.AsyncClient(timeout=CALL_S) as http:
+            port = url.removesuffix(path).rsplit(":", 1)[1]
+            for_another = await _send(http, transport, url, {"Host": "mcp.example"})
+            from_a_site = await _send(http, transport, url, {"Origin": "https://evil.example"})
+            from_local_page = await _send(http, transport, url, {"Origin": "http://localhost:6274"})
+            plain = await _send(http, transport, url, {})
+    assert for_another.status_code == 421, for_another.text
+    assert for_another.text.startswith("Misdirected Request: this claimcheck listens on loopback and answers only")
+    assert "(this one came for mcp.example)" in for_another.text
+    assert f'a reverse proxy in front must send "Host: 127.0.0.1:{port}", or serve other addresses with --host' in (
+        for_another.text
+    )
+    assert from_a_site.status_code == 403 and from_a_site.text.startswith(
+        "Forbidden: a web page of another origin (https://evil.example) may not call this claimcheck"
+    )
+    assert "\n" not in for_another.text + from_a_site.text
+    assert from_local_page.status_code == plain.status_code == 200, (from_local_page.text, plain.text)
+
+
+async def _send(http: httpx2.AsyncClient, transport: str, url: str, headers: dict[str, str]) -> httpx2.Response:
+    """An `initialize` over streamable HTTP, or the opening of an SSE stream (its status, then closed)."""
+    if transport == "http":
+        return await http.post(url, json=INIT, headers={**HEADERS, **headers})
+    async with http.stream("GET", url, headers=headers) as stream:
+        if stream.status_code != 200:
+            await stream.aread()
+        return stream
