@@ -71,7 +71,7 @@ class ToolOutputArgs(_Args):
     mode: Mode = "auto"
     slice: SliceArgs | None = None
     query: str | None = Field(
-        default=None, description='for mode "json": a JMESPath query; without it, the shape of the JSON'
+        default=None, description='for mode "json" (implied): a JMESPath query; without it, the shape of the JSON'
     )
 
 

@@ -28,6 +28,7 @@ from server.handles.own_registry import (
     OWN_TOOLS_BY_NAME,
     CancelArgs,
     ListArgs,
+    Mode,
     ToolOutputArgs,
     WaitArgs,
 )
@@ -96,6 +97,9 @@ async def _tool_output(
     def fail(why: str, strategy: str = args.mode) -> OwnToolError:
         return OwnToolError(messages.failure(call.public_name, call.handle, strategy, why))
 
+    conflict = _mode_given(args)
+    if conflict is not None:
+        raise fail(conflict)
     if call.status == "running":
         raise fail("The call is still running; call wait_for_tool_output to wait for it.")
     if call.status != "ready":
@@ -131,6 +135,26 @@ async def _tool_output(
     except RetrievalError as exc:
         raise fail(str(exc)) from None
     return _text(messages.success(call.public_name, call.handle, extraction.strategy, extraction.body))
+
+
+def _mode_given(args: ToolOutputArgs) -> str | None:
+    """Read `query` or `slice` without a mode as the mode they belong to (models leave `mode` out); None, or why
+    they cannot be read with the mode given (they were ignored)."""
+    implied: tuple[tuple[str, Mode], ...] = (("query", "json"), ("slice", "slice"))
+    for key, mode in implied:
+        value = getattr(args, key)
+        if value is None or (isinstance(value, str) and not value.strip()) or args.mode == mode:
+            continue
+        others = [other for other in ("extract", "query", "slice") if other != key and getattr(args, other)]
+        if "mode" not in args.model_fields_set and not others:
+            args.mode = mode
+            continue
+        why = f'`{key}` belongs to mode "{mode}"'
+        with_others = f" with `{others[0]}`" if others else ""
+        return (
+            f'{why}, and this call asks for mode "{args.mode}"{with_others}: give mode "{mode}", or leave `{key}` out.'
+        )
+    return None
 
 
 def _noted(body: str, call: Call, what: str) -> str:

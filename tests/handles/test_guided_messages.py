@@ -155,6 +155,30 @@ async def test_a_json_output_is_announced_with_its_keys_and_a_streamable_query_t
     assert json.loads(found.rsplit("\n", 1)[1]) == [count // 5, count // 2, count - 3]
 
 
+async def test_a_query_or_slice_without_a_mode_takes_its_mode_and_one_another_mode_would_ignore_is_refused() -> None:
+    """Models leave `mode` out: `query` alone is a JSON query, `slice` alone a slice. Given with another mode, or
+    beside `extract`, they were ignored in silence; now the call fails saying which mode they belong to."""
+    async with proxied() as (_, client):
+        with anyio.fail_after(60):
+            handle = handle_in(text_of(await client.call_tool("down__data", {})))
+            needle = "items[?contains(message, 'NEEDLE')].id"
+            queried = await client.call_tool("tool_output", {"handle": handle, "query": needle})
+            sliced = await client.call_tool("tool_output", {"handle": handle, "slice": {"start": 0, "length": 12}})
+            raw = await client.call_tool("tool_output", {"handle": handle, "mode": "raw", "query": needle})
+            both = await client.call_tool("tool_output", {"handle": handle, "query": needle, "extract": "the ids"})
+            blank = await client.call_tool("tool_output", {"handle": handle, "mode": "truncate", "query": " "})
+    count = json.loads(single_line_json())["count"]
+    assert not queried.is_error and "STRATEGY:json:" in text_of(queried), text_of(queried)
+    assert json.loads(text_of(queried).rsplit("\n", 1)[1]) == [count // 5, count // 2, count - 3]
+    assert not sliced.is_error and "STRATEGY:slice:" in text_of(sliced), text_of(sliced)
+    assert single_line_json()[:12] in text_of(sliced)
+    assert raw.is_error and text_of(raw).endswith(
+        '`query` belongs to mode "json", and this call asks for mode "raw": give mode "json", or leave `query` out.'
+    )
+    assert both.is_error and 'asks for mode "auto" with `extract`: give mode "json"' in text_of(both)
+    assert not blank.is_error and "STRATEGY:truncate:" in text_of(blank)
+
+
 async def test_the_json_view_shows_the_shape_of_a_5_mb_single_line_json() -> None:
     async with proxied() as (_, client):
         with anyio.fail_after(60):

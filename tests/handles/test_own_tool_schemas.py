@@ -34,7 +34,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "slice": SLICE,
             "query": {
                 "type": "string",
-                "description": 'for mode "json": a JMESPath query; without it, the shape of the JSON',
+                "description": 'for mode "json" (implied): a JMESPath query; without it, the shape of the JSON',
             },
         },
         "required": ["handle"],
