@@ -3,7 +3,8 @@
 Claude Desktop, Claude Code (`.mcp.json`), Cursor and Windsurf keep servers under `mcpServers`; VS Code under
 `servers` (with `inputs`); Codex CLI in TOML under `[mcp_servers.NAME]`. Entries may name their transport with
 `type`, `transportType` or `transport`, Windsurf its URL with `serverUrl`, VS Code and Cursor variables as
-`${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`. `translate` maps all of it onto
+`${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`; opencode (`mcp`) and Zed (`context_servers`)
+have entries of their own shape (`server.client_dialects`). `translate` maps all of it onto
 `{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice, and what it does not know is
 left for the config's validation to refuse with its path.
 """
@@ -20,12 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.client_dialects import codex, opencode, opencode_servers, zed
 from server.errors import ConfigError
 
 __all__ = ["SERVER_TABLES", "Translated", "env_name_of_input", "read_config_data", "translate"]
 
-SERVER_TABLES = ("mcpServers", "servers", "mcp_servers")
-"""Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf and claimcheck; VS Code; Codex."""
+SERVER_TABLES = ("mcpServers", "servers", "mcp_servers", "mcp", "context_servers")
+"""Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf and claimcheck; VS Code; Codex;
+opencode; Zed."""
+_SHOWN_IGNORED = 8  # keys named in the notice; a settings.json of Zed's has dozens
 
 _OWN_TOP = {"mcpServers", "settings"}
 _TRANSPORT_KEYS = ("type", "transportType", "transport")
@@ -75,6 +79,8 @@ class Translated:
         extra = " (and inputs)" if self.table == "servers" and "inputs" in self.ignored else ""
         ignored = [key for key in self.ignored if key != "inputs" or self.table != "servers"]
         said = f"read {self.table}{extra} from {source}"
+        if len(ignored) > _SHOWN_IGNORED:
+            ignored = [*ignored[: _SHOWN_IGNORED - 1], f"and {len(ignored) - _SHOWN_IGNORED + 1} more"]
         return f"{said}; ignored: {', '.join(ignored)}" if ignored else said
 
 
@@ -160,21 +166,25 @@ def translate(
         others: list[str] = []
     else:
         others = [key for key in data if key != table and key not in _OWN_TOP]
+        known = ["settings"] if tables else [*SERVER_TABLES, "settings"]  # a found table needs no near miss
         for key in others:
-            close = difflib.get_close_matches(key, [*SERVER_TABLES, "settings"], n=1, cutoff=0.75)
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
             if close:
                 raise ConfigError(f"{key}: unknown key (did you mean `{close[0]}`?)")
         if others and not tables:
-            raise ConfigError(f"{others[0]}: unknown key (and no mcpServers, servers or mcp_servers in the file)")
+            raise ConfigError(f"{others[0]}: unknown key (and no {', '.join(SERVER_TABLES)} in the file)")
     inputs = _inputs(data.get("inputs")) if table == "servers" else {}
-    servers = data.get(table, {})
-    ignored = list(others)
+    ignored: list[str] = []  # within the servers first (a server left out among them), then the file's other keys
+    path, servers = (table, data.get(table, {}))
+    if table == "mcp":
+        path, servers = opencode_servers(servers, ignored)
     if isinstance(servers, dict):
-        context = _Context(table, environ, workspace, inputs, check_inputs, ignored)
-        servers = {name: context.entry(str(name), entry) for name, entry in servers.items()}
+        context = _Context(table, path, environ, workspace, inputs, check_inputs, ignored)
+        entries = {name: context.entry(str(name), entry) for name, entry in servers.items()}
+        servers = {name: entry for name, entry in entries.items() if entry is not None}
     out = {key: value for key, value in data.items() if key not in others and key != table}
     out["mcpServers"] = servers
-    return Translated(out, table, tuple(ignored), foreign=table != "mcpServers" or bool(others))
+    return Translated(out, path, (*ignored, *others), foreign=table != "mcpServers" or bool(others))
 
 
 def _inputs(raw: Any) -> dict[str, str]:
@@ -189,6 +199,7 @@ def _inputs(raw: Any) -> dict[str, str]:
 @dataclass(slots=True)
 class _Context:
     table: str
+    path: str  # where the servers are in the file (`mcp.servers` in opencode's second version)
     environ: Mapping[str, str]
     workspace: Path | None
     inputs: dict[str, str]
@@ -198,13 +209,20 @@ class _Context:
     def entry(self, name: str, raw: Any) -> Any:
         if not isinstance(raw, dict):
             return raw
-        where = f"{self.table}.{name}"
+        where = f"{self.path}.{name}"
         entry = dict(raw)
         for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):
             del entry[key]
             self.ignored.append(f"{where}.{key}")
         if self.table == "mcp_servers":
-            entry = _codex(entry, self.environ)
+            entry = codex(entry, self.environ)
+        elif self.table == "mcp":
+            entry = opencode(where, entry, self.ignored)
+        elif self.table == "context_servers":
+            zed_entry = zed(where, entry, self.ignored)
+            if zed_entry is None:
+                return None
+            entry = zed_entry
         for alias in ("serverUrl", "httpUrl"):  # Windsurf; Gemini CLI
             if alias in entry:
                 if "url" in entry:
@@ -278,34 +296,6 @@ def _transport(where: str, entry: dict[str, Any]) -> None:
         raise ConfigError(f'{where}.{key}: {given[key]!r} needs a "url" (a "command" server is "stdio")')
     else:
         entry["transport"] = kind
-
-
-def _codex(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """Codex CLI's keys for the same things."""
-    out = dict(entry)
-    if "enabled" in out:
-        out["disabled"] = not out.pop("enabled")
-    if "tool_timeout_sec" in out:
-        out["timeout"] = out.pop("tool_timeout_sec")
-    tools = {}
-    if "enabled_tools" in out:
-        tools["include"] = out.pop("enabled_tools")
-    if "disabled_tools" in out:
-        tools["exclude"] = out.pop("disabled_tools")
-    if tools:
-        out["tools"] = {**dict(out.get("tools") or {}), **tools}
-    headers = dict(out.pop("headers", None) or {})
-    headers.update(out.pop("http_headers", None) or {})
-    for header, var in dict(out.pop("env_http_headers", None) or {}).items():
-        headers[header] = "${" + str(var) + "}"
-    if "bearer_token_env_var" in out:
-        headers["Authorization"] = "Bearer ${" + str(out.pop("bearer_token_env_var")) + "}"
-    if headers:
-        out["headers"] = headers
-    if "env_vars" in out:  # names Codex passes on from its own environment, where they are set
-        passed = {str(var): "${" + str(var) + "}" for var in out.pop("env_vars") or [] if str(var) in environ}
-        out["env"] = {**passed, **dict(out.get("env") or {})}
-    return out
 
 
 def _env_file(where: str, value: Any, workspace: Path | None) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Other clients' config files load as they are written: each fixture is written from that client's documentation
-(Claude Desktop, Claude Code's `.mcp.json`, Cursor, VS Code's `.vscode/mcp.json`, Windsurf, Codex CLI's TOML)."""
+(Claude Desktop, Claude Code's `.mcp.json`, Cursor, VS Code's `.vscode/mcp.json`, Windsurf, Codex CLI's TOML,
+opencode's `opencode.json` in both its versions, Zed's settings.json)."""
 
 from __future__ import annotations
 
@@ -189,8 +190,73 @@ def test_codex_s_toml_maps_its_own_keys_and_ignores_the_rest_of_the_file(caplog:
     assert (docs.timeout, docs.tools.include) == (120, ["search", "read"])
     assert config.mcp_servers["off"].tools.exclude == ["dangerous"]
     assert notices == [
-        "read mcp_servers from config.toml; ignored: model, approval_policy, profiles, "
-        "mcp_servers.docs.startup_timeout_sec"
+        "read mcp_servers from config.toml; ignored: mcp_servers.docs.startup_timeout_sec, model, approval_policy, "
+        "profiles"
+    ]
+
+
+def test_opencode_s_file_takes_its_command_lists_environment_and_env_variables(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("opencode/opencode.json", caplog)
+    assert shape(config) == {
+        "filesystem": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+            "env": {"NODE_ENV": "production"},
+            "cwd": None,
+        },
+        "jira": {
+            "kind": "streamable-http",
+            "url": "https://jira.example.com/mcp",
+            "headers": {"Authorization": "Bearer rt-5"},
+        },
+        "old": {"kind": "stdio", "command": "mcp-old", "args": [], "env": {}, "cwd": None, "disabled": True},
+    }
+    assert config.mcp_servers["filesystem"].timeout == 3600  # opencode's 10 s wait is not a call's timeout here
+    assert notices == ["read mcp from opencode.json; ignored: mcp.filesystem.timeout, $schema, model"]
+
+
+def test_opencode_s_second_version_keeps_servers_under_mcp_servers(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("opencode/opencode-v2.jsonc", caplog)
+    assert shape(config) == {
+        "my-server": {"kind": "stdio", "command": "npx", "args": ["-y", "example-mcp-server"], "env": {}, "cwd": None},
+        "paused": {"kind": "stdio", "command": "mcp-paused", "args": [], "env": {}, "cwd": None, "disabled": True},
+    }
+    assert notices == ["read mcp.servers from opencode-v2.jsonc; ignored: $schema"]
+
+
+def test_an_opencode_file_variable_is_refused_naming_what_to_write_instead() -> None:
+    data = {"mcp": {"x": {"type": "remote", "url": "https://x.example/mcp", "headers": {"K": "{file:~/.key}"}}}}
+    with pytest.raises(ConfigError, match=r"mcp\.x\.headers\.K: \{file:~/\.key\} is read by opencode; .* \{env:NAME\}"):
+        parse_config(data, {})
+
+
+def test_zed_s_settings_take_custom_and_older_command_servers_and_leave_out_extensions(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("zed/settings.json", caplog)
+    assert shape(config) == {
+        "hexdocs-mcp": {"kind": "stdio", "command": "npx", "args": ["-y", "hexdocs-mcp@0.5.0"], "env": {}, "cwd": None},
+        "my-context-server": {
+            "kind": "stdio",
+            "command": "/path/to/my-context-server",
+            "args": ["run"],
+            "env": {"DB_URL": "postgres://db"},
+            "cwd": None,
+        },
+        "remote": {
+            "kind": "streamable-http",
+            "url": "https://mcp.example.com/mcp",
+            "headers": {"Authorization": "Bearer rt-5"},
+        },
+        "off": {"kind": "stdio", "command": "mcp-off", "args": [], "env": {}, "cwd": None, "disabled": True},
+    }
+    assert notices == [
+        "read context_servers from settings.json; ignored: context_servers.mcp-server-github (a Zed extension's "
+        "server: only Zed can start it), context_servers.my-context-server.settings, theme, ui_font_size, "
+        "buffer_font_size, format_on_save, show_edit_predictions, and 4 more"
     ]
 
 
@@ -305,5 +371,5 @@ def test_json_that_is_broken_anyway_names_line_and_column() -> None:
 
 
 def test_a_file_without_any_server_table_is_not_taken_for_a_client_s() -> None:
-    with pytest.raises(ConfigError, match=r"globalShortcut: unknown key .and no mcpServers, servers or mcp_servers"):
+    with pytest.raises(ConfigError, match=r"globalShortcut: unknown key .and no mcpServers, servers, mcp_servers, mcp"):
         parse_config({"globalShortcut": "x"}, {})

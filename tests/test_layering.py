@@ -70,6 +70,7 @@ LEVELS = {
     "server.config_errors": 0,
     "server.config_sections": 0,
     "server.client_configs": 0,
+    "server.client_dialects": 0,
     "server.client_files": 0,
     "server.auth_config": 0,
     "server.errors": 0,
