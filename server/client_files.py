@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from server.client_configs import strip_jsonc
+from server.client_dialects import opencode_servers
 from server.errors import ConfigError
 from server.platform import app_config_dir
 
@@ -28,6 +29,7 @@ __all__ = [
     "config_of_entry",
     "entry_text",
     "latest_backup",
+    "launch_of",
     "locate",
     "points_at_claimcheck",
     "rewritten",
@@ -38,7 +40,7 @@ __all__ = [
     "write_replacing",
 ]
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex")
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex", "opencode", "zed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class ClientFile:
         """The servers object of this file's parsed `data` (None where there is none)."""
         if not isinstance(data, dict):
             return None
+        if self.table == "mcp":  # opencode: `mcp`, or `mcp.servers` in its second version
+            return opencode_servers(data.get("mcp"), [])[1]
         if self.project is None:
             return data.get(self.table)
         projects = data.get("projects")
@@ -64,6 +68,8 @@ class ClientFile:
 
     def with_servers(self, data: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
         """`data` with this file's servers object replaced, every other key as it was."""
+        if self.table == "mcp" and opencode_servers(data.get("mcp"), [])[0] == "mcp.servers":
+            return {**data, "mcp": {**data["mcp"], "servers": servers}}
         if self.project is None:
             return {**data, self.table: servers}
         projects = data["projects"]
@@ -81,6 +87,10 @@ class ClientFile:
     def table(self) -> str:
         if self.path.suffix.lower() == ".toml":
             return "mcp_servers"
+        if self.client == "opencode" or self.path.name in ("opencode.json", "opencode.jsonc"):
+            return "mcp"
+        if self.client == "zed" or (self.path.name == "settings.json" and self.path.parent.name.lower() == "zed"):
+            return "context_servers"
         if self.client == "vscode" or (self.path.name == "mcp.json" and self.path.parent.name in (".vscode", "User")):
             return "servers"
         return "mcpServers"
@@ -103,6 +113,12 @@ def usual_paths(client: str, environ: Mapping[str, str] = os.environ, cwd: Path 
         return [home / ".codeium" / "windsurf" / "mcp_config.json"]
     if client == "codex":
         return [Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"]
+    config_home = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")  # both on macOS too
+    if client == "opencode":
+        project = [here / "opencode.json", here / "opencode.jsonc", here / ".opencode" / "opencode.json"]
+        return [*project, config_home / "opencode" / "opencode.json"]
+    if client == "zed":
+        return [config_home / "zed" / "settings.json"]
     raise ValueError(client)
 
 
@@ -131,26 +147,47 @@ def unknown_client(spec: str) -> tuple[str, str] | None:
 def claimcheck_entry(command: list[str], config: Path, file: ClientFile) -> dict[str, Any]:
     """The entry that starts claimcheck for this client, with absolute paths."""
     entry: dict[str, Any] = {"command": command[0], "args": [*command[1:], "serve", "--config", str(config)]}
+    if file.table == "mcp":  # opencode: the program and its arguments in one list
+        return {"type": "local", "command": [entry["command"], *entry["args"]]}
+    if file.table == "context_servers":
+        return {"source": "custom", **entry, "env": {}}
     if file.table == "servers" or file.client == "claude-code" or file.path.name == ".mcp.json":
         entry = {"type": "stdio", **entry}
     return entry
 
 
-def entry_text(name: str, entry: Mapping[str, Any], file: ClientFile) -> str:
-    """The entry as it is written in the client's file (a TOML table for Codex)."""
+def entry_text(name: str, entry: Mapping[str, Any], file: ClientFile, data: Any = None) -> str:
+    """The entry as it is written in the client's file (a TOML table for Codex; under `mcp.servers` for an opencode
+    file of its second version, which `data`, the file's content, shows)."""
     if file.table == "mcp_servers":
         lines = [f"[mcp_servers.{_toml_key(name)}]"]
         lines += [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in entry.items()]
         return "\n".join(lines)
+    if file.table == "mcp" and isinstance(data, dict) and opencode_servers(data.get("mcp"), [])[0] == "mcp.servers":
+        return json.dumps({"mcp": {"servers": {name: entry}}}, indent=2, ensure_ascii=False)
     return json.dumps({file.table: {name: entry}}, indent=2, ensure_ascii=False)
+
+
+def launch_of(entry: Any) -> tuple[str, list[str]] | None:
+    """The program a client's server entry starts and its arguments (opencode writes both in one `command` list),
+    or None for an entry that starts nothing."""
+    if not isinstance(entry, Mapping):
+        return None
+    command = entry.get("command")
+    if isinstance(command, list) and command and all(isinstance(part, str) for part in command):
+        return command[0], [*command[1:], *(str(arg) for arg in entry.get("args") or [])]
+    if not isinstance(command, str):
+        return None
+    return command, [str(arg) for arg in entry.get("args") or []]
 
 
 def points_at_claimcheck(entry: Any) -> bool:
     """Whether a client's server entry starts claimcheck (its executable, or `uvx`/`pipx run` of it)."""
-    if not isinstance(entry, Mapping) or not isinstance(entry.get("command"), str):
+    launch = launch_of(entry)
+    if launch is None:
         return False
-    program = Path(entry["command"]).name.lower().removesuffix(".exe")
-    args = [str(arg) for arg in entry.get("args") or []]
+    program = Path(launch[0]).name.lower().removesuffix(".exe")
+    args = launch[1]
     if program.startswith("claimcheck"):
         return True
     if program in ("uvx", "pipx", "uv") and any(arg.split("@")[0] in ("claimcheck", "mcp-claimcheck") for arg in args):
@@ -160,7 +197,8 @@ def points_at_claimcheck(entry: Any) -> bool:
 
 def config_of_entry(entry: Mapping[str, Any]) -> str | None:
     """The `--config` an entry that starts claimcheck gives it, or None (the default config)."""
-    args = [str(arg) for arg in entry.get("args") or []]
+    launch = launch_of(entry)
+    args = launch[1] if launch is not None else []
     for index, arg in enumerate(args):
         if arg == "--config" and index + 1 < len(args):
             return args[index + 1]

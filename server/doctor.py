@@ -32,6 +32,7 @@ from server.client_files import (
     CLIENTS,
     ClientFile,
     config_of_entry,
+    launch_of,
     locate,
     points_at_claimcheck,
     unknown_client,
@@ -304,7 +305,7 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
                 continue
             given = config_of_entry(entry)
             uses = Path(given).expanduser() if given else default_config_path(environ)
-            command = str(entry.get("command"))
+            command = launch[0] if (launch := launch_of(entry)) is not None else str(entry.get("command"))
             fix = f"claimcheck init {file.client or file.path} --apply (it writes the absolute path)"
             if os.sep in command and not os.access(command, os.X_OK):
                 report.fail(f"{label}: {name} starts {command}, which is not there (moved or uninstalled)", fix)
@@ -327,7 +328,8 @@ def _entries(data: object, file: ClientFile) -> list[tuple[str, Any]]:
     default, local scope), named `project:name`."""
     if not isinstance(data, dict):
         return []
-    found = list(data[file.table].items()) if isinstance(data.get(file.table), dict) else []
+    servers = file.servers_in(data)
+    found = list(servers.items()) if isinstance(servers, dict) else []
     projects = data.get("projects") if file.path.name == ".claude.json" else None
     for project, settings in projects.items() if isinstance(projects, dict) else ():
         servers = settings.get("mcpServers") if isinstance(settings, dict) else None

@@ -110,6 +110,8 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     existing = _claimcheck_config(config_path)
     ours = dict(existing.get("mcpServers") or {})
     moved, notes = [], []
+    for name in raw.keys() - translated.data["mcpServers"].keys():  # a Zed extension's server
+        notes.append(f"  {name}: left in {file.path.name} (only {file.client or 'the client'} can start it)")
     for name, entry in translated.data["mcpServers"].items():
         if points_at_claimcheck(raw.get(name)):
             continue
@@ -136,7 +138,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if inputs:
         entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
     print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
-    print(entry_text(args.name, entry, file))
+    print(entry_text(args.name, entry, file, data))
     if not args.apply:
         print(f"\nclaimcheck init {args.client} --apply writes it there (after a backup; --undo restores it).")
         return EXIT_OK

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from server.cli_args import parse
+from server.client_configs import loads_jsonc as load_jsonc
 from server.client_files import latest_backup, usual_paths
 from server.config import load_config
 from server.init_cmd import run_init
@@ -143,6 +144,64 @@ def test_codex_toml_is_edited_in_place_and_round_trips(tmp_path: Path) -> None:
     assert client.read_bytes() == original
 
 
+@pytest.mark.parametrize("version", ["opencode.json", "opencode-v2.jsonc"])
+def test_opencode_s_file_gets_an_entry_of_its_own_shape_keeps_its_other_keys_and_undo_restores_it(
+    tmp_path: Path, version: str
+) -> None:
+    nested = version == "opencode-v2.jsonc"
+    client = tmp_path / "project" / ("opencode.jsonc" if nested else "opencode.json")
+    client.parent.mkdir()
+    # the fixture without its comments: a file with comments is not rewritten (as VS Code's, above)
+    client.write_text(json.dumps(load_jsonc((FIXTURES / "opencode" / version).read_text("utf-8"))), "utf-8")
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    before, after = json.loads(original), json.loads(client.read_text(encoding="utf-8"))
+    servers = after["mcp"]["servers"] if nested else after["mcp"]
+    assert list(servers) == ["claimcheck"] and servers["claimcheck"]["type"] == "local"
+    command = servers["claimcheck"]["command"]
+    assert Path(command[0]).is_absolute() and command[-3:] == ["serve", "--config", str(config)]
+    assert {k: v for k, v in after.items() if k != "mcp"} == {k: v for k, v in before.items() if k != "mcp"}
+    ours = load_config(config, {"REMOTE_TOKEN": "rt-5"}).mcp_servers
+    if nested:
+        assert (ours["my-server"].command, ours["paused"].disabled) == ("npx", True)
+    else:
+        assert ours["filesystem"].args == ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+        assert ours["jira"].headers == {"Authorization": "Bearer rt-5"} and ours["old"].disabled
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+
+
+def test_zed_s_settings_keep_an_extension_s_server_and_every_other_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = tmp_path / "zed" / "settings.json"
+    client.parent.mkdir()
+    client.write_text(json.dumps(load_jsonc((FIXTURES / "zed" / "settings.json").read_text("utf-8"))), "utf-8")
+    before = json.loads(client.read_text(encoding="utf-8"))
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    after = json.loads(client.read_text(encoding="utf-8"))
+    assert list(after["context_servers"]) == ["mcp-server-github", "claimcheck"]  # only Zed starts the first
+    entry = after["context_servers"]["claimcheck"]
+    assert entry["source"] == "custom" and entry["env"] == {}
+    entry_starts_claimcheck(entry, config)
+    assert {k: v for k, v in after.items() if k != "context_servers"} == {
+        k: v for k, v in before.items() if k != "context_servers"
+    }
+    assert sorted(json.loads(config.read_text(encoding="utf-8"))["mcpServers"]) == [
+        "hexdocs-mcp",
+        "my-context-server",
+        "off",
+        "remote",
+    ]
+    assert "  mcp-server-github: left in settings.json (only the client can start it)" in capsys.readouterr().out
+
+
 def test_vscode_s_file_with_comments_is_not_rewritten_and_its_inputs_go_to_claimcheck_s_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,7 +254,10 @@ def test_a_client_name_claimcheck_does_not_know_is_answered_with_the_names_it_do
     assert init("vs-code") == 2
     assert init("claude") == 2
     lines = capsys.readouterr().err.splitlines()
-    names = "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, or the path of the client's"
+    names = (
+        "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, or the path of the "
+        "client's"
+    )
     assert lines == [
         f"claimcheck: vs-code is neither a client claimcheck knows nor a file here: did you mean vscode? {names} "
         "config file",
@@ -212,6 +274,14 @@ def test_usual_places_on_linux_and_macos() -> None:
     assert usual_paths("windsurf", env) == [Path("/h/.codeium/windsurf/mcp_config.json")]
     assert usual_paths("codex", {**env, "CODEX_HOME": "/c"}) == [Path("/c/config.toml")]
     assert usual_paths("cursor", env, Path("/p")) == [Path("/p/.cursor/mcp.json"), Path("/h/.cursor/mcp.json")]
+    assert usual_paths("opencode", env, Path("/p")) == [
+        Path("/p/opencode.json"),
+        Path("/p/opencode.jsonc"),
+        Path("/p/.opencode/opencode.json"),
+        Path("/h/.config/opencode/opencode.json"),
+    ]
+    assert usual_paths("zed", env) == [Path("/h/.config/zed/settings.json")]
+    assert usual_paths("zed", {**env, "XDG_CONFIG_HOME": "/x"}) == [Path("/x/zed/settings.json")]
 
 
 def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(
