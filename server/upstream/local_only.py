@@ -1,7 +1,9 @@
 """A claimcheck that listens on loopback answers only requests addressed to loopback (DNS rebinding protection).
 
 The rule is the MCP SDK's for a loopback server, in one place (`security`): the `Host` header names 127.0.0.1,
-localhost or [::1] with a port, and an `Origin`, where a browser sends one, is such an address over http. The
+localhost or [::1] (with a port, or without one, which the SDK's own rule refuses: a client or proxy that leaves out
+the port is no rebinding page, whose Host is always its own site's name), and an `Origin`, where a browser sends
+one, is such an address over http. The
 SDK's transports check it with its words ("Invalid Host header"); `LocalOnly` checks it first, for every MCP
 route, and answers in one line what was refused and what to do (a reverse proxy in front must pass a local `Host`;
 `--host` serves other addresses). The SDK's check stays behind it, given the same settings.
@@ -31,8 +33,8 @@ def security(host: str) -> TransportSecuritySettings | None:
         return None
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{name}:*" for name in _HOSTS],
-        allowed_origins=[f"http://{name}:*" for name in _HOSTS],
+        allowed_hosts=[*_HOSTS, *(f"{name}:*" for name in _HOSTS)],
+        allowed_origins=[*(f"http://{name}" for name in _HOSTS), *(f"http://{name}:*" for name in _HOSTS)],
     )
 
 
@@ -66,7 +68,7 @@ def _refusal(scope: Scope) -> tuple[int, str] | None:
         was = f"for {clip(host, 80)}" if host else "without a Host header"
         return 421, (
             f"Misdirected Request: this claimcheck listens on loopback and answers only requests for 127.0.0.1, "
-            f"localhost or [::1] with a port (this one came {was}), so that no web page reaches it through DNS "
+            f"localhost or [::1] (this one came {was}), so that no web page reaches it through DNS "
             f'rebinding; a reverse proxy in front must send "Host: {local}", or serve other addresses with --host '
             f"(and a token)"
         )
@@ -80,8 +82,8 @@ def _refusal(scope: Scope) -> tuple[int, str] | None:
 
 
 def _local(address: str) -> bool:
-    """Whether `address` (`host:port`) names a loopback host with a port, as the SDK's `name:*` patterns match."""
-    return any(address.startswith(f"{name}:") for name in _HOSTS)
+    """Whether `address` (`host`, or `host:port`) names a loopback host, as the settings of `security` match it."""
+    return any(address == name or address.startswith(f"{name}:") for name in _HOSTS)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
