@@ -4,8 +4,9 @@ runs the demo and serves a real server's tools over stdio; and what a user sees 
 
 The environments here are made without the package index: a fresh venv whose only other path is the site-packages of
 the interpreter running the tests (for claimcheck's dependencies; its `.pth` files, the checkout's editable install
-among them, are not read from there). `.ci/check-release` runs the same tests against an environment installed from
-the index (`CLAIMCHECK_RELEASE_ENV`), after building the sdist and the wheel from it.
+among them, are not read from there). `.ci/check-release` runs the tests of the installed claimcheck again against an
+environment installed from the index (`CLAIMCHECK_RELEASE_ENV`), after building the sdist and the wheel from it (the
+others need no index: they ran in the suite).
 """
 
 from __future__ import annotations
@@ -74,13 +75,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def user_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def user_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The environment under test: `CLAIMCHECK_RELEASE_ENV` (installed from the index by .ci/check-release), else the
-    wheel alone in a fresh venv."""
+    wheel alone in a fresh venv (the wheel is built only then)."""
     if given := os.environ.get("CLAIMCHECK_RELEASE_ENV"):
         return Path(given)
     env = _fresh_env(tmp_path_factory.mktemp("user") / "env")
-    _install(env, wheel)
+    _install(env, request.getfixturevalue("wheel"))
     return env
 
 
