@@ -11,6 +11,7 @@ left for the config's validation to refuse with its path.
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
 import os
@@ -88,9 +89,11 @@ def read_config_data(path: Path) -> Any:
     """The parsed content of a config file: TOML for `*.toml` (Codex), else JSON, comments and trailing commas
     allowed as VS Code and Cursor write them. `ConfigError` (one line, no path) when it cannot be parsed."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Notepad writes one) is not the config's
+        text = decoded(path.read_bytes())
     except FileNotFoundError:
         raise
+    except IsADirectoryError:
+        raise ConfigError("is a directory: give the config file's path") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file: {exc}") from None
     if path.suffix.lower() == ".toml":
@@ -99,6 +102,14 @@ def read_config_data(path: Path) -> Any:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}") from None
     return loads_jsonc(text)
+
+
+def decoded(data: bytes) -> str:
+    """A config file's text: UTF-8, or UTF-16 where a byte order mark says so (Windows PowerShell's `>` and
+    `Out-File` write it); a UTF-8 byte order mark (Notepad writes one) is not the config's."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16")
+    return data.decode("utf-8-sig")
 
 
 def loads_jsonc(text: str) -> Any:

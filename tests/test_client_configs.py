@@ -331,6 +331,20 @@ def test_a_file_saved_with_a_byte_order_mark_loads_as_without(tmp_path: Path) ->
     assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git"]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_file_that_powershell_wrote_in_utf_16_loads_as_utf_8_would(tmp_path: Path, encoding: str) -> None:
+    """`echo '{…}' > config.json` in Windows PowerShell 5 writes UTF-16 with its byte order mark."""
+    path = tmp_path / "config.json"
+    text = '{"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git", "--repository", "C:/Users/é"]}}}'
+    path.write_bytes(("\ufeff" + text).encode(encoding))
+    assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git", "--repository", "C:/Users/é"]
+
+
+def test_a_directory_given_as_the_config_is_said_so_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is a directory: give the config file's path$"):
+        load_config(tmp_path, {})
+
+
 def test_a_client_file_that_routes_through_claimcheck_given_to_claimcheck_leaves_out_its_own_entry(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
