@@ -4,6 +4,7 @@ the new content checked to hold every entry it should before it replaces the old
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import json
 import os
@@ -32,6 +33,7 @@ __all__ = [
     "launch_of",
     "locate",
     "points_at_claimcheck",
+    "read_client_text",
     "rewritten",
     "serves_file",
     "undo",
@@ -312,15 +314,28 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def write_replacing(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (a sibling file renamed over it), keeping its mode."""
+def read_client_text(path: Path) -> tuple[str, str]:
+    """A client's file as text, and the encoding to write it back in: UTF-8, with its byte order mark where it had
+    one (`utf-8-sig`), or UTF-16 with one (`utf-16-le`/`-be`, as Windows PowerShell writes)."""
+    data = path.read_bytes()
+    for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding), encoding
+    if data.startswith(codecs.BOM_UTF8):
+        return data.decode("utf-8-sig"), "utf-8-sig"
+    return data.decode("utf-8"), "utf-8"
+
+
+def write_replacing(path: Path, text: str, encoding: str = "utf-8") -> None:
+    """Write `text` to `path` whole or not at all (a sibling file renamed over it), keeping its mode; in `encoding`
+    (one of `read_client_text`'s, byte order mark included)."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.claimcheck-{os.getpid()}")
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(fd, "w", encoding=encoding) as out:
+            out.write("\ufeff" + text if encoding.startswith("utf-16") else text)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temporary, mode)

@@ -30,6 +30,7 @@ from server.client_files import (
     entry_text,
     locate,
     points_at_claimcheck,
+    read_client_text,
     rewritten,
     undo,
     unknown_client,
@@ -83,7 +84,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if file.path.exists() and config_path.exists() and file.path.samefile(config_path):
         raise ConfigError(f"{file.path} is claimcheck's own config; name the client's file (or --config another)")
     try:
-        text = file.path.read_text(encoding="utf-8")
+        text, encoding = read_client_text(file.path)
         data = read_config_data(file.path)
     except FileNotFoundError:
         raise ConfigError(f"{file.path}: no such file, so no servers to import (give the file's path)") from None
@@ -134,7 +135,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     for note in notes:
         print(note)
     entry = claimcheck_entry(claimcheck_command(), config_path, file)
-    inputs = _inputs_used(translated.data["mcpServers"], moved, file)
+    inputs = _inputs_used(translated.data["mcpServers"], moved, file, text)
     if inputs:
         entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
     print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
@@ -150,7 +151,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"\nclaimcheck: {file.path} already routes through claimcheck; nothing to write")
         return EXIT_OK
     saved = backup(file.path)
-    write_replacing(file.path, new)
+    write_replacing(file.path, new, encoding)
     print(
         f"\nclaimcheck: wrote {file.path} (backup: {saved.name}); restart the client to use it, "
         f"or claimcheck init {args.client} --undo to go back"
@@ -180,13 +181,14 @@ def _problem(name: str, entry: Any) -> str | None:
     return None
 
 
-def _inputs_used(servers: Mapping[str, Any], moved: list[str], file: ClientFile) -> dict[str, str]:
-    """VS Code's `${input:id}` in the moved servers, as the variables claimcheck's entry is given."""
+def _inputs_used(servers: Mapping[str, Any], moved: list[str], file: ClientFile, source: str) -> dict[str, str]:
+    """VS Code's `${input:id}` in the moved servers (`source`: the client's file), as the variables claimcheck's entry
+    is given."""
     if file.table != "servers":
         return {}
     text = json.dumps([servers[name] for name in moved])
     found = {}
-    for input_id in re.findall(r"\$\{input:([^}]+)\}", file.path.read_text(encoding="utf-8")):
+    for input_id in re.findall(r"\$\{input:([^}]+)\}", source):
         variable = env_name_of_input(input_id)
         if "${" + variable + "}" in text:
             found[variable] = "${input:" + input_id + "}"

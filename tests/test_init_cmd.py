@@ -202,6 +202,30 @@ def test_zed_s_settings_keep_an_extension_s_server_and_every_other_setting(
     assert "  mcp-server-github: left in settings.json (only the client can start it)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("encoding", "bom"), [("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")]
+)
+def test_a_file_with_a_byte_order_mark_is_rewritten_in_its_own_encoding(
+    tmp_path: Path, encoding: str, bom: bytes
+) -> None:
+    """Notepad's UTF-8 with a byte order mark, PowerShell's UTF-16: read, and written back as they were."""
+    client = tmp_path / "claude_desktop_config.json"
+    text = '{"globalShortcut": "Ctrl+Space", "mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-gït"]}}}'
+    client.write_bytes(bom + text.encode(encoding))
+    original = client.read_bytes()
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--apply", "--config", str(config)) == 0
+
+    written = client.read_bytes()
+    assert written.startswith(bom) and not written[len(bom) :].startswith(bom)
+    after = json.loads(written[len(bom) :].decode(encoding))
+    assert after["globalShortcut"] == "Ctrl+Space" and list(after["mcpServers"]) == ["claimcheck"]
+    assert json.loads(config.read_text(encoding="utf-8"))["mcpServers"]["git"]["args"] == ["mcp-server-gït"]
+    assert init(str(client), "--undo") == 0
+    assert client.read_bytes() == original
+
+
 def test_vscode_s_file_with_comments_is_not_rewritten_and_its_inputs_go_to_claimcheck_s_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
