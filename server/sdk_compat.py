@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SSE_REFUSED",
+    "SSE_UNPARSED",
     "DispatchContext",
     "HttpClientFactory",
     "connection_of",
@@ -234,11 +235,16 @@ async def write_message(dispatcher: JSONRPCDispatcher[Any], message: types.JSONR
 _VALIDATION_DUMP = "Validation error: "
 
 
+SSE_UNPARSED = b"Could not parse message"
+
+
 def is_validation_dump(body: bytes) -> bool:
-    """Whether `body` is how the SDK's streamable HTTP transport answers a POST whose JSON is no JSON-RPC message:
-    -32602 with pydantic's whole report (two kilobytes for `{"hello": 1}`), under a session id it has already
-    dropped. claimcheck answers such a body in one line instead (`server.upstream.gate`). Would be replaced by: the
-    SDK answering -32600 with one line."""
+    """Whether `body` is how the SDK's transports answer (400) a POST whose body is no JSON-RPC message: over
+    streamable HTTP, -32602 with pydantic's whole report (two kilobytes for `{"hello": 1}`) under a session id it
+    has already dropped; over SSE, `SSE_UNPARSED` (and no word of why). claimcheck answers such a body in one line
+    instead (`server.upstream.gate`). Would be replaced by: the SDK answering -32600 with one line."""
+    if body == SSE_UNPARSED:
+        return True
     if b"-32602" not in body[:256]:
         return False
     try:

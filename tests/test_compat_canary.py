@@ -404,6 +404,7 @@ def test_the_sse_transport_still_raises_and_logs_as_sdk_compat_expects() -> None
 
     assert f'raise ValueError("{sdk_compat.SSE_REFUSED}")' in inspect.getsource(SseServerTransport.connect_sse)
     assert 'logger.exception("Failed to parse message")' in inspect.getsource(SseServerTransport)
+    assert f'Response("{sdk_compat.SSE_UNPARSED.decode()}", status_code=400)' in inspect.getsource(SseServerTransport)
 
 
 def test_the_streamable_http_transport_still_answers_json_that_is_no_message_as_sdk_compat_expects() -> None:

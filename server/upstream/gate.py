@@ -10,6 +10,8 @@ the SDK's answer (pydantic's whole report) is said in one line, as over stdio.
 
 from __future__ import annotations
 
+import json
+
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -65,7 +67,7 @@ def _in_one_line(send: Send, body: bytes) -> Send:
             return
         start, held = held, None
         if not message.get("more_body", False) and sdk_compat.is_validation_dump(message.get("body", b"")):
-            data = not_json_rpc(body).body()
+            data = _unreadable(body).body()
             headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
             await send({"type": "http.response.start", "status": 400, "headers": headers})
             await send({"type": "http.response.body", "body": data})
@@ -74,6 +76,18 @@ def _in_one_line(send: Send, body: bytes) -> Send:
         await send(message)
 
     return sent
+
+
+def _unreadable(body: bytes) -> Refused:
+    """The answer to a body the SDK could not read as a JSON-RPC message: not JSON (over SSE the SDK says only that
+    it could not parse it), or JSON that is no such message."""
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        text = f"Parse error: the body is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
+        return Refused(types.PARSE_ERROR, text, request_id(body[:HEAD_BYTES]))
+    return not_json_rpc(body)
 
 
 def _not_json(scope: Scope) -> str | None:

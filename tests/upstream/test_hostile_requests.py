@@ -276,6 +276,7 @@ async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_wit
                 lines = stream.aiter_lines()
                 post = await _messages_url(lines, url)
                 unreadable = await http.post(post, content=b'{"a": 1}', headers={"content-type": "application/json"})
+                broken = await http.post(post, content=b'{"a": ', headers={"content-type": "application/json"})
                 await http.post(post, json=INIT)
                 await http.post(post, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
                 assert (await http.post(post, json=ECHO)).status_code == 202
@@ -284,8 +285,15 @@ async def test_over_sse_a_refused_origin_and_an_unreadable_body_are_answered_wit
                         break
             await started.until("an SSE client posted a body that is no JSON-RPC message")
     said = b"".join(started.said).decode()
-    assert refused.status_code == 403 and unreadable.status_code == 400
+    assert refused.status_code == 403 and unreadable.status_code == broken.status_code == 400
     assert "Traceback" not in said and "Exception in ASGI application" not in said, said
+    # in one line naming what is wrong, as over stdio and streamable HTTP (the SDK said "Could not parse message")
+    assert unreadable.json()["error"] == {
+        "code": -32600,
+        "message": 'Invalid request: not a JSON-RPC message: its "jsonrpc" must be "2.0".',
+    }
+    assert broken.json()["error"]["code"] == -32700
+    assert broken.json()["error"]["message"].startswith("Parse error: the body is not JSON in UTF-8 that can be read")
 
 
 @pytest.mark.parametrize("transport", ["http", "sse"])
