@@ -4,8 +4,9 @@ A POST body past `server.budget`'s budget (nested too deep: its size is `BodyLim
 answered 400 with the JSON-RPC error, under the request's id when the head of the body shows it, as the
 SDK answers a body it cannot parse; neither the fast path nor the SDK sees it, and the session goes on. A body
 not labelled `application/json` is answered 415, saying so (the SDK answered a bare 400). Any other body is handed
-on whole, as the one message of its request (both read it whole anyway); where it is JSON but no JSON-RPC message,
-the SDK's answer (pydantic's whole report) is said in one line, as over stdio.
+on whole, as the one message of its request (both read it whole anyway); where it is no JSON-RPC message, the
+SDK's answer (pydantic's whole report over streamable HTTP, "Could not parse message" over SSE) is said in one line
+naming what is wrong, as over stdio.
 """
 
 from __future__ import annotations
