@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.dispatcher import ProgressFnT
 
 from server.handles import own_tools
 from tests.support.proxies import proxied, text_of
@@ -31,6 +33,18 @@ def copier() -> tuple[MCPServer, anyio.Event]:
     return down, release
 
 
+async def waited_for_one(down: MCPServer, on_progress: ProgressFnT) -> types.CallToolResult:
+    """One `copy` started in the background, then waited for by its handle, with `on_progress` told the progress."""
+    async with proxied({"x": down}) as client:
+        with anyio.fail_after(20):
+            started = await client.call_tool("x__copy", {"background": True})
+            handle = HANDLE.search(text_of(started))
+            assert handle, text_of(started)
+            return await client.call_tool(
+                "wait_for_tool_output", {"handles": [handle.group(1)]}, progress_callback=on_progress
+            )
+
+
 async def test_waiting_for_one_call_relays_the_server_s_own_progress() -> None:
     down, release = copier()
     seen: Seen = []
@@ -40,14 +54,7 @@ async def test_waiting_for_one_call_relays_the_server_s_own_progress() -> None:
         if total is not None:
             release.set()  # the server's progress arrived: let the call finish
 
-    async with proxied({"x": down}) as client:
-        with anyio.fail_after(20):
-            started = await client.call_tool("x__copy", {"background": True})
-            handle = HANDLE.search(text_of(started))
-            assert handle, text_of(started)
-            waited = await client.call_tool(
-                "wait_for_tool_output", {"handles": [handle.group(1)]}, progress_callback=on_progress
-            )
+    waited = await waited_for_one(down, on_progress)
     assert "copied" in text_of(waited)
     assert (3, 6, "x__copy: copied 3 of 6 files (a)") in seen
     assert [p for p, _, _ in seen] == sorted({p for p, _, _ in seen})  # increasing, as MCP requires
@@ -87,14 +94,7 @@ async def test_the_first_report_is_sent_as_the_wait_starts_not_a_round_later(mon
         seen.append((progress, total, message))
         release.set()
 
-    async with proxied({"x": down}) as client:
-        with anyio.fail_after(20):
-            started = await client.call_tool("x__copy", {"background": True})
-            handle = HANDLE.search(text_of(started))
-            assert handle, text_of(started)
-            waited = await client.call_tool(
-                "wait_for_tool_output", {"handles": [handle.group(1)]}, progress_callback=on_progress
-            )
+    waited = await waited_for_one(down, on_progress)
     assert "copied" in text_of(waited)
     assert seen
 

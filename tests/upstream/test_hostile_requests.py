@@ -133,6 +133,15 @@ async def _messages_url(lines: AsyncIterator[str], url: str) -> str:
     raise AssertionError("the SSE stream ended before its endpoint event")
 
 
+async def _open_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """A handshake-era session opened at `url`: the headers its requests carry."""
+    opened = await http.post(url, json=INIT, headers=HEADERS)
+    session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+    session["mcp-protocol-version"] = "2025-11-25"
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    return session
+
+
 def _data_of(text: str) -> list[dict[str, Any]]:
     if text.lstrip().startswith("{"):
         return [json.loads(text)]
@@ -145,10 +154,7 @@ async def test_requests_past_the_budget_over_http_get_a_json_rpc_error_and_the_s
 ) -> None:
     with anyio.fail_after(CALL_S):
         async with _http_claimcheck(tmp_path, "http", fast) as url, httpx2.AsyncClient(timeout=CALL_S) as http:
-            opened = await http.post(url, json=INIT, headers=HEADERS)
-            session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
-            session["mcp-protocol-version"] = "2025-11-25"
-            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            session = await _open_session(http, url)
             await http.post(url, json=LIST, headers=session)  # waits for the demo server to be up
             for what, line, ident, code in HOSTILE + MISSHAPEN:
                 response = await http.post(url, content=line, headers=session)
@@ -231,10 +237,7 @@ async def test_over_http_json_that_is_no_json_rpc_message_is_told_in_one_line_wh
     with anyio.fail_after(CALL_S):
         async with _http_claimcheck(tmp_path, "http", fast) as url, httpx2.AsyncClient(timeout=CALL_S) as http:
             before = [await http.post(url, content=line, headers=HEADERS) for line, _, _ in NOT_A_MESSAGE]
-            opened = await http.post(url, json=INIT, headers=HEADERS)
-            session = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
-            session["mcp-protocol-version"] = "2025-11-25"
-            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            session = await _open_session(http, url)
             within = [await http.post(url, content=line, headers=session) for line, _, _ in NOT_A_MESSAGE]
             alive = await http.post(url, json=ECHO, headers=session)
     for answers in (before, within):
