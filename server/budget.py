@@ -23,6 +23,7 @@ import json
 import operator
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import mcp_types as types
 
@@ -42,6 +43,7 @@ __all__ = [
     "response_id",
     "too_large",
     "unreadable",
+    "unreadable_body",
 ]
 
 MAX_DEPTH = 128
@@ -144,16 +146,33 @@ def unreadable(line: bytes, error: Exception) -> Refused:
 
 def not_json_rpc(line: bytes) -> Refused:
     """The answer to JSON that is no JSON-RPC message of MCP's, saying what to change where that is simple."""
-    text = f"Invalid request: not a JSON-RPC message{_why_not_json_rpc(line)}."
-    return Refused(types.INVALID_REQUEST, text, request_id(line[:HEAD_BYTES]))
-
-
-def _why_not_json_rpc(line: bytes) -> str:
-    """What makes the JSON of `line` no JSON-RPC message of MCP's, said after a colon; "" when nothing simple."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
-        return ""
+        return _not_json_rpc(line, "")
+    return _not_json_rpc(line, _why_not_json_rpc(message))
+
+
+def unreadable_body(body: bytes) -> Refused:
+    """The answer to an HTTP body that a transport could not read as a JSON-RPC message, found with one parse:
+    not JSON (-32700), or JSON that is no such message (-32600, saying what to change as `not_json_rpc` does)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        text = f"Parse error: the body is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
+        return Refused(types.PARSE_ERROR, text, request_id(body[:HEAD_BYTES]))
+    return _not_json_rpc(body, _why_not_json_rpc(message))
+
+
+def _not_json_rpc(line: bytes, why: str) -> Refused:
+    return Refused(
+        types.INVALID_REQUEST, f"Invalid request: not a JSON-RPC message{why}.", request_id(line[:HEAD_BYTES])
+    )
+
+
+def _why_not_json_rpc(message: Any) -> str:
+    """What makes the JSON `message` no JSON-RPC message of MCP's, said after a colon; "" when nothing simple."""
     if not isinstance(message, dict):
         return ": it is not an object"
     if message.get("jsonrpc") != "2.0":

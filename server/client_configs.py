@@ -25,7 +25,15 @@ from typing import Any
 from server.client_dialects import codex, opencode, opencode_servers, zed
 from server.errors import ConfigError
 
-__all__ = ["SERVER_TABLES", "Translated", "env_name_of_input", "read_config_data", "translate"]
+__all__ = [
+    "SERVER_TABLES",
+    "Translated",
+    "env_name_of_input",
+    "parse_config_text",
+    "read_config_data",
+    "read_config_text",
+    "translate",
+]
 
 SERVER_TABLES = ("mcpServers", "servers", "mcp_servers", "mcp", "context_servers")
 """Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf and claimcheck; VS Code; Codex;
@@ -88,28 +96,37 @@ class Translated:
 def read_config_data(path: Path) -> Any:
     """The parsed content of a config file: TOML for `*.toml` (Codex), else JSON, comments and trailing commas
     allowed as VS Code and Cursor write them. `ConfigError` (one line, no path) when it cannot be parsed."""
+    return parse_config_text(path, read_config_text(path)[0])
+
+
+def read_config_text(path: Path) -> tuple[str, str]:
+    """A config file's text, and the encoding to write it back in: UTF-8, with its byte order mark where it had one
+    (`utf-8-sig`: Notepad writes one; it is not the config's), or UTF-16 with one (`utf-16-le`/`-be`: Windows
+    PowerShell's `>` and `Out-File` write it). `ConfigError` (one line) when it cannot be read."""
     try:
-        text = decoded(path.read_bytes())
+        data = path.read_bytes()
+        for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+            if data.startswith(bom):
+                return data[len(bom) :].decode(encoding), encoding
+        if data.startswith(codecs.BOM_UTF8):
+            return data.decode("utf-8-sig"), "utf-8-sig"
+        return data.decode("utf-8"), "utf-8"
     except FileNotFoundError:
         raise
     except IsADirectoryError:
         raise ConfigError("is a directory: give the config file's path") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file: {exc}") from None
+
+
+def parse_config_text(path: Path, text: str) -> Any:
+    """The parsed `text` of the config file at `path` (TOML for `*.toml`, else JSON with comments)."""
     if path.suffix.lower() == ".toml":
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}") from None
     return loads_jsonc(text)
-
-
-def decoded(data: bytes) -> str:
-    """A config file's text: UTF-8, or UTF-16 where a byte order mark says so (Windows PowerShell's `>` and
-    `Out-File` write it); a UTF-8 byte order mark (Notepad writes one) is not the config's."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16")
-    return data.decode("utf-8-sig")
 
 
 def loads_jsonc(text: str) -> Any:

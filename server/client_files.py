@@ -4,7 +4,6 @@ the new content checked to hold every entry it should before it replaces the old
 
 from __future__ import annotations
 
-import codecs
 import difflib
 import json
 import os
@@ -33,7 +32,6 @@ __all__ = [
     "launch_of",
     "locate",
     "points_at_claimcheck",
-    "read_client_text",
     "rewritten",
     "serves_file",
     "undo",
@@ -314,21 +312,9 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-def read_client_text(path: Path) -> tuple[str, str]:
-    """A client's file as text, and the encoding to write it back in: UTF-8, with its byte order mark where it had
-    one (`utf-8-sig`), or UTF-16 with one (`utf-16-le`/`-be`, as Windows PowerShell writes)."""
-    data = path.read_bytes()
-    for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
-        if data.startswith(bom):
-            return data[len(bom) :].decode(encoding), encoding
-    if data.startswith(codecs.BOM_UTF8):
-        return data.decode("utf-8-sig"), "utf-8-sig"
-    return data.decode("utf-8"), "utf-8"
-
-
 def write_replacing(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` whole or not at all (a sibling file renamed over it), keeping its mode; in `encoding`
-    (one of `read_client_text`'s, byte order mark included)."""
+    (one of `server.client_configs.read_config_text`'s, byte order mark included)."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.claimcheck-{os.getpid()}")

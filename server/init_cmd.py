@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server.client_configs import env_name_of_input, read_config_data, translate
+from server.client_configs import env_name_of_input, parse_config_text, read_config_text, translate
 from server.client_files import (
     CLIENTS,
     ClientFile,
@@ -30,7 +30,6 @@ from server.client_files import (
     entry_text,
     locate,
     points_at_claimcheck,
-    read_client_text,
     rewritten,
     undo,
     unknown_client,
@@ -84,13 +83,11 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if file.path.exists() and config_path.exists() and file.path.samefile(config_path):
         raise ConfigError(f"{file.path} is claimcheck's own config; name the client's file (or --config another)")
     try:
-        text, encoding = read_client_text(file.path)
-        data = read_config_data(file.path)
+        text, encoding = read_config_text(file.path)
+        data = parse_config_text(file.path, text)
     except FileNotFoundError:
         raise ConfigError(f"{file.path}: no such file, so no servers to import (give the file's path)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file.path}: cannot read it ({exc}); left untouched") from None
-    except ConfigError as exc:
+    except ConfigError as exc:  # unreadable or unparsable, in one line
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     file = file.in_project(data, Path.cwd())
     raw = file.servers_in(data)

@@ -11,13 +11,11 @@ naming what is wrong, as over stdio.
 
 from __future__ import annotations
 
-import json
-
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import sdk_compat
-from server.budget import HEAD_BYTES, Refused, check_budget, not_json_rpc, request_id
+from server.budget import HEAD_BYTES, Refused, check_budget, request_id, unreadable_body
 from server.errors import clip
 
 __all__ = ["BudgetGate", "read_body", "replay"]
@@ -44,10 +42,7 @@ class BudgetGate:
             text = f"Unsupported Media Type: send the body with `Content-Type: application/json` (it came as {media})"
             refused, status = Refused(types.INVALID_REQUEST, text, request_id(body[:HEAD_BYTES])), 415
         if refused is not None:
-            data = refused.body()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": data})
+            await _refuse(send, refused, status)
             return
         whole: Message = {"type": "http.request", "body": body, "more_body": False}
         await self.app(scope, replay([whole], receive), _in_one_line(send, body))
@@ -55,7 +50,7 @@ class BudgetGate:
 
 def _in_one_line(send: Send, body: bytes) -> Send:
     """`send`, with the SDK's answer to JSON that is no JSON-RPC message (pydantic's whole report) said in one line
-    naming what to change, as over stdio (`server.budget.not_json_rpc`); every other answer passes as it comes."""
+    naming what is wrong, as over stdio (`server.budget.unreadable_body`); every other answer passes as it comes."""
     held: Message | None = None
 
     async def sent(message: Message) -> None:
@@ -68,10 +63,7 @@ def _in_one_line(send: Send, body: bytes) -> Send:
             return
         start, held = held, None
         if not message.get("more_body", False) and sdk_compat.is_validation_dump(message.get("body", b"")):
-            data = _unreadable(body).body()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": data})
+            await _refuse(send, unreadable_body(body), 400)
             return
         await send(start)
         await send(message)
@@ -79,16 +71,12 @@ def _in_one_line(send: Send, body: bytes) -> Send:
     return sent
 
 
-def _unreadable(body: bytes) -> Refused:
-    """The answer to a body the SDK could not read as a JSON-RPC message: not JSON (over SSE the SDK says only that
-    it could not parse it), or JSON that is no such message."""
-    try:
-        json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        text = f"Parse error: the body is not JSON in UTF-8 that can be read ({clip(reason)}); it was not read."
-        return Refused(types.PARSE_ERROR, text, request_id(body[:HEAD_BYTES]))
-    return not_json_rpc(body)
+async def _refuse(send: Send, refused: Refused, status: int) -> None:
+    """Answer with `refused`'s JSON-RPC error."""
+    data = refused.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _not_json(scope: Scope) -> str | None:
