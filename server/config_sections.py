@@ -138,7 +138,7 @@ class ServerConfig(StrictModel):
     max_instances: int = Field(default=16, alias="maxInstances", ge=1)
     max_instances_per_principal: int | None = Field(default=None, alias="maxInstancesPerPrincipal", ge=1)
     """How many of `maxInstances` one principal's processes may be (`server.handles.owners.principal_of`);
-    None: half of them, rounded up."""
+    None: half of them, rounded up, or all of them where every client is one principal (`instances_per_principal`)."""
     pinned: list[str] = Field(default_factory=list, max_length=1000)
     """Glob patterns on the server's own tool names listed even when `settings.catalog` hides the catalog."""
 
@@ -160,6 +160,9 @@ class ServerConfig(StrictModel):
             return "stdio"
         return self.transport or "streamable-http"
 
-    @property
-    def instances_per_principal(self) -> int:
-        return min(self.max_instances, self.max_instances_per_principal or (self.max_instances + 1) // 2)
+    def instances_per_principal(self, *, one_principal: bool = False) -> int:
+        """One principal's share of `maxInstances`; by default half, rounded up, where several principals may come,
+        and all of them where every client is one principal (clients without tokens, the shared claimcheck's
+        user): a share kept for no one else would only refuse them."""
+        default = self.max_instances if one_principal else (self.max_instances + 1) // 2
+        return min(self.max_instances, self.max_instances_per_principal or default)

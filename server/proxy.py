@@ -67,6 +67,7 @@ class Proxy:
         api_token: str | None = None,
         shared: bool = False,
         many_clients: bool = False,
+        anonymous: bool = False,
         relay_count: Callable[[], int] | None = None,
         restarted_at: str | None = None,
         serving: bool = True,
@@ -76,8 +77,10 @@ class Proxy:
         """`config`: resolved (`server.config.resolved`), the command line merged in; `load` reads `config_path`
         again the same way. `store`: where outputs are kept (`Proxy.start` opens it, and removes it at the end).
         `serving`: False where no client is served (`claimcheck tools`), so nothing warns of what clients see.
-        `many_clients`: several clients will come (`Pool` with `many_clients`). The shared claimcheck's: `relay_count`,
-        its relays attached now, and `restarted_at`, when it took over from one that died."""
+        `many_clients`: several clients will come (`Pool` with `many_clients`); `anonymous`: they come without
+        tokens (no tokens file, no `--auth-token-env`, no OAuth), so all are one principal. The shared
+        claimcheck's: `relay_count`, its relays attached now, and `restarted_at`, when it took over from one that
+        died."""
         self.config = config
         self.shared = shared  # the user's shared claimcheck (serve --shared): every connection is the user's
         self.relay_count = relay_count
@@ -90,6 +93,7 @@ class Proxy:
             connect_timeout=connect_timeout,
             serving=serving,
             many_clients=many_clients,
+            one_principal=shared or (anonymous and config.settings.auth is None),
             spool_root=store.run_root,
             outside_roots=lambda server: partial(self._roots_outside, server),
             observer=self.offerings,
@@ -368,8 +372,8 @@ class Proxy:
 
 
 Starter = Callable[..., AbstractAsyncContextManager[Proxy]]
-"""`Proxy.start` with the config and options of a command, given what a transport adds (`many_clients=True`,
-the shared claimcheck's `shared=True` and relay count): how a transport gets its running proxy."""
+"""`Proxy.start` with the config and options of a command, given what a transport adds (`many_clients=True` and
+`anonymous`, the shared claimcheck's `shared=True` and relay count): how a transport gets its running proxy."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,19 +64,23 @@ class Pool:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         serving: bool = True,
         many_clients: bool = False,
+        one_principal: bool = False,
         spool_root: Path | None = None,
         outside_roots: Callable[[str], OutsideRoots] | None = None,
         observer: CatalogObserver | None = None,
     ) -> None:
         """`many_clients`: several clients will come (HTTP, SSE, the shared claimcheck): a server's first process is
         everyone's, so it hears only `settings.roots`, and each server's `scope` applies (`server.downstream.scopes`);
-        servers a reloaded config adds get the same. What each server's first process gets besides: the directory
+        servers a reloaded config adds get the same. `one_principal`: every client is one principal (clients
+        without tokens, the shared claimcheck's user), whose share of a server's processes is all of them by
+        default. What each server's first process gets besides: the directory
         its long messages spool to (`spool_root`, the store's), and where its `roots/list`
         outside any request goes (`outside_roots`, by server name), and who hears it connect and its lists change
         (`observer`)."""
         self.config = config
         self.serving = serving  # False for `claimcheck tools`: no client waits, so a late server is not announced
         self.many_clients = many_clients
+        self.one_principal = one_principal
         self.spooled = SpooledOutputs()
         self._spool_root = spool_root
         self._outside_roots = outside_roots
@@ -153,7 +157,7 @@ class Pool:
                 fixed_roots=fixed_roots,
             )
 
-        return primary, Instances(primary, spec, make)
+        return primary, Instances(primary, spec, make, one_principal=self.one_principal)
 
     async def _launch(self, downstream: Downstream) -> None:
         assert self._tg is not None

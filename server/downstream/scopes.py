@@ -96,8 +96,13 @@ class MakeDownstream(Protocol):
 class Instances:
     """The processes of one server beyond its first, each for one owner or one client connection."""
 
-    def __init__(self, primary: Downstream, spec: DownstreamSpec, make: MakeDownstream) -> None:
+    def __init__(
+        self, primary: Downstream, spec: DownstreamSpec, make: MakeDownstream, *, one_principal: bool = False
+    ) -> None:
+        """`one_principal`: every client is one principal, whose share is all of `maxInstances` unless
+        `maxInstancesPerPrincipal` says otherwise."""
         self.primary = primary
+        self._one_principal = one_principal
         self._spec = spec
         self._make = make
         self._live: dict[str, _Instance] = {}
@@ -160,7 +165,7 @@ class Instances:
         if key in self._live or self._tg is None or len(self._live) >= self.primary.config.max_instances:
             return  # one running already, or none may start: the first call starts it, or says why not
         principal = requester.principal or requester.owner
-        if sum(i.principal == principal for i in self._live.values()) >= self.primary.config.instances_per_principal:
+        if sum(i.principal == principal for i in self._live.values()) >= self._share():
             return  # past its share: the first call says so
         instance = self._start(key, requester)
         self._tg.start_soon(self._settle, instance)
@@ -181,7 +186,7 @@ class Instances:
         """Room for one more process of `principal`: within its share, and within `maxInstances` (stopping
         another principal's process idle the longest when all are taken); else a DownstreamUnavailable."""
         config = self.primary.config
-        share, idle = config.instances_per_principal, f'one stops after {config.idle_secs:g} s idle ("idleSecs")'
+        share, idle = self._share(), f'one stops after {config.idle_secs:g} s idle ("idleSecs")'
         held = sum(1 for instance in self._live.values() if instance.principal == principal)
         if held >= share:
             raise DownstreamUnavailable(
@@ -198,6 +203,10 @@ class Instances:
                 f"the server runs one process per {_unit(key)} and {config.max_instances} are running, each "
                 f'serving a call (its "maxInstances"); {idle} or when its call ends, then try again',
             )
+
+    def _share(self) -> int:
+        """How many processes one principal may hold (`maxInstancesPerPrincipal`)."""
+        return self.primary.config.instances_per_principal(one_principal=self._one_principal)
 
     def _reclaim(self, principal: str) -> bool:
         """Stop the process of another principal that has been idle the longest (none serving a call)."""

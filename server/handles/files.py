@@ -24,7 +24,6 @@ from server.handles.calls import Call
 from server.handles.messages import cut_answer_note, not_ready_message
 from server.handles.mirrors import lookup
 from server.handles.own_registry import FILE_TOOL_REGISTRY, OWN_TOOLS_BY_NAME, GrepArgs, ReadArgs
-from server.handles.owners import principal_of
 from server.handles.sessions import Session, Sessions
 from server.handles.store import StoreError
 
@@ -95,7 +94,7 @@ async def run_file_tool(
             after=args.after,
             case_sensitive=args.case_sensitive,
             max_matches=args.max_matches,
-            owner=principal_of(session.owner) or session.id,  # fair shares by principal, not by session
+            owner=session.principal,  # fair shares by principal, not by session
             max_line_chars=MAX_LINE_CHARS,
             max_chars=max_chars,
         )

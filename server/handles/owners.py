@@ -16,6 +16,11 @@ An owner key says whose handles a request may see. Four kinds (replicas key shar
 None means the session is the connection itself (stdio, and handshake-era HTTP without a token): its handles
 end with it, as before. Owned handles outlive their connections: running calls are kept to completion and
 outputs for `settings.keepOutputsSecs` after they were last touched (`server.handles.sessions`).
+
+Fair shares (`settings.limits`) count by principal (`principal_of`), which an owner key may not be: every client
+without a token (over HTTP or SSE, of either era, whatever its name, connection or `Claimcheck-Session` header) is
+the one principal `ANONYMOUS`, since nothing it sends tells one such client from another that costs more than a
+new connection to make; over stdio the one client is that principal too.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from server import sdk_compat
 
 __all__ = [
+    "ANONYMOUS",
     "IDENTITY",
     "PRINCIPAL_NAME",
     "SESSION_HEADER",
@@ -47,6 +53,8 @@ __all__ = [
 
 SESSION_HEADER = "claimcheck-session"
 USER = "user"
+ANONYMOUS = "anonymous"
+"""The principal of every client without a token (`principal_of`): its fair shares are theirs together."""
 OWNER = "claimcheck.owner"
 """The ASGI scope key under which `server.upstream.principals.PrincipalAsUser` leaves the owner key of a request
 with an Authorization header: made once per request, read by every entrance."""
@@ -58,6 +66,7 @@ IDENTITY = "claimcheck.identity"
 of a request's access token; only that check sets it."""
 _PRINCIPAL = "principal:"
 _OAUTH = "oauth:"
+_CLIENT = "client:"
 _SHOWN = re.compile(r"[^A-Za-z0-9._@-]")
 _SHOWN_LENGTH = 63
 _DIGEST_LENGTH = 64
@@ -102,7 +111,7 @@ def owner_key(ctx: ServerRequestContext[Any], *, shared: bool = False) -> str | 
 def client_owner(client_name: str, claimcheck_session: str) -> str:
     """The owner key of a sessionless request over HTTP without an `Authorization` header: by its client's name
     and its `Claimcheck-Session` header."""
-    return "client:" + _digest(client_name, claimcheck_session)
+    return _CLIENT + _digest(client_name, claimcheck_session)
 
 
 def principal(
@@ -121,16 +130,18 @@ def principal(
     return _PRINCIPAL + _digest(authorization, "") + session  # without the header, the key it always had
 
 
-def principal_of(key: str | None) -> str | None:
+def principal_of(key: str | None) -> str:
     """The principal an owner key belongs to, whatever its `Claimcheck-Session` header: what its fair shares
-    are counted by (`settings.limits`). The header tells apart one principal's agents, never two principals;
-    a sessionless client without a token is its own key, and None (a connection's session) stays None."""
-    if key is None or key == USER:
-        return key
+    are counted by (`settings.limits`). The header tells apart one principal's agents, never two principals; a
+    client without a token (a sessionless one's key, or None: a connection's session) is `ANONYMOUS`."""
+    if key is None:
+        return ANONYMOUS
     if key.startswith(_OAUTH):
         return ":".join(key.split(":", 3)[:3])
     if key.startswith(_PRINCIPAL):
         return ":".join(key.split(":", 2)[:2])
+    if key.startswith(_CLIENT):
+        return ANONYMOUS
     return key
 
 

@@ -11,6 +11,7 @@ from mcp_types.version import is_version_at_least
 
 from extraction import Usage
 from server.handles.calls import Call
+from server.handles.owners import principal_of
 from server.handles.questions import Inbox
 from server.handles.store import SessionStore
 
@@ -36,6 +37,7 @@ class Session:
     def __init__(self, store: SessionStore, owner: str | None = None) -> None:
         self.store = store
         self.owner = owner  # None: the connection owns this session (server.handles.owners)
+        self.principal = principal_of(owner)  # whose fair shares it counts in (server.handles.shares)
         self.attached = 0  # connections of the owner open now
         self.touched = time.time()  # the last request, or the last connection closing
         self.id = store.name

@@ -1,9 +1,9 @@
 """Fair shares of claimcheck's own work, counted by principal (`server.handles.owners.principal_of`), never by
 session: however many `Claimcheck-Session` headers or connections a principal uses, its sessions together hold
 at most `settings.limits` of running calls (those with a `Call`, and those without one: `passing`) and of
-sessions (past the latter, its least recently used idle session ends: `over_sessions`). A session its connection
-owns (stdio, handshake-era HTTP without a token) is a principal of its own. One over its share gets an
-`OverShare` naming the setting and when one frees.
+sessions (past the latter, its least recently used idle session ends: `over_sessions`). Every client without a
+token is one principal (`owners.ANONYMOUS`), whether its session is its connection's or its own. One over its share
+gets an `OverShare` naming the setting and when one frees.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ __all__ = ["check_calls", "of_principal", "over_sessions", "passing", "waiting"]
 
 def of_principal(live: Iterable[Session], session: Session) -> list[Session]:
     """The live sessions of `session`'s principal, `session` among them."""
-    if session.owner is None:
-        return [session]
-    principal = principal_of(session.owner)
-    return [session, *(other for other in live if other is not session and principal_of(other.owner) == principal)]
+    principal = session.principal
+    return [session, *(other for other in live if other is not session and other.principal == principal)]
 
 
 def check_calls(live: Iterable[Session], session: Session, limit: int, stored_limit: int | None = None) -> None:
@@ -90,7 +88,7 @@ def over_sessions(owned: Iterable[Session], owner: str, limit: int) -> list[Sess
     recently used of its sessions with no call running and no connection attached. Sessions with calls running
     are never ended (`limits.calls` bounds them instead), so the list may be shorter than the excess."""
     principal = principal_of(owner)
-    mine = [s for s in owned if not s.closed and s.owner is not None and principal_of(s.owner) == principal]
+    mine = [s for s in owned if not s.closed and s.principal == principal]
     excess = len(mine) + 1 - limit
     if excess <= 0:
         return []

@@ -40,7 +40,6 @@ from server.handles.calls import Call
 from server.handles.files import FileToolError, run_file_tool
 from server.handles.meters import Meters
 from server.handles.own_tools import ExtractFn
-from server.handles.owners import principal_of
 from server.handles.retrieval import Opener, RetrievalError
 from server.handles.sessions import Session
 from server.proxy import Proxy
@@ -245,7 +244,7 @@ def extract_function(
 
     async def extract(call: Call, output: Opener, request: str, mode: ExtractMode) -> Extraction:
         settings = proxy.config.settings.extraction
-        owner = principal_of(session.owner) or session.id  # turns at a shared endpoint by principal, as Grep's
+        owner = session.principal  # turns at a shared endpoint by principal, as Grep's
         llm, reason = choose_llm(settings, ctx, proxy.extractor, owner)
         document = Document(call.public_name, call.arguments_json, call.handle, call.bytes, call.lines, call.tokens)
 

@@ -4,13 +4,14 @@ legacy SSE's (`SseShares`).
 The SDK's session manager holds at most 10 000 sessions in all and refuses one more to everybody (503) until one
 ends, which an idle one does after 30 minutes. Opening one is a cheap POST, so without a share one token could
 take them all and lock every other principal out. `SessionShares.app` stands in front of the endpoint: a POST
-that would open a session (no `mcp-session-id`) from a principal (a request with a token: `owners.principal_of`)
-that holds its share already first ends that principal's least recently used session with no request in flight
-and no GET stream open (the SDK's own idle countdown says which: `idle_scope`); when every one of them is in use,
-the POST is refused with 503 and one line naming the setting. A client whose session was ended gets 404 on its
-next request to it, on which the protocol has it open a new one. A request of the sessionless era (2026-07-28) opens
-no session and is never held back here. A client without a token is its connection, so a principal of its own for
-every session: the manager's own bound is all there is for those.
+that would open a session (no `mcp-session-id`) from a principal (`owners.principal_of`: a token's, or every
+client without one together) that holds its share already first ends that principal's least recently used
+session with no request in flight and no GET stream open (the SDK's own idle countdown says which:
+`idle_scope`); when every one of them is in use, the POST is refused with 503 and one line naming the setting. A
+client whose session was ended gets 404 on its next request to it, on which the protocol has it open a new one. A
+request of the sessionless era (2026-07-28) opens no session and is never held back here. Clients without a
+token are one principal (`owners.ANONYMOUS`): however many connections they open, they hold one share, and a
+token's principal keeps its own.
 
 Over legacy SSE a session is its `GET /sse` stream, open as long as the session lives, and nothing in the SDK
 bounds how many there are: each holds a socket and a task, so one token could take the process's file
@@ -134,12 +135,8 @@ class SseShares:
     @contextmanager
     def hold(self, scope: Scope) -> Iterator[str | None]:
         """Count the stream `scope` opens for as long as the block runs; gives None where it may open, else the
-        one line that refuses it (a request without a token is not counted: it is a principal of its own)."""
-        owner = scope.get(OWNER)
-        principal = None if owner is None else principal_of(owner)
-        if principal is None:
-            yield None
-            return
+        one line that refuses it (requests without a token count as one principal, `owners.ANONYMOUS`)."""
+        principal = principal_of(scope.get(OWNER))
         held, limit = self._open.get(principal, 0), self._limit()
         if held >= limit:
             yield (
@@ -158,15 +155,12 @@ class SseShares:
 
 def _opener(scope: Scope) -> str | None:
     """The principal of a POST that would open a session (no `mcp-session-id`, not of the sessionless era, which
-    opens none), if it has a token; else None."""
-    if scope["type"] != "http" or scope["method"] != "POST":
-        return None
-    owner = scope.get(OWNER)
-    if owner is None or sessionless_version(scope):
+    opens none); else None."""
+    if scope["type"] != "http" or scope["method"] != "POST" or sessionless_version(scope):
         return None
     if any(bytes(name).lower() == _SESSION_ID for name, _ in scope["headers"]):
         return None
-    return principal_of(owner)
+    return principal_of(scope.get(OWNER))
 
 
 def _last_used(transport: StreamableHTTPServerTransport) -> float | None:

@@ -14,7 +14,7 @@ from server.downstream.pool import Route
 from server.downstream.relay import ClientChannel, Relay, RootsParams, declares_roots, no_roots
 from server.downstream.scopes import Requester
 from server.errors import NoBackChannel
-from server.handles.owners import connection_of, principal_of
+from server.handles.owners import connection_of
 from server.handles.session import Session
 from server.proxy import Proxy
 
@@ -50,7 +50,7 @@ def requester_of(proxy: Proxy, ctx: ServerRequestContext[Any], session: Session)
 
     owner = session.owner or connection
     asker = ask_roots if lists_roots else None
-    return Requester(connection, owner, lists_roots, asker, principal=principal_of(session.owner) or connection)
+    return Requester(connection, owner, lists_roots, asker, principal=session.principal)
 
 
 async def for_client(

@@ -109,7 +109,7 @@ async def serve_http(
 ) -> None:
     """Serve streamable HTTP at `/mcp` on an already bound socket; the proxy runs from before the first request
     to after the last."""
-    async with start(many_clients=True) as proxy:
+    async with start(many_clients=True, anonymous=auth is None and oauth is None) as proxy:
         server = await _serve_http(proxy, sock, auth, oauth, request_deadline)
     raise_caught(server)  # SIGTERM or SIGINT, as uvicorn would, now that the proxy has stopped
 
@@ -168,7 +168,7 @@ async def serve_sse(
     request_deadline: float = REQUEST_DEADLINE_SECS,
 ) -> None:
     """Serve the legacy SSE transport: `GET /sse` opens a stream, `POST /messages/` carries requests."""
-    async with start(many_clients=True) as proxy:
+    async with start(many_clients=True, anonymous=auth is None and oauth is None) as proxy:
         server = await _serve_sse(proxy, sock, auth, oauth, request_deadline)
     raise_caught(server)
 

@@ -23,11 +23,11 @@ from tests.support.proxies import text_of
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
-def pool_of(scope: str, *, many: bool = True, **fields: Any) -> Pool:
+def pool_of(scope: str, *, many: bool = True, one_principal: bool = False, **fields: Any) -> Pool:
     settings = fields.pop("settings", {})
     server = {**program_entry("roots_server"), "env": {"INSTANCE": "${CLAIMCHECK_INSTANCE}"}}
     config = parse_config({"mcpServers": {"fs": {**server, "scope": scope, **fields}}, "settings": settings})
-    return Pool(config, many_clients=many)
+    return Pool(config, many_clients=many, one_principal=one_principal)
 
 
 def requester(connection: str, owner: str | None = None, roots: list[str] | None = None) -> Requester:
@@ -84,6 +84,24 @@ async def test_one_principal_gets_its_share_of_max_instances_however_many_sessio
             tg.cancel_scope.cancel()
     assert 'this principal has 2, its share ("maxInstancesPerPrincipal" 2 of "maxInstances" 4)' in str(refused.value)
     assert served.startswith("count=1 ")
+
+
+async def test_where_every_client_is_one_principal_its_share_is_every_instance_unless_the_config_says_less() -> None:
+    """Without tokens every client is one principal (`owners.ANONYMOUS`): half of `maxInstances` kept for no one
+    else would only refuse its clients. A `maxInstancesPerPrincipal` given still applies."""
+    pool = pool_of("session", one_principal=True, maxInstances=3)
+    clients = [Requester(f"c{n}", f"c{n}", False, principal="anonymous") for n in range(3)]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await started(pool, tg)
+            served = [await call(pool, "count", client) for client in clients]
+            tg.cancel_scope.cancel()
+    assert len({text.split("instance=")[1] for text in served}) == 3  # a process each, none refused
+    given = parse_config({"mcpServers": {"fs": {"command": "x", "maxInstances": 3, "maxInstancesPerPrincipal": 2}}})
+    assert given.mcp_servers["fs"].instances_per_principal(one_principal=True) == 2
+    assert given.mcp_servers["fs"].instances_per_principal() == 2
+    halves = parse_config({"mcpServers": {"fs": {"command": "x", "maxInstances": 3}}}).mcp_servers["fs"]
+    assert (halves.instances_per_principal(), halves.instances_per_principal(one_principal=True)) == (2, 3)
 
 
 async def test_a_process_serving_a_call_is_never_reclaimed_and_past_max_instances_all_busy_is_refused() -> None:

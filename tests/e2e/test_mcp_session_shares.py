@@ -25,31 +25,30 @@ VERSION = "2025-11-25"
 SESSIONLESS = "2026-07-28"
 
 
-def serve(tmp_path: Path, transport: str = "http") -> list[str]:
+def serve(tmp_path: Path, transport: str = "http", *, tokens: bool = True) -> list[str]:
     settings = {"limits": {"mcpSessions": 2}, "api": {"enabled": False}}
     config = write_config(tmp_path, {"mcpServers": {"demo": demo_server_entry()}, "settings": settings})
-    tokens = tmp_path / "tokens"
-    tokens.write_text(f"alice {ALICE}\nmallory {MALLORY}\n", encoding="utf-8")
-    tokens.chmod(0o600)
+    path = tmp_path / "tokens"
+    path.write_text(f"alice {ALICE}\nmallory {MALLORY}\n", encoding="utf-8")
+    path.chmod(0o600)
     command = [PYTHON, "-m", "server", "serve", "--config", str(config), "--transport", transport, "--port", "0"]
-    return [*command, "--auth-tokens-file", str(tokens)]
+    return [*command, "--auth-tokens-file", str(path)] if tokens else command
 
 
 class Principal:
-    def __init__(self, http: httpx2.AsyncClient, url: str, token: str) -> None:
-        self.http, self.url, self.token = http, url, token
+    """A client of `url` with `token` ("": none), whose client is named `name`."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, token: str, name: str = "shares") -> None:
+        self.http, self.url, self.token, self.name = http, url, token, name
 
     def headers(self, session: str = "") -> dict[str, str]:
-        headers = {
-            "authorization": f"Bearer {self.token}",
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-        }
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        headers |= {"authorization": f"Bearer {self.token}"} if self.token else {}
         return headers | ({"mcp-session-id": session, "mcp-protocol-version": VERSION} if session else {})
 
     async def open(self) -> httpx2.Response:
         """initialize (and `notifications/initialized` once it opened a session)."""
-        params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "shares", "version": "1"}}
+        params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": self.name, "version": "1"}}
         body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
         response = await self.http.post(self.url, content=json.dumps(body), headers=self.headers())
         session = response.headers.get("mcp-session-id")
@@ -114,6 +113,21 @@ async def test_a_principal_past_its_mcp_sessions_loses_its_least_recently_used_i
     assert her_statuses == [200, 200]
     assert sessionless.status_code == 200, sessionless.text
     assert sessionless.json()["result"]["content"] == [{"type": "text", "text": "no session"}]
+
+
+async def test_clients_without_a_token_are_one_principal_whose_sessions_past_the_share_end_oldest_first(
+    tmp_path: Path,
+) -> None:
+    """No tokens: every client is the same anonymous principal, whatever its name or connection, so sessions
+    opened by two clients count in one share (the SDK's 10 000 for everyone would be all there was)."""
+    with anyio.fail_after(120):
+        async with announced_url(serve(tmp_path, tokens=False), SERVING) as url, httpx2.AsyncClient(timeout=60) as http:
+            claude, cursor = Principal(http, url, "", "claude-code"), Principal(http, url, "", "cursor")
+            first, second = await claude.session(), await cursor.session()
+            assert await claude.lists(first) == 200  # `second` (cursor's) is now the least recently used
+            third = await cursor.session()
+            statuses = [await claude.lists(first), await cursor.lists(second), await cursor.lists(third)]
+    assert statuses == [200, 404, 200]
 
 
 async def test_a_principal_past_its_sse_sessions_is_refused_until_one_of_its_streams_ends(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from tests.support.extraction import extraction_settings, fake_openai
-from tests.support.handles import Downstream, client_of, handle_in
+from tests.support.handles import Downstream, client_with_token, handle_in
 from tests.support.proxies import running_proxy, text_of
 
 pytestmark = pytest.mark.anyio
@@ -34,8 +34,8 @@ async def test_a_flood_of_one_principals_questions_leaves_the_endpoints_next_tur
     async with (
         fake_openai() as (url, fake),
         running_proxy({"down": down.server}, settings=extraction_settings(url)) as proxy,
-        client_of(proxy) as mallory,
-        client_of(proxy) as alice,
+        client_with_token(proxy, "mallory") as mallory,
+        client_with_token(proxy, "alice") as alice,
     ):
         fake.behaviour = "held"
         with anyio.fail_after(60):

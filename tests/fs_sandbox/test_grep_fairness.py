@@ -1,8 +1,8 @@
-"""Grep is fair: searches queue per session, are served in turn, and one session's flood stays its own.
+"""Grep is fair: searches queue per principal, are served in turn, and one principal's flood stays its own.
 
-A session may have a bounded number of searches in flight; one more is refused at once with a clear
-error. A worker that comes free goes to the session with the fewest searches running, so another
-session's search waits at most for one running search to end (at worst, one grep timeout).
+A principal may have a bounded number of searches in flight; one more is refused at once with a clear
+error. A worker that comes free goes to the principal with the fewest searches running, so another
+principal's search waits at most for one running search to end (at worst, one grep timeout).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from fs_sandbox import Busy, PatternTimeout, Sandbox
 from fs_sandbox._fair import FairQueue
-from tests.support.handles import Downstream, client_of, handle_in, handles_proxy
+from tests.support.handles import Downstream, client_with_token, handle_in, handles_proxy
 from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
@@ -150,9 +150,13 @@ async def test_a_cancelled_waiter_gives_its_turn_away() -> None:
     assert queue.in_flight("C") == 0
 
 
-async def test_through_claimcheck_a_flooding_session_does_not_hold_up_another(files: Path) -> None:
+async def test_through_claimcheck_a_flooding_principal_does_not_hold_up_another(files: Path) -> None:
     down = Downstream()
-    async with handles_proxy(down) as proxy, client_of(proxy) as alice, client_of(proxy) as bob:
+    async with (
+        handles_proxy(down) as proxy,
+        client_with_token(proxy, "alice") as alice,
+        client_with_token(proxy, "bob") as bob,
+    ):
         with anyio.fail_after(10):
             evil = handle_in(text_of(await alice.call_tool("down__echo", {"text": EVIL_TEXT})))
             fine = handle_in(text_of(await bob.call_tool("down__big", {"lines": 400})))

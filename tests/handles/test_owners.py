@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from server.handles.owners import USER, owner_name, principal, principal_of
+from server.handles.owners import ANONYMOUS, USER, client_owner, owner_name, principal, principal_of
 from tests.support.handles import Downstream, client_of, handle_in, handles_proxy, linked_client, start_in_background
 from tests.support.processes import PYTHON, announced_url, demo_server_entry, write_config
 from tests.support.proxies import text_of
@@ -147,7 +147,7 @@ def test_an_oauth_user_is_keyed_by_issuer_and_subject_and_shown_by_the_subject()
     assert owner_name(odd) == "CN_Alice_Smith__O_Example_" + "x" * 37
 
 
-def test_a_principal_is_its_owner_key_without_the_claimcheck_session_header_and_two_principals_stay_two() -> None:
+def test_a_principal_is_its_owner_key_without_the_claimcheck_session_header_and_tokenless_clients_are_one() -> None:
     named = [principal("Bearer t", session, "alice") for session in ("", "agent 2", "agent 3")]
     unnamed = [principal("Bearer t", session) for session in ("", "agent 2")]
     oauth = [principal("Bearer t", session, identity=("https://id.test", "alice")) for session in ("", "x:y")]
@@ -156,4 +156,7 @@ def test_a_principal_is_its_owner_key_without_the_claimcheck_session_header_and_
     assert {principal_of(key) for key in oauth} == {oauth[0]}
     assert principal_of(principal("Bearer u", "agent 2")) != unnamed[0]
     assert principal_of(principal("Bearer t", "", "bob")) == "principal:bob"
-    assert [principal_of(key) for key in (USER, None, "client:abc")] == [USER, None, "client:abc"]
+    tokenless = [None, client_owner("claude-code", ""), client_owner("cursor", "agent 2")]  # any connection, any name
+    assert principal_of(USER) == USER
+    assert {principal_of(key) for key in tokenless} == {ANONYMOUS}  # however many names or headers they send
+    assert principal_of(principal("Bearer anonymous", "", "anonymous")) != ANONYMOUS  # a tokens file's name stays its

@@ -11,7 +11,7 @@ from server.handles.calls import Call, Description
 from server.handles.owners import principal
 from server.handles.session import Session
 from server.handles.sessions import Entrance
-from tests.support.handles import Downstream, client_of, handles_proxy, start_in_background
+from tests.support.handles import Downstream, client_of, client_with_token, handles_proxy, start_in_background
 from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
@@ -20,11 +20,29 @@ pytestmark = pytest.mark.anyio
 async def test_a_principal_at_its_share_of_running_calls_is_refused_and_another_is_served() -> None:
     down = Downstream()
     async with handles_proxy(down, {"limits": {"calls": 2}}) as proxy:
-        async with client_of(proxy) as mallory, client_of(proxy) as alice:
+        async with client_with_token(proxy, "mallory") as mallory, client_with_token(proxy, "alice") as alice:
             with anyio.fail_after(10):
                 await start_in_background(mallory, text="one")
                 await start_in_background(mallory, text="two")
                 refused = await mallory.call_tool("down__gated", {"text": "three", "background": True})
+                served = await start_in_background(alice, text="hers")
+                down.release.set()
+                waited = await alice.call_tool("wait_for_tool_output", {"handles": [served]})
+    assert refused.is_error
+    assert 'This principal has 2 calls running, at most 2 ("limits.calls")' in text_of(refused)
+    assert not waited.is_error and "hers" in text_of(waited)
+
+
+async def test_clients_without_a_token_are_one_principal_however_many_connections_they_open() -> None:
+    """Connections cost nothing to make: two without a token hold one share of running calls together, and a
+    token's principal keeps its own."""
+    down = Downstream()
+    async with handles_proxy(down, {"limits": {"calls": 2}}) as proxy:
+        async with client_of(proxy) as first, client_of(proxy) as second, client_with_token(proxy, "alice") as alice:
+            with anyio.fail_after(10):
+                await start_in_background(first, text="one")
+                await start_in_background(second, text="two")
+                refused = await second.call_tool("down__gated", {"text": "three", "background": True})
                 served = await start_in_background(alice, text="hers")
                 down.release.set()
                 waited = await alice.call_tool("wait_for_tool_output", {"handles": [served]})
@@ -62,7 +80,7 @@ async def test_a_principal_past_its_sessions_loses_the_longest_unused_idle_one_n
 async def test_a_principal_past_its_stored_bytes_is_refused_a_new_call_and_another_is_served() -> None:
     down = Downstream()
     async with handles_proxy(down, {"limits": {"storedBytes": 100_000}}) as proxy:
-        async with client_of(proxy) as mallory, client_of(proxy) as alice:
+        async with client_with_token(proxy, "mallory") as mallory, client_with_token(proxy, "alice") as alice:
             with anyio.fail_after(10):
                 first = await mallory.call_tool("down__big", {"lines": 2500})  # ~140 kB: stored
                 refused = await mallory.call_tool("down__echo", {"text": "more"})
@@ -75,7 +93,7 @@ async def test_a_principal_past_its_stored_bytes_is_refused_a_new_call_and_anoth
 async def test_a_principal_past_its_waits_is_refused_one_more_and_another_waits_as_before() -> None:
     down = Downstream()
     async with handles_proxy(down, {"limits": {"waits": 1}}) as proxy:
-        async with client_of(proxy) as mallory, client_of(proxy) as alice:
+        async with client_with_token(proxy, "mallory") as mallory, client_with_token(proxy, "alice") as alice:
             with anyio.fail_after(10):
                 his = await start_in_background(mallory, text="his")
                 hers = await start_in_background(alice, text="hers")

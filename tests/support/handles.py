@@ -7,6 +7,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -86,21 +87,39 @@ async def client_of(proxy: Proxy, mode: str = "legacy") -> AsyncIterator[Client]
 async def linked_client(proxy: Proxy, link: str, mode: str = "legacy") -> AsyncIterator[Client]:
     """A client whose requests come over one transport link (`LineLink`), as a relay's do to the shared
     claimcheck (`server.upstream.shared_serve`)."""
-    async with Client(_LinkedStreams(proxy, link), mode=mode) as client:
+    async with Client(_LinkedStreams(proxy, LineLink(None, link)), mode=mode) as client:
+        yield client
+
+
+@dataclass(frozen=True)
+class _Bearer:
+    """A request's transport context as HTTP's carries a token: its headers (`server.handles.owners.owner_key`)."""
+
+    headers: dict[str, str]
+    scope: dict[str, Any] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def client_with_token(proxy: Proxy, token: str, mode: str = "legacy") -> AsyncIterator[Client]:
+    """A client whose every request carries `Authorization: Bearer <token>`, as over HTTP: the principal of
+    that token (clients without one are all one principal, `server.handles.owners.ANONYMOUS`)."""
+    context = _Bearer({"authorization": f"Bearer {token}"})
+    async with Client(_LinkedStreams(proxy, context), mode=mode) as client:
         yield client
 
 
 class _LinkedStreams:
-    """A client transport to `proxy`'s SDK server over memory streams, every message stamped with `link`."""
+    """A client transport to `proxy`'s SDK server over memory streams, every message stamped with `context` (its
+    requests' `ctx.request`)."""
 
-    def __init__(self, proxy: Proxy, link: str) -> None:
-        self._proxy, self._link = proxy, link
+    def __init__(self, proxy: Proxy, context: object) -> None:
+        self._proxy, self._context = proxy, context
         self._streams: contextlib.AbstractAsyncContextManager[TransportStreams] | None = None
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[TransportStreams]:
         server = build_server(self._proxy)
-        metadata = ServerMessageMetadata(request_context=LineLink(None, self._link))
+        metadata = ServerMessageMetadata(request_context=self._context)
         to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](1)
         stamped, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](1)
         server_writes, to_client = anyio.create_memory_object_stream[SessionMessage](1)
