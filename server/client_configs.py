@@ -3,10 +3,11 @@
 Claude Desktop, Claude Code (`.mcp.json`), Cursor and Windsurf keep servers under `mcpServers`; VS Code under
 `servers` (with `inputs`); Codex CLI in TOML under `[mcp_servers.NAME]`. Entries may name their transport with
 `type`, `transportType` or `transport`, Windsurf its URL with `serverUrl`, VS Code and Cursor variables as
-`${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`; opencode (`mcp`) and Zed (`context_servers`)
-have entries of their own shape (`server.client_dialects`). `translate` maps all of it onto
-`{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice, and what it does not know is
-left for the config's validation to refuse with its path.
+`${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`; opencode (`mcp`), Zed (`context_servers`),
+goose (`extensions`, YAML) and Continue (`mcpServers` as a list, YAML) have entries of their own shape
+(`server.client_dialects`). YAML is read with PyYAML, the `yaml` extra, imported only for a `.yaml` file.
+`translate` maps all of it onto `{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice,
+and what it does not know is left for the config's validation to refuse with its path.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.client_dialects import codex, opencode, opencode_servers, zed
+from server.client_dialects import codex, continue_entry, continue_servers, goose, opencode, opencode_servers, zed
+from server.distribution import install_command
 from server.errors import ConfigError
 
 __all__ = [
@@ -35,9 +37,10 @@ __all__ = [
     "translate",
 ]
 
-SERVER_TABLES = ("mcpServers", "servers", "mcp_servers", "mcp", "context_servers")
-"""Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf and claimcheck; VS Code; Codex;
-opencode; Zed."""
+SERVER_TABLES = ("mcpServers", "servers", "mcp_servers", "mcp", "context_servers", "extensions")
+"""Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf, Continue and claimcheck; VS Code;
+Codex; opencode; Zed; goose."""
+YAML_MISSING = f"reading a YAML config needs the [yaml] extra (PyYAML): {install_command('yaml')}"
 _SHOWN_IGNORED = 8  # keys named in the notice; a settings.json of Zed's has dozens
 
 _OWN_TOP = {"mcpServers", "settings"}
@@ -120,13 +123,30 @@ def read_config_text(path: Path) -> tuple[str, str]:
 
 
 def parse_config_text(path: Path, text: str) -> Any:
-    """The parsed `text` of the config file at `path` (TOML for `*.toml`, else JSON with comments)."""
-    if path.suffix.lower() == ".toml":
+    """The parsed `text` of the config file at `path` (TOML for `*.toml`, YAML for `*.yaml` and `*.yml`, else JSON
+    with comments)."""
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}") from None
+    if suffix in (".yaml", ".yml"):
+        return _loads_yaml(text)
     return loads_jsonc(text)
+
+
+def _loads_yaml(text: str) -> Any:
+    try:
+        import yaml  # the `yaml` extra: only a YAML config needs it
+    except ImportError:
+        raise ConfigError(YAML_MISSING) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"not valid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
 
 
 def loads_jsonc(text: str) -> Any:
@@ -206,13 +226,17 @@ def translate(
     path, servers = (table, data.get(table, {}))
     if table == "mcp":
         path, servers = opencode_servers(servers, ignored)
+    dialect = table
+    if table == "mcpServers" and isinstance(servers, list):  # Continue's list of named entries
+        servers, dialect = continue_servers(servers, ignored), "continue"
     if isinstance(servers, dict):
-        context = _Context(table, path, environ, workspace, inputs, check_inputs, ignored)
+        context = _Context(dialect, path, environ, workspace, inputs, check_inputs, ignored)
         entries = {name: context.entry(str(name), entry) for name, entry in servers.items()}
         servers = {name: entry for name, entry in entries.items() if entry is not None}
     out = {key: value for key, value in data.items() if key not in others and key != table}
     out["mcpServers"] = servers
-    return Translated(out, path, (*ignored, *others), foreign=table != "mcpServers" or bool(others))
+    foreign = table != "mcpServers" or dialect == "continue" or bool(others)
+    return Translated(out, path, (*ignored, *others), foreign=foreign)
 
 
 def _inputs(raw: Any) -> dict[str, str]:
@@ -226,7 +250,7 @@ def _inputs(raw: Any) -> dict[str, str]:
 
 @dataclass(slots=True)
 class _Context:
-    table: str
+    dialect: str  # the table's name, or "continue" for Continue's list under `mcpServers`
     path: str  # where the servers are in the file (`mcp.servers` in opencode's second version)
     environ: Mapping[str, str]
     workspace: Path | None
@@ -242,15 +266,20 @@ class _Context:
         for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):
             del entry[key]
             self.ignored.append(f"{where}.{key}")
-        if self.table == "mcp_servers":
+        if self.dialect == "mcp_servers":
             entry = codex(entry, self.environ)
-        elif self.table == "mcp":
+        elif self.dialect == "mcp":
             entry = opencode(where, entry, self.ignored)
-        elif self.table == "context_servers":
-            zed_entry = zed(where, entry, self.ignored)
-            if zed_entry is None:
+        elif self.dialect == "continue":
+            entry = continue_entry(where, name, entry, self.ignored)
+        elif self.dialect in ("context_servers", "extensions"):
+            if self.dialect == "extensions":
+                own = goose(where, entry, self.ignored, self.environ)
+            else:
+                own = zed(where, entry, self.ignored)
+            if own is None:
                 return None
-            entry = zed_entry
+            entry = own
         for alias in ("serverUrl", "httpUrl"):  # Windsurf; Gemini CLI
             if alias in entry:
                 if "url" in entry:

@@ -1,9 +1,10 @@
 """The server entries of clients whose keys differ from the `mcpServers` shape, turned into it, one client each.
 
-Codex CLI (TOML, `[mcp_servers.NAME]`), opencode (`mcp.NAME`, or `mcp.servers.NAME` in its second config version)
-and Zed (`context_servers.NAME` in its settings.json). Each function takes one entry (a dict) and gives it in
-claimcheck's keys, or None for an entry claimcheck cannot start (a Zed extension's server); what it drops is
-added to `ignored` by its path. `server.client_configs.translate` calls them.
+Codex CLI (TOML, `[mcp_servers.NAME]`), opencode (`mcp.NAME`, or `mcp.servers.NAME` in its second config version),
+Zed (`context_servers.NAME` in its settings.json), goose (YAML, `extensions.NAME`) and Continue (YAML, `mcpServers`
+as a list of entries with a `name`). Each function takes one entry (a dict) and gives it in claimcheck's keys, or
+None for an entry claimcheck cannot start (a Zed extension's server, a goose built-in); what it drops is added to
+`ignored` by its path. `server.client_configs.translate` calls them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from typing import Any
 
 from server.errors import ConfigError
 
-__all__ = ["codex", "opencode", "opencode_servers", "zed"]
+__all__ = ["codex", "continue_entry", "continue_servers", "goose", "opencode", "opencode_servers", "zed"]
 
 _OPENCODE_VAR = re.compile(r"\{(env|file):([^}]*)\}")
+_CONTINUE_VAR = re.compile(r"\$\{\{\s*(?:secrets|inputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")
+_GOOSE_OWN = ("builtin", "platform", "frontend", "inline_python")
+"""goose's extensions that run inside goose, which claimcheck cannot start."""
 
 
 def codex(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -117,6 +122,84 @@ def zed(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]
     if "enabled" in out:
         out["disabled"] = not out.pop("enabled")
     return out
+
+
+def goose(where: str, entry: dict[str, Any], ignored: list[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """goose's keys: `type` "stdio" (`cmd`, `args`, `envs`), "sse" or "streamable_http" (`uri`, `headers`);
+    `env_keys`, the variables goose fills from its keyring, are passed on from claimcheck's environment where they
+    are set (and named where not); `enabled: false`; `available_tools` as the tools offered. A built-in extension
+    runs inside goose: None (left out, and said so). Its `timeout` (how long goose waits) is dropped."""
+    out = dict(entry)
+    if out.get("type") in _GOOSE_OWN:
+        ignored.append(f"{where} (a goose {out['type']} extension: only goose runs it)")
+        return None
+    if out.get("type") == "stdio":
+        del out["type"]
+    for theirs, ours in (("cmd", "command"), ("envs", "env"), ("uri", "url")):
+        if theirs in out:
+            if ours in out:
+                raise ConfigError(f'{where}: give "{ours}" or "{theirs}", not both')
+            out[ours] = out.pop(theirs)
+    keys = out.pop("env_keys", None) or []
+    unset = [str(key) for key in keys if str(key) not in environ]
+    passed = {str(key): "${" + str(key) + "}" for key in keys if str(key) in environ}
+    if passed:
+        out["env"] = {**passed, **dict(out.get("env") or {})}
+    if unset:
+        unset_names = ", ".join(unset)
+        ignored.append(f"{where}.env_keys {unset_names} (in goose's keyring: set them in claimcheck's environment)")
+    if "enabled" in out:
+        out["disabled"] = not out.pop("enabled")
+    tools = out.pop("available_tools", None)
+    if tools:
+        out["tools"] = {**dict(out.get("tools") or {}), "include": list(tools)}
+    for key in ("name", "display_name", "bundled", "timeout"):
+        if key in out:
+            del out[key]
+            if key == "timeout":
+                ignored.append(f"{where}.timeout")
+    return out
+
+
+def continue_servers(servers: list[Any], ignored: list[str]) -> dict[str, Any]:
+    """Continue's `mcpServers`, a list of entries each with its `name`, as a table by name."""
+    table: dict[str, Any] = {}
+    for i, entry in enumerate(servers):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f'mcpServers[{i}]: give each server a "name" (Continue\'s list names every one)')
+        if name in table:
+            raise ConfigError(f"mcpServers[{i}]: {name!r} is named twice; give each server its own name")
+        table[name] = entry
+    return table
+
+
+def continue_entry(where: str, name: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]:
+    """Continue's keys: its `name` (a display name, spaces allowed: the tools' prefix is made of it),
+    `requestOptions.headers` for `headers`, `${{ secrets.NAME }}` and `${{ inputs.NAME }}` for the environment
+    variable NAME (Continue reads them from its .env files or its hub, which claimcheck cannot)."""
+    out = {key: value for key, value in entry.items() if key != "name"}
+    if "prefix" not in out and _NOT_A_PREFIX.search(name):
+        out["prefix"] = _NOT_A_PREFIX.sub("_", name).strip("_") or "server"
+    options = out.pop("requestOptions", None)
+    if isinstance(options, dict):
+        if "headers" in options:
+            out["headers"] = {**dict(options["headers"] or {}), **dict(out.get("headers") or {})}
+        ignored.extend(f"{where}.requestOptions.{key}" for key in options if key != "headers")
+    if "connectionTimeout" in out:
+        del out["connectionTimeout"]
+        ignored.append(f"{where}.connectionTimeout")
+    return {key: _continue_vars(value) for key, value in out.items()}
+
+
+def _continue_vars(value: Any) -> Any:
+    if isinstance(value, str):
+        return _CONTINUE_VAR.sub(lambda match: "${" + match.group(1) + "}", value)
+    if isinstance(value, list):
+        return [_continue_vars(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _continue_vars(item) for key, item in value.items()}
+    return value
 
 
 def _is_entry(value: dict[str, Any]) -> bool:

@@ -1,11 +1,12 @@
 """Other clients' config files load as they are written: each fixture is written from that client's documentation
 (Claude Desktop, Claude Code's `.mcp.json`, Cursor, VS Code's `.vscode/mcp.json`, Windsurf, Codex CLI's TOML,
-opencode's `opencode.json` in both its versions, Zed's settings.json)."""
+opencode's `opencode.json` in both its versions, Zed's settings.json, goose's and Continue's YAML)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +330,121 @@ def test_a_file_saved_with_a_byte_order_mark_loads_as_without(tmp_path: Path) ->
     path = tmp_path / "claude_desktop_config.json"
     path.write_bytes(b'\xef\xbb\xbf{"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}')
     assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git"]
+
+
+def test_goose_s_yaml_takes_its_command_line_and_remote_extensions_and_leaves_out_its_built_ins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("goose/config.yaml", caplog)
+    assert shape(config) == {
+        "github": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_TOKEN": "gh-1", "GITHUB_TOOLSETS": "repos,issues"},  # the key from the environment
+            "cwd": None,
+        },
+        "docs": {
+            "kind": "streamable-http",
+            "url": "https://docs.example.com/mcp",
+            "headers": {"Authorization": "Bearer dt-2"},
+        },
+        "events": {"kind": "sse", "url": "http://localhost:8931/sse", "headers": {}, "disabled": True},
+    }
+    assert config.mcp_servers["docs"].tools.include == ["search_docs"]
+    assert config.mcp_servers["github"].timeout == 3600  # goose's 300 s wait is not a call's timeout here
+    assert notices == [
+        "read extensions from config.yaml; ignored: extensions.developer (a goose builtin extension: only goose runs "
+        "it), extensions.github.description, extensions.github.env_keys GITHUB_ENTERPRISE_URL (in goose's keyring: "
+        "set them in claimcheck's environment), extensions.github.timeout, extensions.docs.timeout, GOOSE_PROVIDER, "
+        "GOOSE_MODEL, GOOSE_MODE"
+    ]
+
+
+def test_continue_s_yaml_takes_its_list_of_named_servers_and_its_secrets_from_the_environment(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("continue/config.yaml", caplog)
+    assert shape(config) == {
+        "SQLite MCP": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "mcp-sqlite", "/path/to/your/database.db"],
+            "env": {},
+            "cwd": None,
+        },
+        "GitHub": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "gh-1"},
+            "cwd": None,
+        },
+        "Remote docs": {
+            "kind": "streamable-http",
+            "url": "https://docs.example.com/mcp",
+            "headers": {"Authorization": "Bearer dt-2"},
+        },
+        "events": {"kind": "sse", "url": "http://localhost:8931/sse", "headers": {}},
+    }
+    assert [config.prefix_of(name) for name in config.mcp_servers] == ["SQLite_MCP", "GitHub", "Remote_docs", "events"]
+    assert notices == [
+        "read mcpServers from config.yaml; ignored: mcpServers.Remote docs.requestOptions.timeout, name, version, "
+        "schema, models"
+    ]
+
+
+def test_a_block_file_of_continue_s_loads_as_its_config_does(caplog: pytest.LogCaptureFixture) -> None:
+    config, notices = load("continue/mcpServers/playwright-mcp.yaml", caplog)
+    assert shape(config) == {
+        "Browser search": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["@playwright/mcp@latest"],
+            "env": {},
+            "cwd": None,
+        }
+    }
+    assert notices == ["read mcpServers from playwright-mcp.yaml; ignored: name, version, schema"]
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "mcpServers:\n  - command: npx\n",
+            r'config\.yaml: invalid config: mcpServers\[0\]: give each server a "name"',
+        ),
+        (
+            "mcpServers:\n  - {name: a, command: x}\n  - {name: a, command: y}\n",
+            r"config\.yaml: invalid config: mcpServers\[1\]: 'a' is named twice",
+        ),
+        (
+            "extensions:\n  a: {type: stdio, cmd: x, command: y}\n",
+            r'config\.yaml: invalid config: extensions\.a: give "command" or "cmd", not both',
+        ),
+        ("mcpServers: [\n  - name: a\n", r"config\.yaml: not valid YAML: line 2, column 3: "),
+    ],
+    ids=["no-name", "twice", "cmd-and-command", "broken"],
+)
+def test_a_yaml_mistake_is_one_line_naming_where(tmp_path: Path, text: str, error: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=error):
+        load_config(path, {})
+
+
+def test_without_pyyaml_a_yaml_config_says_which_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("extensions: {}\n", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as where the extra is not installed: the import fails
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, {})
+    assert str(refused.value).endswith(
+        f"reading a YAML config needs the [yaml] extra (PyYAML): {sys.executable} -m pip install 'mcp-claimcheck[yaml]'"
+    )
 
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])

@@ -247,12 +247,14 @@ async def test_a_request_over_max_request_bytes_is_refused_and_the_connection_go
     assert peak - idle_peak < 32 * MIB, f"peak grew by {(peak - idle_peak) / MIB:.0f} MiB"
 
 
-async def test_after_ten_100_mib_outputs_memory_is_back_where_it_started(tmp_path: Path) -> None:
+async def test_after_five_100_mib_outputs_memory_is_back_where_it_started(tmp_path: Path) -> None:
+    """Five rounds: a leak of a tenth of each output (10 MiB a round) passes the bound by the fifth; ten rounds
+    took 50 s of CI for a bound twice as fine."""
     with anyio.fail_after(300):
         async with claimcheck(tmp_path, {"raw": raw_server()}, {}) as wire:
             await wire.warm_up("raw")
             before = wire.memory("VmRSS")
-            for _ in range(10):
+            for _ in range(5):
                 answer, is_error = await wire.call_text("raw__big", {"mib": 100})
                 assert not is_error and answer.startswith("Tool output is too large (104857600 bytes, ")
             after = wire.memory("VmRSS")

@@ -36,3 +36,35 @@ def test_a_whole_claude_desktop_file_gets_one_notice_naming_what_was_read(tmp_pa
         "claimcheck WARNING server.config: read mcpServers from claude_desktop_config.json; "
         "ignored: globalShortcut, preferences"
     ]
+
+
+@pytest.mark.subprocess
+def test_tools_lists_the_servers_of_a_goose_yaml_file_as_written(tmp_path: Path) -> None:
+    """goose's own file, with a command-line extension that runs the demo server: its tools are listed under the
+    extension's name, and the built-in extension is named as left out."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "GOOSE_PROVIDER: anthropic\n"
+        "extensions:\n"
+        "  developer: {bundled: true, enabled: true, name: developer, timeout: 300, type: builtin}\n"
+        f"  demo: {{cmd: {json.dumps(PYTHON)}, args: [-m, server.demo.server], enabled: true, name: demo, "
+        "timeout: 300, type: stdio, envs: {}}\n",
+        encoding="utf-8",
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMCHECK_")}
+    done = subprocess.run(
+        [PYTHON, "-m", "server", "tools", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        env=environ,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "demo__echo" in done.stdout, done.stdout
+    notices = [line for line in done.stderr.splitlines() if "read extensions" in line]
+    assert notices == [
+        "claimcheck WARNING server.config: read extensions from config.yaml; ignored: extensions.developer (a goose "
+        "builtin extension: only goose runs it), extensions.demo.timeout, GOOSE_PROVIDER"
+    ]
