@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from server.client_configs import strip_jsonc
-from server.client_dialects import opencode_servers
+from server.client_dialects import continue_servers, opencode_servers
 from server.errors import ConfigError
 from server.platform import app_config_dir
 
@@ -40,7 +40,18 @@ __all__ = [
     "write_replacing",
 ]
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "codex", "opencode", "zed")
+CLIENTS = (
+    "claude-desktop",
+    "claude-code",
+    "cursor",
+    "vscode",
+    "windsurf",
+    "codex",
+    "opencode",
+    "zed",
+    "goose",
+    "continue",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +65,28 @@ class ClientFile:
     """Claude Code's local scope (`claude mcp add`'s default): the project whose servers in `~/.claude.json`
     (`projects.<path>.mcpServers`) are meant, rather than the file's own `mcpServers`."""
 
+    @property
+    def yaml(self) -> bool:
+        """Whether the file is YAML (goose's, Continue's): read, never rewritten (its comments and layout would go)."""
+        return self.path.suffix.lower() in (".yaml", ".yml")
+
+    def written_servers(self, data: Any) -> Any:
+        """The servers as the file writes them: `servers_in`, but Continue's list as a list."""
+        if self.yaml and isinstance(data, dict) and isinstance(data.get("mcpServers"), list):
+            return data["mcpServers"]
+        return self.servers_in(data)
+
     def servers_in(self, data: Any) -> Any:
-        """The servers object of this file's parsed `data` (None where there is none)."""
+        """The servers object of this file's parsed `data`, by name (None where there is none)."""
         if not isinstance(data, dict):
             return None
         if self.table == "mcp":  # opencode: `mcp`, or `mcp.servers` in its second version
             return opencode_servers(data.get("mcp"), [])[1]
+        if self.yaml and isinstance(data.get("mcpServers"), list):  # Continue: a list of named entries
+            try:
+                return continue_servers(data["mcpServers"], [])
+            except ConfigError:
+                return None
         if self.project is None:
             return data.get(self.table)
         projects = data.get("projects")
@@ -87,6 +114,8 @@ class ClientFile:
     def table(self) -> str:
         if self.path.suffix.lower() == ".toml":
             return "mcp_servers"
+        if self.client == "goose" or (self.yaml and self.path.parent.name == "goose"):
+            return "extensions"
         if self.client == "opencode" or self.path.name in ("opencode.json", "opencode.jsonc"):
             return "mcp"
         if self.client == "zed" or (self.path.name == "settings.json" and self.path.parent.name.lower() == "zed"):
@@ -119,6 +148,10 @@ def usual_paths(client: str, environ: Mapping[str, str] = os.environ, cwd: Path 
         return [*project, config_home / "opencode" / "opencode.json"]
     if client == "zed":
         return [config_home / "zed" / "settings.json"]
+    if client == "goose":
+        return [config_home / "goose" / "config.yaml"]
+    if client == "continue":
+        return [home / ".continue" / "config.yaml"]
     raise ValueError(client)
 
 
@@ -151,6 +184,15 @@ def claimcheck_entry(command: list[str], config: Path, file: ClientFile) -> dict
         return {"type": "local", "command": [entry["command"], *entry["args"]]}
     if file.table == "context_servers":
         return {"source": "custom", **entry, "env": {}}
+    if file.table == "extensions":  # goose: its keys; its timeout is how long goose waits for a call (its default)
+        return {
+            "type": "stdio",
+            "cmd": entry["command"],
+            "args": entry["args"],
+            "envs": {},
+            "enabled": True,
+            "timeout": 300,
+        }
     if file.table == "servers" or file.client == "claude-code" or file.path.name == ".mcp.json":
         entry = {"type": "stdio", **entry}
     return entry
@@ -165,6 +207,11 @@ def entry_text(name: str, entry: Mapping[str, Any], file: ClientFile, data: Any 
         return "\n".join(lines)
     if file.table == "mcp" and isinstance(data, dict) and opencode_servers(data.get("mcp"), [])[0] == "mcp.servers":
         return json.dumps({"mcp": {"servers": {name: entry}}}, indent=2, ensure_ascii=False)
+    if file.yaml:  # goose's and Continue's entries name themselves; each value in JSON's flow style, which YAML reads
+        values = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in {"name": name, **entry}.items()]
+        if file.table == "extensions":
+            return "\n".join([f"extensions:\n  {json.dumps(name)}:", *(f"    {line}" for line in values)])
+        return "\n".join(["mcpServers:", f"  - {values[0]}", *(f"    {line}" for line in values[1:])])
     return json.dumps({file.table: {name: entry}}, indent=2, ensure_ascii=False)
 
 
@@ -173,7 +220,7 @@ def launch_of(entry: Any) -> tuple[str, list[str]] | None:
     or None for an entry that starts nothing."""
     if not isinstance(entry, Mapping):
         return None
-    command = entry.get("command")
+    command = entry.get("command", entry.get("cmd"))  # goose: `cmd`
     if isinstance(command, list) and command and all(isinstance(part, str) for part in command):
         return command[0], [*command[1:], *(str(arg) for arg in entry.get("args") or [])]
     if not isinstance(command, str):
@@ -228,6 +275,12 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
     was. `ConfigError` (one line) when that cannot be written without losing something."""
     if file.table == "mcp_servers":
         return _rewritten_toml(file, text, remove, name, entry)
+    if file.yaml:
+        moved = f", and take out {', '.join(remove)}, which claimcheck serves now" if remove else ""
+        raise ConfigError(
+            f"is YAML, which rewriting would reformat and strip of comments; left untouched: add the "
+            f"entry above by hand{moved}"
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError:

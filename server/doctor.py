@@ -307,6 +307,10 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
             uses = Path(given).expanduser() if given else default_config_path(environ)
             command = launch[0] if (launch := launch_of(entry)) is not None else str(entry.get("command"))
             fix = f"claimcheck init {file.client or file.path} --apply (it writes the absolute path)"
+            if file.yaml:  # read, never rewritten
+                fix = (
+                    f"claimcheck init {file.client or file.path}, and paste the entry it shows (with the absolute path)"
+                )
             if os.sep in command and not os.access(command, os.X_OK):
                 report.fail(f"{label}: {name} starts {command}, which is not there (moved or uninstalled)", fix)
             elif os.sep not in command and not shutil.which(command, path=environ.get("PATH")):

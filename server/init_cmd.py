@@ -98,7 +98,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     inputs = data.get("inputs") if file.table == "servers" else None
     try:
         translated = translate(
-            {file.table: raw, **({"inputs": inputs} if inputs else {})},
+            {file.table: file.written_servers(data), **({"inputs": inputs} if inputs else {})},
             environ=environ,
             workspace=workspace_of(file.path),
             check_inputs=False,
@@ -137,6 +137,10 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
     print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
     print(entry_text(args.name, entry, file, data))
+    if not args.apply and file.yaml:  # read, never rewritten (`rewritten`)
+        moved_out = f", and take out {', '.join(moved)}, which claimcheck serves now" if moved else ""
+        print(f"\nPaste it into {file.path.name} by hand{moved_out}; claimcheck does not rewrite YAML files.")
+        return EXIT_OK
     if not args.apply:
         print(f"\nclaimcheck init {args.client} --apply writes it there (after a backup; --undo restores it).")
         return EXIT_OK

@@ -15,7 +15,7 @@ import pytest
 from server.cli_args import parse
 from server.client_configs import loads_jsonc as load_jsonc
 from server.client_files import latest_backup, usual_paths
-from server.config import load_config
+from server.config import Config, load_config
 from server.init_cmd import run_init
 from server.platform import app_config_dir
 
@@ -31,6 +31,14 @@ def copy(relative: str, tmp_path: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / relative, target)
     return target
+
+
+def load_config_text(path: Path, text: str) -> Config:
+    """`text` as claimcheck would load it from a file like `path` (same name: the same dialect)."""
+    pasted = path.parent / "pasted" / path.name
+    pasted.parent.mkdir(exist_ok=True)
+    pasted.write_text(text, encoding="utf-8")
+    return load_config(pasted, {})
 
 
 def entry_starts_claimcheck(entry: dict[str, Any], config: Path) -> None:
@@ -202,6 +210,38 @@ def test_zed_s_settings_keep_an_extension_s_server_and_every_other_setting(
     assert "  mcp-server-github: left in settings.json (only the client can start it)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("client", ["goose", "continue"])
+def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], client: str
+) -> None:
+    """goose's and Continue's files are YAML: read, never rewritten (that would reformat them and drop their
+    comments); the entry shown, pasted in, is one that loads as claimcheck started on its config."""
+    home = tmp_path / "home"
+    (target,) = usual_paths(client, {"HOME": str(home)})
+    target.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / client / "config.yaml", target)
+    original = target.read_bytes()
+    config = tmp_path / "config.json"
+    env = {"HOME": str(home), "GITHUB_TOKEN": "gh-1"}
+
+    assert init(client, "--config", str(config), environ=env) == 0
+    shown = capsys.readouterr().out
+    assert init(client, "--apply", "--config", str(config), environ=env) == 2
+    refused = capsys.readouterr().err
+
+    assert target.read_bytes() == original and latest_backup(target) is None
+    moved = sorted(json.loads(config.read_text(encoding="utf-8"))["mcpServers"])
+    assert moved == (
+        ["docs", "events", "github"] if client == "goose" else ["GitHub", "Remote docs", "SQLite MCP", "events"]
+    )
+    pasted = shown.split(f"for {target}:\n\n", 1)[1].split("\n\n", 1)[0]
+    routed = load_config_text(target, pasted)
+    assert list(routed.mcp_servers) == ["claimcheck"]
+    entry_starts_claimcheck(routed.mcp_servers["claimcheck"].model_dump(), config)
+    assert "claimcheck does not rewrite YAML files" in shown and "take out" in shown
+    assert refused.startswith(f"claimcheck: {target}: is YAML, which rewriting would reformat and strip of comments")
+
+
 @pytest.mark.parametrize(
     ("encoding", "bom"), [("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")]
 )
@@ -279,8 +319,8 @@ def test_a_client_name_claimcheck_does_not_know_is_answered_with_the_names_it_do
     assert init("claude") == 2
     lines = capsys.readouterr().err.splitlines()
     names = (
-        "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, or the path of the "
-        "client's"
+        "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, or "
+        "the path of the client's"
     )
     assert lines == [
         f"claimcheck: vs-code is neither a client claimcheck knows nor a file here: did you mean vscode? {names} "
@@ -306,6 +346,8 @@ def test_usual_places_on_linux_and_macos() -> None:
     ]
     assert usual_paths("zed", env) == [Path("/h/.config/zed/settings.json")]
     assert usual_paths("zed", {**env, "XDG_CONFIG_HOME": "/x"}) == [Path("/x/zed/settings.json")]
+    assert usual_paths("goose", env) == [Path("/h/.config/goose/config.yaml")]
+    assert usual_paths("continue", env) == [Path("/h/.continue/config.yaml")]
 
 
 def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(

@@ -123,13 +123,36 @@ def test_a_client_named_wrong_or_a_file_that_is_not_there_fails_with_the_names_t
     check_clients(report, str(tmp_path / "mcp.json"), config, {"HOME": str(tmp_path)})
     assert report.lines[0] == (
         "FAIL  client vs-code is neither a client claimcheck knows nor a file here; fix: did you mean vscode? name "
-        "one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, or the path of the "
-        "client's config file"
+        "one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, or the "
+        "path of the client's config file"
     )
     assert report.lines[2] == (
         f"FAIL  client mcp.json ({tmp_path / 'mcp.json'}): no such file; "
         "fix: name the client's config file by its path, as it is on disk"
     )
+
+
+def test_goose_s_extension_that_starts_claimcheck_counts_and_a_gone_one_is_fixed_by_pasting_init_s_entry(
+    tmp_path: Path,
+) -> None:
+    """goose names the program `cmd`; its YAML is never rewritten, so the fix is to paste what init shows."""
+    config = tmp_path / "config.json"
+    client = tmp_path / ".config" / "goose" / "config.yaml"
+    client.parent.mkdir(parents=True)
+    gone = tmp_path / "old-venv" / "bin" / "python"
+    client.write_text(
+        "extensions:\n"
+        f"  claimcheck: {{type: stdio, cmd: {PYTHON}, args: [-m, server, serve, --config, {config}], enabled: true}}\n"
+        f"  old: {{type: stdio, cmd: {gone}, args: [-m, server, serve, --config, {config}], enabled: true}}\n",
+        encoding="utf-8",
+    )
+    report = Report()
+    check_clients(report, "goose", config, {"HOME": str(tmp_path)})
+    assert report.lines == [
+        f"ok    client goose ({client}): claimcheck starts claimcheck with this config",
+        f"FAIL  client goose ({client}): old starts {gone}, which is not there (moved or uninstalled); fix: claimcheck "
+        "init goose, and paste the entry it shows (with the absolute path)",
+    ]
 
 
 def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path: Path) -> None:
