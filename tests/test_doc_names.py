@@ -221,3 +221,26 @@ def test_the_name_check_finds_what_exists_and_only_that(name: str, exists: bool)
 def test_the_file_check_finds_a_file_by_its_path_or_its_tail() -> None:
     assert file_exists("handles/settle.py") and file_exists("settle.py") and file_exists("pyproject.toml")
     assert not file_exists("handles/no_such.py") and not file_exists("upstream/settle.py")
+
+
+TEST_REFERENCE = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+"""A test named by its file and function in the docs (`tests/x/test_y.py::test_z`), as reliability.md's table
+names the test of each row."""
+
+
+def _test_references() -> list[tuple[str, str, str]]:
+    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    return [
+        (page.name, *match.groups()) for page in pages for match in TEST_REFERENCE.finditer(page.read_text("utf-8"))
+    ]
+
+
+def test_every_test_the_docs_name_by_file_and_function_exists() -> None:
+    missing = []
+    for page, file, function in _test_references():
+        path = ROOT / file
+        defined = path.is_file() and re.search(rf"^(async )?def {function}\b", path.read_text("utf-8"), re.MULTILINE)
+        if not defined:
+            missing.append(f"{page}: {file}::{function}")
+    assert not missing, "renamed or removed tests still named in the docs:\n" + "\n".join(missing)
+    assert len(_test_references()) > 20  # the check reads the references the pages hold

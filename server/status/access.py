@@ -1,6 +1,7 @@
 """Who may read the status API: its own origin only, and only with the run's token.
 
-- The Host header must name the loopback address (no DNS rebinding), checked outside this layer.
+- The Host header must name 127.0.0.1 or localhost, with or without the port (no DNS rebinding): another gets
+  421 with one line saying so and what to open or send instead (it was Starlette's 400 "Invalid host header").
 - A request whose `Origin` is not the API's own gets 403, unless `settings.api.allowOrigins` lists it; only
   those listed get CORS headers. Without an `Origin`, a browser's `Sec-Fetch-Site: same-site|cross-site`
   on anything but a navigation is refused too (another port on 127.0.0.1 is the same site).
@@ -20,6 +21,7 @@ from urllib.parse import quote
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.errors import clip
 from server.http_edge import reply
 
 __all__ = ["OPEN_PATHS", "Access", "dashboard_url"]
@@ -30,6 +32,7 @@ _PREFLIGHT = [
     (b"access-control-allow-headers", b"Authorization"),
     (b"access-control-max-age", b"600"),
 ]
+_HOSTS = ("127.0.0.1", "localhost")
 _ALWAYS = [
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
@@ -57,6 +60,7 @@ class Access:
         self._token = token.encode()
         self._cookie_value = hashlib.sha256(b"claimcheck status cookie\0" + self._token).hexdigest().encode()
         self.cookie = f"claimcheck-status-{port}"  # one per port: two instances must not overwrite each other's
+        self._port = port
         self._own = {f"http://127.0.0.1:{port}", f"http://localhost:{port}"}
         self._allowed = {origin.rstrip("/") for origin in allow_origins}
 
@@ -65,6 +69,16 @@ class Access:
             await self.app(scope, receive, send)
             return
         request = HTTPConnection(scope)
+        host = request.headers.get("host", "")
+        if not any(host == name or host.startswith(f"{name}:") for name in _HOSTS):
+            was = f"for {clip(host, 80)}" if host else "without a Host header"
+            refused = {
+                "error": f"misdirected request: this status API answers only requests for 127.0.0.1 or localhost "
+                f"(this one came {was}), so that no web page reaches it through DNS rebinding",
+                "hint": f"open http://127.0.0.1:{self._port}/; a proxy in front must send Host: 127.0.0.1:{self._port}",
+            }
+            await reply(send, 421, refused, _ALWAYS)
+            return
         origin = request.headers.get("origin")
         cors = origin is not None and origin not in self._own and origin in self._allowed
         if not self._same_origin_or_allowed(request, origin):

@@ -22,7 +22,6 @@ import anyio
 import anyio.abc
 from starlette.applications import Starlette
 from starlette.datastructures import QueryParams
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -128,8 +127,7 @@ class StatusApi:
             Route("/v1/events", self.events),
             Route("/metrics", self.prometheus),
         ]
-        guarded = Access(Starlette(routes=routes), token=self.token, port=port, allow_origins=self.allow_origins)
-        return TrustedHostMiddleware(guarded, allowed_hosts=["127.0.0.1", "localhost"])
+        return Access(Starlette(routes=routes), token=self.token, port=port, allow_origins=self.allow_origins)
 
     async def _run(self, function: Any, *args: Any) -> Any:
         await self.history.flush()

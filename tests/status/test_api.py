@@ -140,13 +140,21 @@ async def test_a_foreign_host_is_refused_and_no_cors_headers_are_sent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     down = Downstream()
-    async with api_proxy(tmp_path, down, monkeypatch) as (_, http):
+    async with api_proxy(tmp_path, down, monkeypatch) as (proxy, http):
         with anyio.fail_after(10):
             plain = await http.get("/v1/health")
             rebound = await http.get("/v1/health", headers={"Host": "attacker.example:5165"})
+            bare = await http.get("/v1/health", headers={"Host": "localhost"})  # no port: no rebinding page sends it
+    assert proxy.api_url is not None
+    port = int(proxy.api_url.rstrip("/").rsplit(":", 1)[1])
+    assert bare.status_code == 200
     assert plain.status_code == 200
     assert not [name for name in plain.headers if name.startswith("access-control-")]
-    assert rebound.status_code == 400
+    assert rebound.status_code == 421 and rebound.json() == {
+        "error": "misdirected request: this status API answers only requests for 127.0.0.1 or localhost (this one "
+        "came for attacker.example:5165), so that no web page reaches it through DNS rebinding",
+        "hint": f"open http://127.0.0.1:{port}/; a proxy in front must send Host: 127.0.0.1:{port}",
+    }
 
 
 async def test_history_survives_a_restart_and_the_discovery_file_lives_as_long_as_the_api(
