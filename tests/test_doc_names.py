@@ -230,9 +230,10 @@ names the test of each row."""
 
 def _test_references() -> list[tuple[str, str, str]]:
     pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CHANGELOG.md"]
-    return [
-        (page.name, *match.groups()) for page in pages for match in TEST_REFERENCE.finditer(page.read_text("utf-8"))
-    ]
+    found = []
+    for page in pages:
+        found += [(page.name, match[1], match[2]) for match in TEST_REFERENCE.finditer(page.read_text("utf-8"))]
+    return found
 
 
 def test_every_test_the_docs_name_by_file_and_function_exists() -> None:
