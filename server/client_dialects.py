@@ -141,6 +141,8 @@ def goose(where: str, entry: dict[str, Any], ignored: list[str], environ: Mappin
                 raise ConfigError(f'{where}: give "{ours}" or "{theirs}", not both')
             out[ours] = out.pop(theirs)
     keys = out.pop("env_keys", None) or []
+    if not isinstance(keys, list):
+        raise ConfigError(f"{where}.env_keys: give a list of variable names")
     unset = [str(key) for key in keys if str(key) not in environ]
     passed = {str(key): "${" + str(key) + "}" for key in keys if str(key) in environ}
     if passed:

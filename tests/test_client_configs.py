@@ -424,8 +424,9 @@ def test_a_block_file_of_continue_s_loads_as_its_config_does(caplog: pytest.LogC
             r'config\.yaml: invalid config: extensions\.a: give "command" or "cmd", not both',
         ),
         ("mcpServers: [\n  - name: a\n", r"config\.yaml: not valid YAML: line 2, column 3: "),
+        ("extensions:\n  a: {type: stdio, cmd: x, env_keys: ABC}\n", r"extensions\.a\.env_keys: give a list of"),
     ],
-    ids=["no-name", "twice", "cmd-and-command", "broken"],
+    ids=["no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list"],
 )
 def test_a_yaml_mistake_is_one_line_naming_where(tmp_path: Path, text: str, error: str) -> None:
     path = tmp_path / "config.yaml"
