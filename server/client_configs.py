@@ -271,7 +271,7 @@ class _Context:
         elif self.dialect == "mcp":
             entry = opencode(where, entry, self.ignored)
         elif self.dialect == "continue":
-            entry = continue_entry(where, name, entry, self.ignored)
+            entry = continue_entry(where, entry, self.ignored)
         elif self.dialect in ("context_servers", "extensions"):
             if self.dialect == "extensions":
                 own = goose(where, entry, self.ignored, self.environ)

@@ -19,7 +19,6 @@ __all__ = ["codex", "continue_entry", "continue_servers", "goose", "opencode", "
 
 _OPENCODE_VAR = re.compile(r"\{(env|file):([^}]*)\}")
 _CONTINUE_VAR = re.compile(r"\$\{\{\s*(?:secrets|inputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")
 _GOOSE_OWN = ("builtin", "platform", "frontend", "inline_python")
 """goose's extensions that run inside goose, which claimcheck cannot start."""
 
@@ -176,13 +175,11 @@ def continue_servers(servers: list[Any], ignored: list[str]) -> dict[str, Any]:
     return table
 
 
-def continue_entry(where: str, name: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]:
-    """Continue's keys: its `name` (a display name, spaces allowed: the tools' prefix is made of it),
+def continue_entry(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]:
+    """Continue's keys: its `name` (a display name, spaces allowed: `server.config` makes the tools' prefix of it),
     `requestOptions.headers` for `headers`, `${{ secrets.NAME }}` and `${{ inputs.NAME }}` for the environment
     variable NAME (Continue reads them from its .env files or its hub, which claimcheck cannot)."""
     out = {key: value for key, value in entry.items() if key != "name"}
-    if "prefix" not in out and _NOT_A_PREFIX.search(name):
-        out["prefix"] = _NOT_A_PREFIX.sub("_", name).strip("_") or "server"
     options = out.pop("requestOptions", None)
     if isinstance(options, dict):
         if "headers" in options:

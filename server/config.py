@@ -66,6 +66,7 @@ logger = logging.getLogger(__name__)
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 _PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")  # what a server key may hold that a tool prefix may not
 
 
 class Settings(StrictModel):
@@ -112,17 +113,25 @@ class Config(StrictModel):
     mcp_servers: dict[str, ServerConfig] = Field(default_factory=dict, alias="mcpServers")
     settings: Settings = Field(default_factory=Settings)
 
-    @model_validator(mode="after")
-    def _prefixes(self) -> Config:
-        for name, server in self.mcp_servers.items():
-            if server.prefix is None and not (name and PREFIX_RE.match(name)):
-                raise ValueError(
-                    f'server key {name!r} cannot be a tool prefix (letters, digits, "_", "-", "." only); '
-                    'set "prefix" for it'
-                )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _prefixes(cls, data: Any) -> Any:
+        """A server key that is no tool prefix (`SQLite MCP`, as Claude Desktop and Continue allow) gets one made of
+        it (`SQLite_MCP`): a config is taken as it is written. One with nothing to make it of must name its own."""
+        servers = data.get("mcpServers") if isinstance(data, dict) else None
+        if not isinstance(servers, dict):
+            return data
+        made = {}
+        for name, entry in servers.items():
+            if isinstance(entry, dict) and entry.get("prefix") is None and not (name and PREFIX_RE.match(name)):
+                prefix = _NOT_A_PREFIX.sub("_", str(name)).strip("_")
+                if not prefix:
+                    raise ValueError(f'server key {name!r} has no letter or digit to name its tools by; set "prefix"')
+                made[name] = {**entry, "prefix": prefix}
+        return {**data, "mcpServers": {**servers, **made}} if made else data
 
     def prefix_of(self, name: str) -> str:
+        """What the tools of server `name` are named by: its `prefix`, else its key."""
         prefix = self.mcp_servers[name].prefix
         return name if prefix is None else prefix
 

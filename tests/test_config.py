@@ -117,7 +117,7 @@ def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None
         ),
         ({"mcpServers": {"g": {"command": "x", "timeout": 0}}}, "mcpServers.g.timeout: Input should be greater than 0"),
         ({"mcpServers": {"g": {"command": 5}}}, "mcpServers.g.command: Input should be a valid string"),
-        ({"mcpServers": {"my server": {"command": "x"}}}, "server key 'my server' cannot be a tool prefix"),
+        ({"mcpServers": {"+ +": {"command": "x"}}}, "server key '+ +' has no letter or digit to name its tools by"),
         ({"mcpServers": {"g": {"command": "x", "prefix": "a b"}}}, "\"prefix\" 'a b' may only contain"),
         ({"settings": {"toolSeparator": ""}}, "settings.toolSeparator: String should have at least 1 character"),
         ([], 'the file is an array; a config is one JSON object: {"mcpServers": {"NAME": {…}}}'),
@@ -128,9 +128,11 @@ def test_malformed_configs_are_errors_that_name_the_key_path(data: Any, expected
     assert expected in errors_of(data)
 
 
-def test_a_server_key_that_is_not_a_valid_prefix_is_fine_with_an_explicit_prefix() -> None:
+def test_a_server_key_that_is_not_a_valid_prefix_names_its_tools_by_one_made_of_it_or_by_its_prefix() -> None:
     config = parse_config({"mcpServers": {"my server": {"command": "x", "prefix": "mine"}}}, {})
     assert config.prefix_of("my server") == "mine"
+    made = parse_config({"mcpServers": {"SQLite MCP": {"command": "x"}, " Dé/jà ": {"command": "y"}}}, {})
+    assert [made.prefix_of(name) for name in made.mcp_servers] == ["SQLite_MCP", "D_j"]
 
 
 def test_variables_and_home_expand_in_the_root_and_state_directories() -> None:
