@@ -15,15 +15,11 @@ from tests.support.processes import PYTHON
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.subprocess
-@pytest.mark.parametrize("command", ["serve", "tools"])
-def test_a_whole_claude_desktop_file_gets_one_notice_naming_what_was_read(tmp_path: Path, command: str) -> None:
-    path = tmp_path / "claude_desktop_config.json"
-    data = {"globalShortcut": "Ctrl+Space", "preferences": {}, "mcpServers": {"a": {"command": "x", "disabled": True}}}
-    path.write_text(json.dumps(data), encoding="utf-8")
+def claimcheck(*args: str) -> subprocess.CompletedProcess[str]:
+    """`claimcheck ARGS` as a user runs it (none of the test run's CLAIMCHECK_ variables), stdin closed."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMCHECK_")}
-    done = subprocess.run(
-        [PYTHON, "-m", "server", command, "--config", str(path), *(["--no-api"] if command == "serve" else [])],
+    return subprocess.run(
+        [PYTHON, "-m", "server", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -31,6 +27,15 @@ def test_a_whole_claude_desktop_file_gets_one_notice_naming_what_was_read(tmp_pa
         cwd=REPO_ROOT,
         env=environ,
     )
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("command", ["serve", "tools"])
+def test_a_whole_claude_desktop_file_gets_one_notice_naming_what_was_read(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    data = {"globalShortcut": "Ctrl+Space", "preferences": {}, "mcpServers": {"a": {"command": "x", "disabled": True}}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    done = claimcheck(command, "--config", str(path), *(["--no-api"] if command == "serve" else []))
     notices = [line for line in done.stderr.splitlines() if "read mcpServers" in line]
     assert notices == [
         "claimcheck WARNING server.config: read mcpServers from claude_desktop_config.json; "
@@ -51,16 +56,7 @@ def test_tools_lists_the_servers_of_a_goose_yaml_file_as_written(tmp_path: Path)
         "timeout: 300, type: stdio, envs: {}}\n",
         encoding="utf-8",
     )
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMCHECK_")}
-    done = subprocess.run(
-        [PYTHON, "-m", "server", "tools", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        cwd=REPO_ROOT,
-        env=environ,
-    )
+    done = claimcheck("tools", "--config", str(path))
     assert done.returncode == 0, done.stderr
     assert "demo__echo" in done.stdout, done.stdout
     notices = [line for line in done.stderr.splitlines() if "read extensions" in line]

@@ -3,6 +3,8 @@ refused in one line naming the setting, and another principal is served as befor
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import anyio
 import pytest
 from mcp import Client
@@ -11,34 +13,31 @@ from server.handles.calls import Call, Description
 from server.handles.owners import principal
 from server.handles.session import Session
 from server.handles.sessions import Entrance
+from server.proxy import Proxy
 from tests.support.handles import Downstream, client_of, client_with_token, handles_proxy, start_in_background
 from tests.support.proxies import text_of
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_principal_at_its_share_of_running_calls_is_refused_and_another_is_served() -> None:
-    down = Downstream()
-    async with handles_proxy(down, {"limits": {"calls": 2}}) as proxy:
-        async with client_with_token(proxy, "mallory") as mallory, client_with_token(proxy, "alice") as alice:
-            with anyio.fail_after(10):
-                await start_in_background(mallory, text="one")
-                await start_in_background(mallory, text="two")
-                refused = await mallory.call_tool("down__gated", {"text": "three", "background": True})
-                served = await start_in_background(alice, text="hers")
-                down.release.set()
-                waited = await alice.call_tool("wait_for_tool_output", {"handles": [served]})
-    assert refused.is_error
-    assert 'This principal has 2 calls running, at most 2 ("limits.calls")' in text_of(refused)
-    assert not waited.is_error and "hers" in text_of(waited)
+def mallory(proxy: Proxy, token: str) -> AbstractAsyncContextManager[Client]:
+    """One connection of Mallory's: with her token, or without any (every client without one is one principal)."""
+    return client_with_token(proxy, token) if token else client_of(proxy)
 
 
-async def test_clients_without_a_token_are_one_principal_however_many_connections_they_open() -> None:
-    """Connections cost nothing to make: two without a token hold one share of running calls together, and a
-    token's principal keeps its own."""
+@pytest.mark.parametrize("token", ["mallory", ""], ids=["her-token", "no-token"])
+async def test_a_principal_at_its_share_of_running_calls_is_refused_however_many_connections_and_another_is_served(
+    token: str,
+) -> None:
+    """Two connections of one principal hold one share: connections cost nothing to make. Without a token, two
+    connections are one principal too; a token's principal keeps its own share."""
     down = Downstream()
     async with handles_proxy(down, {"limits": {"calls": 2}}) as proxy:
-        async with client_of(proxy) as first, client_of(proxy) as second, client_with_token(proxy, "alice") as alice:
+        async with (
+            mallory(proxy, token) as first,
+            mallory(proxy, token) as second,
+            client_with_token(proxy, "alice") as alice,
+        ):
             with anyio.fail_after(10):
                 await start_in_background(first, text="one")
                 await start_in_background(second, text="two")
