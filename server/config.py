@@ -32,12 +32,11 @@ from server.config_sections import (
     StrictModel,
     ToolFilter,
 )
+from server.config_vars import expand_server
 from server.errors import ConfigError
 
 __all__ = [
     "FAST_PATH_ENV",
-    "INSTANCE_VAR",
-    "PRIMARY_INSTANCE",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -52,7 +51,6 @@ __all__ = [
     "api_port",
     "default_config_path",
     "fast_path_enabled",
-    "for_instance",
     "load_config",
     "parse_config",
     "policy_for",
@@ -64,7 +62,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 _PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")  # what a server key may hold that a tool prefix may not
 
@@ -247,8 +244,11 @@ def no_servers(where: str | os.PathLike[str]) -> str:
 
 def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Config:
     """Read, expand and validate a config file (claimcheck's own, or another client's as it is written: JSON with
-    comments, Codex's TOML); every failure is a `ConfigError` naming the file."""
+    comments, Codex's TOML), or a directory of them (`load_config_dir`); every failure is a `ConfigError` naming
+    the file."""
     where = Path(path).expanduser() if path is not None else default_config_path(environ)
+    if where.is_dir():
+        return load_config_dir(where, environ)
     try:
         data = read_config_data(where)
     except FileNotFoundError:
@@ -260,6 +260,12 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
         config = parse_config(data, environ, source=where)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    return _without_loops(config, where, environ)
+
+
+def _without_loops(config: Config, where: Path, environ: Mapping[str, str]) -> Config:
+    """`config` without the servers that are claimcheck serving `where` itself (a client's file that routes the
+    client through claimcheck, given to claimcheck), each left out with one warning."""
     loops = [name for name, server in config.mcp_servers.items() if _serves_this(server, where, environ)]
     for name in loops:
         logger.warning(
@@ -270,6 +276,37 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
         )
     servers = {name: server for name, server in config.mcp_servers.items() if name not in loops}
     return config.model_copy(update={"mcp_servers": servers}) if loops else config
+
+
+CONFIG_SUFFIXES = (".json", ".jsonc", ".yaml", ".yml", ".toml")
+"""The files a config directory is read from."""
+
+
+def load_config_dir(where: Path, environ: Mapping[str, str] = os.environ) -> Config:
+    """A directory of config files, as Continue keeps its servers (`.continue/mcpServers/`, a YAML block or a
+    client's JSON file each): every file's servers, by name, in the order of the files' names. Two files that name
+    one server, or that both give `settings`, are a `ConfigError` naming both."""
+    files = sorted(path for path in where.iterdir() if path.suffix.lower() in CONFIG_SUFFIXES and path.is_file())
+    if not files:
+        raise ConfigError(
+            f"{where}: a directory with no config file in it ({', '.join(CONFIG_SUFFIXES)}); give the config file's "
+            "path, or a directory of server files"
+        )
+    servers: dict[str, ServerConfig] = {}
+    found: dict[str, Path] = {}
+    settings: tuple[Path, Settings] | None = None
+    for path in files:
+        config = load_config(path, environ)
+        for name, server in config.mcp_servers.items():
+            if name in found:
+                raise ConfigError(f"{where}: server {name!r} is in both {found[name].name} and {path.name}; keep one")
+            servers[name], found[name] = server, path
+        if config.settings != Settings():  # a file that sets something
+            if settings is not None:
+                raise ConfigError(f"{where}: settings in both {settings[0].name} and {path.name}; keep them in one")
+            settings = (path, config.settings)
+    merged = Config(mcpServers=servers, **({"settings": settings[1]} if settings is not None else {}))
+    return _without_loops(merged, where, environ)
 
 
 def _serves_this(server: ServerConfig, source: Path, environ: Mapping[str, str]) -> bool:
@@ -291,7 +328,7 @@ def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: 
         config = Config.model_validate(translated.data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, Config, table=translated.table)) from None
-    servers = {name: _expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
+    servers = {name: expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
     notice = translated.notice(source.name if source is not None else "the config")
     if notice:
         logger.warning("%s", notice)
@@ -338,61 +375,6 @@ def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
             "root": expand(settings.root, "root"),
             "state_dir": expand(settings.state_dir, "stateDir"),
             "roots": roots,
-        }
-    )
-
-
-INSTANCE_VAR = "CLAIMCHECK_INSTANCE"
-"""`${CLAIMCHECK_INSTANCE}` in a server's command, args, env, cwd, url or headers is left for each of its processes:
-"shared" for the first, `owner-<digest>` or `session-<hex>` for one per owner or client connection (a file path
-with it gives each owner its own state)."""
-
-
-PRIMARY_INSTANCE = "shared"
-"""The instance name of a server's first process (the only one with one client)."""
-
-
-def for_instance(server: ServerConfig, instance: str) -> ServerConfig:
-    """`server` with `${CLAIMCHECK_INSTANCE}` replaced by `instance`."""
-    placeholder = "${" + INSTANCE_VAR + "}"
-
-    def put(value: str) -> str:
-        return value.replace(placeholder, instance)
-
-    return server.model_copy(
-        update={
-            "command": None if server.command is None else put(server.command),
-            "cwd": None if server.cwd is None else put(server.cwd),
-            "url": None if server.url is None else put(server.url),
-            "args": [put(a) for a in server.args],
-            "env": {k: put(v) for k, v in server.env.items()},
-            "headers": {k: put(v) for k, v in server.headers.items()},
-        }
-    )
-
-
-def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:
-    def expand(value: str, where: str) -> str:
-        def sub(match: re.Match[str]) -> str:
-            var = match.group(1)
-            if var == INSTANCE_VAR:
-                return match.group(0)  # each process's own (`for_instance`)
-            if var not in environ and match.group(2) is not None:
-                return match.group(2)
-            if var not in environ:
-                raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
-            return environ[var]
-
-        return _VAR_RE.sub(sub, value)
-
-    return server.model_copy(
-        update={
-            "command": None if server.command is None else expand(server.command, "command"),
-            "cwd": None if server.cwd is None else expand(server.cwd, "cwd"),
-            "url": None if server.url is None else expand(server.url, "url"),
-            "args": [expand(a, f"args[{i}]") for i, a in enumerate(server.args)],
-            "env": {k: expand(v, f"env.{k}") for k, v in server.env.items()},
-            "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},
         }
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from server.config import Config, ServerConfig, load_config
+from server.config import CONFIG_SUFFIXES, Config, ServerConfig, load_config
 from server.errors import ConfigError
 from server.platform import hangup_signals
 
@@ -75,8 +76,14 @@ def changes(old: Config, new: Config) -> Changes:
 
 
 def _stat(path: Path) -> _Stat | None:
+    """What tells a change of the config: its file's stat, or for a directory of config files (`load_config_dir`)
+    the latest change of any of them, their sizes and how many there are."""
     try:
         info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            files = [os.stat(file) for file in path.iterdir() if file.suffix.lower() in CONFIG_SUFFIXES]
+            latest = max([info.st_mtime_ns, *(file.st_mtime_ns for file in files)])
+            return (latest, sum(file.st_size for file in files), len(files), info.st_ino)
     except OSError:
         return None  # not there at the moment (an editor that replaces the file): wait for it
     return (info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from server.client_configs import loads_jsonc, translate
+from server.client_configs import loads_jsonc, read_config_data, translate
 from server.config import Config, load_config, parse_config
 from server.errors import ConfigError
 
@@ -408,6 +408,59 @@ def test_a_block_file_of_continue_s_loads_as_its_config_does(caplog: pytest.LogC
     assert notices == ["read mcpServers from playwright-mcp.yaml; ignored: name, version, schema"]
 
 
+def test_continue_s_directory_of_server_blocks_loads_every_file_s_servers(caplog: pytest.LogCaptureFixture) -> None:
+    """Continue's quick start keeps each server in a file of `.continue/mcpServers/` (a YAML block, or a client's
+    JSON file copied there): the directory is the config."""
+    config, notices = load("continue/mcpServers", caplog)
+    assert shape(config) == {
+        "filesystem": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+            "env": {},
+            "cwd": None,
+        },
+        "Browser search": {
+            "kind": "stdio",
+            "command": "npx",
+            "args": ["@playwright/mcp@latest"],
+            "env": {},
+            "cwd": None,
+        },
+    }
+    assert notices == ["read mcpServers from playwright-mcp.yaml; ignored: name, version, schema"]
+
+
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({}, r"a directory with no config file in it \(\.json, .*\); give the config file's path"),
+        (
+            {"a.json": {"mcpServers": {"x": {"command": "a"}}}, "b.json": {"mcpServers": {"x": {"command": "b"}}}},
+            r"server 'x' is in both a\.json and b\.json; keep one",
+        ),
+        (
+            {
+                "a.json": {"mcpServers": {}, "settings": {"asyncTimeoutSecs": 3}},
+                "b.json": {"settings": {"asyncTimeoutSecs": 4}},
+            },
+            r"settings in both a\.json and b\.json; keep them in one",
+        ),
+        (
+            {"a.json": {"mcpServers": {"x": {"comand": "a"}}}},
+            r"a\.json: invalid config: mcpServers\.x\.comand: unknown key",
+        ),
+    ],
+    ids=["empty", "one-server-twice", "settings-twice", "a-bad-file"],
+)
+def test_a_config_directory_s_mistake_names_the_files(tmp_path: Path, files: dict[str, Any], error: str) -> None:
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a config", encoding="utf-8")  # other files are not read
+    with pytest.raises(ConfigError, match=error):
+        load_config(tmp_path, {})
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -457,9 +510,9 @@ def test_a_file_that_powershell_wrote_in_utf_16_loads_as_utf_8_would(tmp_path: P
     assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git", "--repository", "C:/Users/é"]
 
 
-def test_a_directory_given_as_the_config_is_said_so_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"is a directory: give the config file's path$"):
-        load_config(tmp_path, {})
+def test_a_directory_read_as_a_client_s_file_is_said_so_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^is a directory: give the config file's path$"):
+        read_config_data(tmp_path)
 
 
 def test_a_client_file_that_routes_through_claimcheck_given_to_claimcheck_leaves_out_its_own_entry(
@@ -494,6 +547,23 @@ def test_a_client_file_that_routes_through_claimcheck_given_to_claimcheck_leaves
     )
     # the default config, named by nothing: an entry without --config serves it
     assert sorted(load_config(None, {"CLAIMCHECK_CONFIG": str(path)}).mcp_servers) == ["chain", "elsewhere", "git"]
+
+
+def test_a_config_directory_whose_file_routes_through_claimcheck_on_that_directory_leaves_that_entry_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "mcpServers"
+    folder.mkdir()
+    (folder / "git.json").write_text(json.dumps({"mcpServers": {"git": {"command": "uvx"}}}), encoding="utf-8")
+    entry = {"command": "claimcheck", "args": ["serve", "--config", str(folder)]}
+    (folder / "cc.json").write_text(json.dumps({"mcpServers": {"claimcheck": entry}}), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        config = load_config(folder, {})
+    assert list(config.mcp_servers) == ["git"]
+    assert [r.getMessage() for r in caplog.records if "left out" in r.getMessage()] == [
+        f"{folder}: left out server claimcheck: it is claimcheck serving this same file, which would start itself "
+        "without end (give claimcheck a config of its own: `claimcheck init CLIENT`)"
+    ]
 
 
 def test_json_that_is_broken_anyway_names_line_and_column() -> None:

@@ -201,7 +201,7 @@ def test_cli_beats_server_beats_settings_beats_default() -> None:
 
 
 def test_claimcheck_instance_is_left_for_each_process_and_put_in_by_for_instance() -> None:
-    from server.config import for_instance
+    from server.config_vars import for_instance
 
     entry = {"command": "srv", "args": ["--db", "/d/${CLAIMCHECK_INSTANCE}.db"], "env": {"F": "${CLAIMCHECK_INSTANCE}"}}
     config = parse_config({"mcpServers": {"s": {**entry, "scope": "owner", "idleSecs": 5}}}, {})

@@ -69,6 +69,7 @@ LEVELS = {
     "server.config": 0,
     "server.config_errors": 0,
     "server.config_sections": 0,
+    "server.config_vars": 0,
     "server.client_configs": 0,
     "server.client_dialects": 0,
     "server.client_files": 0,

@@ -94,6 +94,20 @@ async def test_a_changed_file_is_read_once_it_stayed_the_same_for_one_more_poll(
     assert [list(config.mcp_servers) for config in applied.configs] == [["a", "b"]]
 
 
+async def test_a_directory_of_config_files_is_read_again_when_one_changes_or_one_more_comes(tmp_path: Path) -> None:
+    write(tmp_path / "a.json", {"mcpServers": {"a": {"command": "a"}}})
+    applied = Applied(load_config(tmp_path))
+    watch = ConfigWatch(tmp_path, applied, poll_s=3600)
+    write(tmp_path / "b.json", {"mcpServers": {"b": {"command": "b"}}})
+    await watch.poll()
+    await watch.poll()
+    write(tmp_path / "a.json", {"mcpServers": {"a": {"command": "a", "args": ["--changed"]}}})  # in place
+    await watch.poll()
+    await watch.poll()
+    assert [sorted(config.mcp_servers) for config in applied.configs] == [["a", "b"], ["a", "b"]]
+    assert applied.configs[1].mcp_servers["a"].args == ["--changed"]
+
+
 async def test_a_file_that_is_gone_for_a_moment_is_waited_for(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     write(path, {"mcpServers": {"a": {"command": "a"}}})

@@ -11,7 +11,8 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import PRIMARY_INSTANCE, Config, Policy, for_instance, resolve_policy
+from server.config import Config, Policy, resolve_policy
+from server.config_vars import PRIMARY_INSTANCE, for_instance
 from server.downstream.chain import OWN, PROXIED, mark, mark_of
 from server.downstream.connect import DownstreamSpec
 from server.downstream.inflight import OutsideRoots

@@ -24,7 +24,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from server.config import PRIMARY_INSTANCE, ServerConfig, for_instance
+from server.config import ServerConfig
+from server.config_vars import PRIMARY_INSTANCE, for_instance
 from server.platform import INHERITED_ENV_VARS, POSIX, group_options, signal_group, widen_pipe
 
 __all__ = [

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from server.config import for_instance
+from server.config_vars import for_instance
 from server.downstream.connect import DownstreamSpec
 from server.downstream.inflight import OutsideRoots
 from server.downstream.relay import Relay, no_roots

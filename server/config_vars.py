@@ -1,0 +1,72 @@
+"""`${VAR}` in a server's entry: the environment's, filled in as the config loads (`expand_server`), and
+`${CLAIMCHECK_INSTANCE}`, left for each of the server's processes (`for_instance`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from server.config_sections import ServerConfig
+from server.errors import ConfigError
+
+__all__ = ["INSTANCE_VAR", "PRIMARY_INSTANCE", "expand_server", "for_instance"]
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
+
+
+INSTANCE_VAR = "CLAIMCHECK_INSTANCE"
+"""`${CLAIMCHECK_INSTANCE}` in a server's command, args, env, cwd, url or headers is left for each of its processes:
+"shared" for the first, `owner-<digest>` or `session-<hex>` for one per owner or client connection (a file path
+with it gives each owner its own state)."""
+
+
+PRIMARY_INSTANCE = "shared"
+"""The instance name of a server's first process (the only one with one client)."""
+
+
+def for_instance(server: ServerConfig, instance: str) -> ServerConfig:
+    """`server` with `${CLAIMCHECK_INSTANCE}` replaced by `instance`."""
+    placeholder = "${" + INSTANCE_VAR + "}"
+
+    def put(value: str) -> str:
+        return value.replace(placeholder, instance)
+
+    return server.model_copy(
+        update={
+            "command": None if server.command is None else put(server.command),
+            "cwd": None if server.cwd is None else put(server.cwd),
+            "url": None if server.url is None else put(server.url),
+            "args": [put(a) for a in server.args],
+            "env": {k: put(v) for k, v in server.env.items()},
+            "headers": {k: put(v) for k, v in server.headers.items()},
+        }
+    )
+
+
+def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:
+    """`server` (the entry `mcpServers.<name>`) with the environment's `${VAR}` (and `${VAR:-default}`) filled in;
+    an unset one is a `ConfigError` naming where it is."""
+
+    def expand(value: str, where: str) -> str:
+        def sub(match: re.Match[str]) -> str:
+            var = match.group(1)
+            if var == INSTANCE_VAR:
+                return match.group(0)  # each process's own (`for_instance`)
+            if var not in environ and match.group(2) is not None:
+                return match.group(2)
+            if var not in environ:
+                raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
+            return environ[var]
+
+        return _VAR_RE.sub(sub, value)
+
+    return server.model_copy(
+        update={
+            "command": None if server.command is None else expand(server.command, "command"),
+            "cwd": None if server.cwd is None else expand(server.cwd, "cwd"),
+            "url": None if server.url is None else expand(server.url, "url"),
+            "args": [expand(a, f"args[{i}]") for i, a in enumerate(server.args)],
+            "env": {k: expand(v, f"env.{k}") for k, v in server.env.items()},
+            "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},
+        }
+    )
