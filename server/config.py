@@ -286,7 +286,10 @@ def load_config_dir(where: Path, environ: Mapping[str, str] = os.environ) -> Con
     """A directory of config files, as Continue keeps its servers (`.continue/mcpServers/`, a YAML block or a
     client's JSON file each): every file's servers, by name, in the order of the files' names. Two files that name
     one server, or that both give `settings`, are a `ConfigError` naming both."""
-    files = sorted(path for path in where.iterdir() if path.suffix.lower() in CONFIG_SUFFIXES and path.is_file())
+    try:
+        files = sorted(path for path in where.iterdir() if path.suffix.lower() in CONFIG_SUFFIXES and path.is_file())
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the folder: {exc.strerror or exc}") from None
     if not files:
         raise ConfigError(
             f"{where}: a directory with no config file in it ({', '.join(CONFIG_SUFFIXES)}); give the config file's "

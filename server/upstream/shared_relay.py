@@ -108,7 +108,7 @@ def wants_shared(args: list[str]) -> bool:
 def shared_paths(args: list[str], environ: dict[str, str] | os._Environ[str] = os.environ) -> SharedPaths:
     """The directory (made 0700 if missing, refused unless it is the user's own and private) and the key."""
     path = config_path(args, environ)
-    text = path.read_text(encoding="utf-8")
+    text = _config_text(path)
     resolved = _VAR.sub(lambda m: environ.get(m.group(1) or m.group(2), m.group(0)), text)
     keyed = [arg for arg in args if arg in _KEYED_FLAGS]
     keyed += [f"{name}={_option(args, name)}" for name in _KEYED_OPTIONS if _option(args, name) is not None]
@@ -127,6 +127,15 @@ def shared_paths(args: list[str], environ: dict[str, str] | os._Environ[str] = o
             f"refusing {directory} for the shared claimcheck: it must be a directory of yours with mode 0700"
         )
     return SharedPaths(directory, key)
+
+
+def _config_text(path: Path) -> str:
+    """What the key is made of: the config file's text, or a config folder's (each file's name and text, in the
+    order of their names)."""
+    if not path.is_dir():
+        return path.read_text(encoding="utf-8")
+    files = sorted(file for file in path.iterdir() if file.is_file())
+    return "\0".join(f"{file.name}\0{file.read_text(encoding='utf-8', errors='replace')}" for file in files)
 
 
 def _directory(environ: dict[str, str] | os._Environ[str], key: str) -> Path:

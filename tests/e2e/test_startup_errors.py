@@ -83,11 +83,15 @@ def test_redis_unreachable_is_one_line_with_the_url_and_the_error_and_no_passwor
     assert "s3cret-pw" not in done.stderr
 
 
-def test_a_config_path_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
-    done = claimcheck("serve", "--config", str(tmp_path))  # a directory, which no user can read as a file
+def test_a_config_folder_without_a_config_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a config", encoding="utf-8")
+    done = claimcheck("serve", "--config", str(tmp_path))  # a folder is read for its config files: it has none
     assert done.returncode == EXIT_USAGE
     (line,) = done.stderr.splitlines()
-    assert line == f"claimcheck: {tmp_path}: is a directory: give the config file's path"
+    assert line == (
+        f"claimcheck: {tmp_path}: a directory with no config file in it (.json, .jsonc, .yaml, .yml, .toml); give "
+        "the config file's path, or a directory of server files"
+    )
 
 
 def test_a_state_directory_that_cannot_be_made_is_one_line_naming_it_and_the_setting(tmp_path: Path) -> None:

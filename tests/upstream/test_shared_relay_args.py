@@ -43,6 +43,19 @@ def test_the_key_follows_the_resolved_config_and_the_flags(tmp_path: Path, runti
     assert stat.S_IMODE(first.directory.stat().st_mode) == 0o700
 
 
+def test_a_config_folder_keys_the_shared_claimcheck_by_every_file_in_it(tmp_path: Path, runtime: Path) -> None:
+    folder = tmp_path / "mcpServers"
+    folder.mkdir()
+    config(folder, {}, "a.json")
+    env = {"XDG_RUNTIME_DIR": str(runtime), "DEMO_ARG": "one"}
+    first = shared_paths(["serve", "--config", str(folder)], env)
+    config(folder, {}, "b.json")
+    another_file = shared_paths(["serve", "--config", str(folder)], env)
+    (folder / "b.json").write_text('{"mcpServers": {}}')
+    changed = shared_paths(["serve", "--config", str(folder)], env)
+    assert len({first.key, another_file.key, changed.key}) == 3
+
+
 def test_a_shared_directory_open_to_others_is_refused(tmp_path: Path, runtime: Path) -> None:
     path = config(tmp_path, {})
     env = {"XDG_RUNTIME_DIR": str(runtime)}
