@@ -5,6 +5,8 @@
 - More than one `Authorization` or `Origin` header is answered 400, never resolved by guessing which counts.
 - A request body over the limit is answered 413 from its Content-Length, or as soon as the streamed body
   passes the limit; a client that leaves in the middle of its request is a DEBUG line, not an ERROR.
+- What a loopback server answers (`loopback_host`): a `Host` that names 127.0.0.1, localhost or [::1], with a port
+  or without one; one rule for the status API and the MCP routes, against DNS rebinding.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from server.budget import HEAD_BYTES, request_id
 from server.http_compat import H11Protocol
 
 __all__ = [
+    "LOOPBACK_HOSTS",
     "REQUEST_DEADLINE_SECS",
     "BodyLimit",
     "SingleHeaders",
     "edge_server",
+    "loopback_host",
     "reply",
     "serve_until_cancelled",
 ]
@@ -46,6 +50,17 @@ own client (httpx2) and Node's stop reusing one, so a request is never sent on a
 at that moment (the client would read a reset: `ReadError`); under the request deadline, which closes idle
 connections too (where it is shorter, that closes them first)."""
 _SINGLE = (b"authorization", b"origin")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+"""The names a loopback server answers to in a `Host` header (and an `Origin`), each with or without a port."""
+
+
+def loopback_host(address: str) -> bool:
+    """Whether `address` (`host` or `host:port`, as a `Host` header gives it) names a loopback host.
+
+    A client or proxy that leaves out the port is no rebinding page, whose Host is always its own site's name."""
+    return any(address == name or address.startswith(f"{name}:") for name in LOOPBACK_HOSTS)
+
+
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 

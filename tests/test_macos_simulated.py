@@ -49,11 +49,11 @@ INNER = [
     "tests/upstream/test_shared.py",
     "tests/e2e/test_lifecycle.py",
     "tests/e2e/test_many_instances.py",
-    "tests/e2e/test_cli.py",
     "tests/downstream/test_subprocess.py::test_the_demo_runs_and_shows_forwarding_handles_errors_and_restart",
 ]
 """The core the simulation runs: the stale-root sweep, the shared relay, `ps` and discovery, stdio sessions and
-the demo. Not the browser, replica or model tests; about a minute on two cores."""
+the demo. Not the browser, replica or model tests, nor the command line's parsing (nothing there reads
+processes); about two minutes in one of CI's two workers."""
 
 _outside = pytest.mark.skipif(not SIMULATED, reason="runs inside the macOS simulation (test_the_core_suite_passes_…)")
 _Test = TypeVar("_Test", bound=Callable[..., Any])

@@ -1,6 +1,7 @@
 """Who may read the status API: its own origin only, and only with the run's token.
 
-- The Host header must name 127.0.0.1 or localhost, with or without the port (no DNS rebinding): another gets
+- The Host header must name 127.0.0.1, localhost or [::1], with or without the port (no DNS rebinding; the MCP
+  routes' rule, `http_edge.loopback_host`): another gets
   421 with one line saying so and what to open or send instead (it was Starlette's 400 "Invalid host header").
 - A request whose `Origin` is not the API's own gets 403, unless `settings.api.allowOrigins` lists it; only
   those listed get CORS headers. Without an `Origin`, a browser's `Sec-Fetch-Site: same-site|cross-site`
@@ -22,7 +23,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.errors import clip
-from server.http_edge import reply
+from server.http_edge import loopback_host, reply
 
 __all__ = ["OPEN_PATHS", "Access", "dashboard_url"]
 
@@ -32,7 +33,6 @@ _PREFLIGHT = [
     (b"access-control-allow-headers", b"Authorization"),
     (b"access-control-max-age", b"600"),
 ]
-_HOSTS = ("127.0.0.1", "localhost")
 _ALWAYS = [
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
@@ -70,11 +70,11 @@ class Access:
             return
         request = HTTPConnection(scope)
         host = request.headers.get("host", "")
-        if not any(host == name or host.startswith(f"{name}:") for name in _HOSTS):
+        if not loopback_host(host):
             was = f"for {clip(host, 80)}" if host else "without a Host header"
             refused = {
-                "error": f"misdirected request: this status API answers only requests for 127.0.0.1 or localhost "
-                f"(this one came {was}), so that no web page reaches it through DNS rebinding",
+                "error": "misdirected request: this status API answers only requests for 127.0.0.1, localhost or "
+                f"[::1] (this one came {was}), so that no web page reaches it through DNS rebinding",
                 "hint": f"open http://127.0.0.1:{self._port}/; a proxy in front must send Host: 127.0.0.1:{self._port}",
             }
             await reply(send, 421, refused, _ALWAYS)

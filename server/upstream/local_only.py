@@ -17,6 +17,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.errors import clip
+from server.http_edge import LOOPBACK_HOSTS, loopback_host
 
 __all__ = ["LOOPBACK", "LocalOnly", "security"]
 
@@ -24,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 """Bind addresses that make a server local only."""
-_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 def security(host: str) -> TransportSecuritySettings | None:
@@ -33,8 +33,11 @@ def security(host: str) -> TransportSecuritySettings | None:
         return None
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[*_HOSTS, *(f"{name}:*" for name in _HOSTS)],
-        allowed_origins=[*(f"http://{name}" for name in _HOSTS), *(f"http://{name}:*" for name in _HOSTS)],
+        allowed_hosts=[*LOOPBACK_HOSTS, *(f"{name}:*" for name in LOOPBACK_HOSTS)],
+        allowed_origins=[
+            *(f"http://{name}" for name in LOOPBACK_HOSTS),
+            *(f"http://{name}:*" for name in LOOPBACK_HOSTS),
+        ],
     )
 
 
@@ -62,7 +65,7 @@ class LocalOnly:
 
 def _refusal(scope: Scope) -> tuple[int, str] | None:
     host = _header(scope, b"host")
-    if host is None or not _local(host):
+    if host is None or not loopback_host(host):
         port = scope.get("server", (None, None))[1]
         local = f"127.0.0.1:{port}" if port else "127.0.0.1:<port>"
         was = f"for {clip(host, 80)}" if host else "without a Host header"
@@ -73,17 +76,12 @@ def _refusal(scope: Scope) -> tuple[int, str] | None:
             f"(and a token)"
         )
     origin = _header(scope, b"origin")
-    if origin is not None and not (origin.startswith("http://") and _local(origin.removeprefix("http://"))):
+    if origin is not None and not (origin.startswith("http://") and loopback_host(origin.removeprefix("http://"))):
         return 403, (
             f"Forbidden: a web page of another origin ({clip(origin, 80)}) may not call this claimcheck; a page "
             f"served from http://127.0.0.1, http://localhost or http://[::1] may, and a program sends no Origin"
         )
     return None
-
-
-def _local(address: str) -> bool:
-    """Whether `address` (`host`, or `host:port`) names a loopback host, as the settings of `security` match it."""
-    return any(address == name or address.startswith(f"{name}:") for name in _HOSTS)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

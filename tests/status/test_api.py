@@ -145,14 +145,15 @@ async def test_a_foreign_host_is_refused_and_no_cors_headers_are_sent(
             plain = await http.get("/v1/health")
             rebound = await http.get("/v1/health", headers={"Host": "attacker.example:5165"})
             bare = await http.get("/v1/health", headers={"Host": "localhost"})  # no port: no rebinding page sends it
+            ipv6 = await http.get("/v1/health", headers={"Host": "[::1]"})
     assert proxy.api_url is not None
     port = int(proxy.api_url.rstrip("/").rsplit(":", 1)[1])
-    assert bare.status_code == 200
+    assert bare.status_code == 200 and ipv6.status_code == 200
     assert plain.status_code == 200
     assert not [name for name in plain.headers if name.startswith("access-control-")]
     assert rebound.status_code == 421 and rebound.json() == {
-        "error": "misdirected request: this status API answers only requests for 127.0.0.1 or localhost (this one "
-        "came for attacker.example:5165), so that no web page reaches it through DNS rebinding",
+        "error": "misdirected request: this status API answers only requests for 127.0.0.1, localhost or [::1] (this "
+        "one came for attacker.example:5165), so that no web page reaches it through DNS rebinding",
         "hint": f"open http://127.0.0.1:{port}/; a proxy in front must send Host: 127.0.0.1:{port}",
     }
 
