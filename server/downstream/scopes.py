@@ -46,11 +46,11 @@ class Requester:
     """The client's connection (its MCP session); a sessionless client's claimcheck session."""
     owner: str
     """The owner key of the client's handles, else its connection's key."""
+    principal: str
+    """Whose share its processes count in: its session's (`server.handles.owners.principal_of`)."""
     declares_roots: bool
     ask_roots: OutsideRoots | None = None
     """How to ask this client for its roots outside any request (its connection's own channel), if it can be."""
-    principal: str = ""
-    """Whose share its processes count in (`server.handles.owners.principal_of`); "": its owner's."""
 
 
 @dataclass(eq=False)
@@ -147,7 +147,7 @@ class Instances:
         if instance is None:
             if self._tg is None:
                 raise DownstreamUnavailable(self.primary.name, tool, "claimcheck is stopping")
-            self._admit(key, requester.principal or requester.owner, tool)
+            self._admit(key, requester.principal, tool)
             instance = self._start(key, requester)
             await self._started(instance.downstream, relay)
             instance.ready.set()
@@ -164,8 +164,7 @@ class Instances:
             return
         if key in self._live or self._tg is None or len(self._live) >= self.primary.config.max_instances:
             return  # one running already, or none may start: the first call starts it, or says why not
-        principal = requester.principal or requester.owner
-        if sum(i.principal == principal for i in self._live.values()) >= self._share():
+        if sum(i.principal == requester.principal for i in self._live.values()) >= self._share():
             return  # past its share: the first call says so
         instance = self._start(key, requester)
         self._tg.start_soon(self._settle, instance)
@@ -242,7 +241,7 @@ class Instances:
             fixed_roots=None if session else self.primary.in_flight.fixed_roots,
         )
         connection = requester.connection if session else None
-        instance = _Instance(key, downstream, connection=connection, principal=requester.principal or requester.owner)
+        instance = _Instance(key, downstream, connection=connection, principal=requester.principal)
         self._live[key] = instance
         self.started += 1
         assert self._tg is not None

@@ -50,7 +50,7 @@ def requester_of(proxy: Proxy, ctx: ServerRequestContext[Any], session: Session)
 
     owner = session.owner or connection
     asker = ask_roots if lists_roots else None
-    return Requester(connection, owner, lists_roots, asker, principal=session.principal)
+    return Requester(connection, owner, session.principal, lists_roots, asker)
 
 
 async def for_client(

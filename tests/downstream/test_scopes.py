@@ -31,11 +31,14 @@ def pool_of(scope: str, *, many: bool = True, one_principal: bool = False, **fie
 
 
 def requester(connection: str, owner: str | None = None, roots: list[str] | None = None) -> Requester:
+    """A client of its own principal (its owner, else its connection), as one with a token of its own is."""
+
     async def ask() -> types.ListRootsResult:
         listed = [types.Root(uri=uri) for uri in roots or []]  # type: ignore[arg-type]  # a str is a FileUrl
         return types.ListRootsResult(roots=listed)
 
-    return Requester(connection, owner or connection, roots is not None, ask if roots is not None else None)
+    principal = owner or connection
+    return Requester(connection, principal, principal, roots is not None, ask if roots is not None else None)
 
 
 async def call(pool: Pool, tool: str, who: Requester) -> str:
@@ -72,7 +75,7 @@ async def test_owner_scope_gives_each_owner_one_process_of_its_own_and_a_third_o
 
 async def test_one_principal_gets_its_share_of_max_instances_however_many_sessions_it_names() -> None:
     pool = pool_of("owner", maxInstances=4)
-    agents = [Requester(f"c{n}", f"principal:mallory:{n}", False, principal="principal:mallory") for n in range(3)]
+    agents = [Requester(f"c{n}", f"principal:mallory:{n}", "principal:mallory", False) for n in range(3)]
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             await started(pool, tg)
@@ -90,7 +93,7 @@ async def test_where_every_client_is_one_principal_its_share_is_every_instance_u
     """Without tokens every client is one principal (`owners.ANONYMOUS`): half of `maxInstances` kept for no one
     else would only refuse its clients. A `maxInstancesPerPrincipal` given still applies."""
     pool = pool_of("session", one_principal=True, maxInstances=3)
-    clients = [Requester(f"c{n}", f"c{n}", False, principal="anonymous") for n in range(3)]
+    clients = [Requester(f"c{n}", f"c{n}", "anonymous", False) for n in range(3)]
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             await started(pool, tg)
