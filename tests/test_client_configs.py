@@ -461,6 +461,15 @@ def test_a_config_directory_s_mistake_names_the_files(tmp_path: Path, files: dic
         load_config(tmp_path, {})
 
 
+_ALIAS_BOMB = "".join(
+    [
+        'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n',
+        *(f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]\n" for n in range(1, 10)),
+        "extensions:\n  demo: {type: stdio, cmd: echo, args: [], junk: *a9}\n",  # 9**10 values if walked
+    ]
+)
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -478,8 +487,15 @@ def test_a_config_directory_s_mistake_names_the_files(tmp_path: Path, files: dic
         ),
         ("mcpServers: [\n  - name: a\n", r"config\.yaml: not valid YAML: line 2, column 3: "),
         ("extensions:\n  a: {type: stdio, cmd: x, env_keys: ABC}\n", r"extensions\.a\.env_keys: give a list of"),
+        (
+            _ALIAS_BOMB,
+            r"config\.yaml: not valid YAML for a config: line \d+, column \d+: its aliases expand it past 100000 "
+            r"values \(an alias bomb\?\); write the values out$",
+        ),
+        ("a: &a [1, *a]\nextensions: {}\n", r"line 1, column 4: an alias makes a value contain itself$"),
+        ("x: " + "[" * 3000 + "]" * 3000 + "\n", r"config\.yaml: not valid YAML for a config: nested too deeply$"),
     ],
-    ids=["no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list"],
+    ids=["no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list", "alias-bomb", "itself", "deep"],
 )
 def test_a_yaml_mistake_is_one_line_naming_where(tmp_path: Path, text: str, error: str) -> None:
     path = tmp_path / "config.yaml"
