@@ -5,7 +5,7 @@ Claude Desktop, Claude Code (`.mcp.json`), Cursor and Windsurf keep servers unde
 `type`, `transportType` or `transport`, Windsurf its URL with `serverUrl`, VS Code and Cursor variables as
 `${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`; opencode (`mcp`), Zed (`context_servers`),
 goose (`extensions`, YAML) and Continue (`mcpServers` as a list, YAML) have entries of their own shape
-(`server.client_dialects`). YAML is read with PyYAML, the `yaml` extra, imported only for a `.yaml` file.
+(`server.client_dialects`). YAML is read by `server.config_yaml`.
 `translate` maps all of it onto `{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice,
 and what it does not know is left for the config's validation to refuse with its path.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from server.client_dialects import codex, continue_entry, continue_servers, goose, opencode, opencode_servers, zed
-from server.distribution import install_command
+from server.config_yaml import loads_yaml
 from server.errors import ConfigError
 
 __all__ = [
@@ -40,9 +40,6 @@ __all__ = [
 SERVER_TABLES = ("mcpServers", "servers", "mcp_servers", "mcp", "context_servers", "extensions")
 """Where a file keeps its servers: Claude Desktop, Claude Code, Cursor, Windsurf, Continue and claimcheck; VS Code;
 Codex; opencode; Zed; goose."""
-YAML_MISSING = f"reading a YAML config needs the [yaml] extra (PyYAML): {install_command('yaml')}"
-YAML_NODES = 100_000
-"""The most values a YAML config may hold with its aliases expanded (a goose config holds a few hundred)."""
 _SHOWN_IGNORED = 8  # keys named in the notice; a settings.json of Zed's has dozens
 
 _OWN_TOP = {"mcpServers", "settings"}
@@ -134,57 +131,8 @@ def parse_config_text(path: Path, text: str) -> Any:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}") from None
     if suffix in (".yaml", ".yml"):
-        return _loads_yaml(text)
+        return loads_yaml(text)
     return loads_jsonc(text)
-
-
-def _loads_yaml(text: str) -> Any:
-    try:
-        import yaml  # the `yaml` extra: only a YAML config needs it
-    except ImportError:
-        raise ConfigError(YAML_MISSING) from None
-    try:
-        _within_budget(yaml.compose(text, Loader=yaml.SafeLoader))
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise ConfigError(f"not valid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
-    except RecursionError:
-        raise ConfigError("not valid YAML for a config: nested too deeply") from None
-
-
-def _within_budget(root: Any) -> None:
-    """Refuse a YAML document whose aliases (`*name`) make it larger than `YAML_NODES` nodes once expanded, or
-    make it contain itself: an alias bomb in a pasted file would otherwise take all memory when read."""
-    sizes: dict[int, int] = {}  # a node's size with its aliases expanded; -1 while it is being counted
-
-    def size(node: Any) -> int:
-        known = sizes.get(id(node))
-        if known == -1:
-            raise ConfigError(f"not valid YAML for a config: {_where(node)}an alias makes a value contain itself")
-        if known is not None:
-            return known
-        sizes[id(node)] = -1
-        children = node.value if isinstance(node.value, list) else []
-        total = 1
-        for child in children:
-            total += sum(size(part) for part in child) if isinstance(child, tuple) else size(child)
-            if total > YAML_NODES:
-                raise ConfigError(
-                    f"not valid YAML for a config: {_where(node)}its aliases expand it past {YAML_NODES} values "
-                    "(an alias bomb?); write the values out"
-                )
-        sizes[id(node)] = total
-        return total
-
-    if root is not None:
-        size(root)
-
-
-def _where(node: Any) -> str:
-    mark = node.start_mark
-    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
 
 
 def loads_jsonc(text: str) -> Any:

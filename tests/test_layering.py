@@ -72,6 +72,7 @@ LEVELS = {
     "server.config_vars": 0,
     "server.client_configs": 0,
     "server.client_dialects": 0,
+    "server.config_yaml": 0,
     "server.client_files": 0,
     "server.auth_config": 0,
     "server.errors": 0,
