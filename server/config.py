@@ -269,10 +269,11 @@ def _without_loops(config: Config, where: Path, environ: Mapping[str, str]) -> C
     loops = [name for name, server in config.mcp_servers.items() if _serves_this(server, where, environ)]
     for name in loops:
         logger.warning(
-            "%s: left out server %s: it is claimcheck serving this same file, which would start itself without end "
+            "%s: left out server %s: it is claimcheck serving this same %s, which would start itself without end "
             "(give claimcheck a config of its own: `claimcheck init CLIENT`)",
             where,
             name,
+            "folder" if where.is_dir() else "file",
         )
     servers = {name: server for name, server in config.mcp_servers.items() if name not in loops}
     return config.model_copy(update={"mcp_servers": servers}) if loops else config

@@ -577,7 +577,7 @@ def test_a_config_directory_whose_file_routes_through_claimcheck_on_that_directo
         config = load_config(folder, {})
     assert list(config.mcp_servers) == ["git"]
     assert [r.getMessage() for r in caplog.records if "left out" in r.getMessage()] == [
-        f"{folder}: left out server claimcheck: it is claimcheck serving this same file, which would start itself "
+        f"{folder}: left out server claimcheck: it is claimcheck serving this same folder, which would start itself "
         "without end (give claimcheck a config of its own: `claimcheck init CLIENT`)"
     ]
 
