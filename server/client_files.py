@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import tomllib
 from collections.abc import Mapping
@@ -125,11 +126,14 @@ class ClientFile:
         return "mcpServers"
 
 
-def usual_paths(client: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None) -> list[Path]:
+def usual_paths(
+    client: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None, system: str = sys.platform
+) -> list[Path]:
     """Where `client` keeps its servers on this system, the first that exists being the one it reads."""
     home = Path(environ.get("HOME") or Path.home())
     here = cwd or Path.cwd()
-    apps = app_config_dir(environ)
+    apps = app_config_dir(environ, system)
+    windows = system == "win32" and bool(environ.get("APPDATA"))  # goose and Zed keep theirs under %APPDATA% there
     if client == "claude-desktop":
         return [apps / "Claude" / "claude_desktop_config.json"]
     if client == "claude-code":
@@ -147,9 +151,11 @@ def usual_paths(client: str, environ: Mapping[str, str] = os.environ, cwd: Path 
         project = [here / "opencode.json", here / "opencode.jsonc", here / ".opencode" / "opencode.json"]
         return [*project, config_home / "opencode" / "opencode.json"]
     if client == "zed":
-        return [config_home / "zed" / "settings.json"]
+        return [apps / "Zed" / "settings.json" if windows else config_home / "zed" / "settings.json"]
     if client == "goose":
-        return [config_home / "goose" / "config.yaml"]
+        return [
+            apps / "Block" / "goose" / "config" / "config.yaml" if windows else config_home / "goose" / "config.yaml"
+        ]
     if client == "continue":
         return [home / ".continue" / "config.yaml"]
     raise ValueError(client)

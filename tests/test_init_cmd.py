@@ -350,6 +350,17 @@ def test_usual_places_on_linux_and_macos() -> None:
     assert usual_paths("continue", env) == [Path("/h/.continue/config.yaml")]
 
 
+def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_there() -> None:
+    env = {"HOME": "/u", "APPDATA": "/u/AppData/Roaming"}
+    assert usual_paths("claude-desktop", env, system="win32") == [
+        Path("/u/AppData/Roaming/Claude/claude_desktop_config.json")
+    ]
+    assert usual_paths("goose", env, system="win32") == [Path("/u/AppData/Roaming/Block/goose/config/config.yaml")]
+    assert usual_paths("zed", env, system="win32") == [Path("/u/AppData/Roaming/Zed/settings.json")]
+    assert usual_paths("continue", env, system="win32") == [Path("/u/.continue/config.yaml")]
+    assert usual_paths("goose", env, system="linux") == [Path("/u/.config/goose/config.yaml")]
+
+
 def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
