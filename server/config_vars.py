@@ -1,5 +1,6 @@
 """`${VAR}` in a server's entry: the environment's, filled in as the config loads (`expand_server`), and
-`${CLAIMCHECK_INSTANCE}`, left for each of the server's processes (`for_instance`)."""
+`${CLAIMCHECK_INSTANCE}`, left for each of the server's processes (`for_instance`). A `url` that, filled in, is no
+http(s) address is refused there: it could never connect."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import re
 from collections.abc import Mapping
 
 from server.config_sections import ServerConfig
-from server.errors import ConfigError
+from server.errors import ConfigError, clip
 
 __all__ = ["INSTANCE_VAR", "PRIMARY_INSTANCE", "expand_server", "for_instance"]
 
+_HTTP_URL = re.compile(r"https?://[^/\s?#]+", re.IGNORECASE)
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 
 
@@ -60,11 +62,17 @@ def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -
 
         return _VAR_RE.sub(sub, value)
 
+    url = None if server.url is None else expand(server.url, "url")
+    if url is not None and not _HTTP_URL.match(url):  # it could never connect: say so now, not at each retry
+        raise ConfigError(
+            f"mcpServers.{name}.url: {clip(url, 80)!r} is not an http:// or https:// address; claimcheck reaches a "
+            "server over HTTP (streamable HTTP or SSE) at its full URL, e.g. https://example.com/mcp"
+        )
     return server.model_copy(
         update={
             "command": None if server.command is None else expand(server.command, "command"),
             "cwd": None if server.cwd is None else expand(server.cwd, "cwd"),
-            "url": None if server.url is None else expand(server.url, "url"),
+            "url": url,
             "args": [expand(a, f"args[{i}]") for i, a in enumerate(server.args)],
             "env": {k: expand(v, f"env.{k}") for k, v in server.env.items()},
             "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},

@@ -95,6 +95,29 @@ def test_an_unknown_key_of_the_auth_settings_is_suggested_its_known_key_too() ->
     )
 
 
+@pytest.mark.parametrize(
+    "url", ["not a url", "localhost:8080/mcp", "ws://127.0.0.1:9000/", "${BASE}/mcp", "https:///x"]
+)
+def test_a_url_that_is_no_http_address_once_filled_in_is_one_line_giving_the_form(url: str) -> None:
+    filled = url.replace("${BASE}", "localhost:8080")
+    assert errors_of({"mcpServers": {"web": {"url": url}}}, {"BASE": "localhost:8080"}) == (
+        f"mcpServers.web.url: {filled!r} is not an http:// or https:// address; claimcheck reaches a server over HTTP "
+        "(streamable HTTP or SSE) at its full URL, e.g. https://example.com/mcp"
+    )
+
+
+def test_http_addresses_of_any_case_and_with_a_variable_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BASE", "http://127.0.0.1:8080")
+    urls = ["HTTPS://Example.com/mcp", "${BASE}/mcp", "http://[::1]:9/sse", "http://host/${CLAIMCHECK_INSTANCE}"]
+    config = parse_config({"mcpServers": {f"s{n}": {"url": url} for n, url in enumerate(urls)}})
+    assert [server.url for server in config.mcp_servers.values()] == [
+        "HTTPS://Example.com/mcp",
+        "http://127.0.0.1:8080/mcp",
+        "http://[::1]:9/sse",
+        "http://host/${CLAIMCHECK_INSTANCE}",
+    ]
+
+
 def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None:
     message = errors_of({"mcpServers": {"web": {"url": "http://x/mcp", "headers": {"Authorization": "${NOPE}"}}}})
     assert message == "mcpServers.web.headers.Authorization: environment variable ${NOPE} is not set"
