@@ -21,9 +21,12 @@ FLOOD = 6
 
 
 async def settled() -> None:
-    """Until every other task waits, or 2 s: anyio's check polls until no task is runnable, which a loaded machine
-    can keep from happening (one floors run of CI spent its whole 60 s in it); what it waits for comes well
-    within that."""
+    """Until every other task waits, or 2 s (what it waits for comes well within that).
+
+    The fake endpoint is an in-process uvicorn, whose main loop sleeps 0.1 s a tick; anyio's check sleeps 0.1 s
+    whenever a task is runnable. Once both timers fall within one millisecond (epoll's resolution), with the check's
+    first, every wake-up finds uvicorn's sleep done and not yet resumed: the check never returns (one floors run of
+    CI spent its whole 60 s so). No busy task: two timers in step."""
     with anyio.move_on_after(2):
         await anyio.wait_all_tasks_blocked()
 
