@@ -27,7 +27,7 @@ async def settled() -> None:
     whenever a task is runnable. Once both timers fall within one millisecond (epoll's resolution), with the check's
     first, every wake-up finds uvicorn's sleep done and not yet resumed: the check never returns (one floors run of
     CI spent its whole 60 s so). No busy task: two timers in step (a task that sleeps 0.1 s in a loop, started
-    within 0.2 ms of the check, holds anyio 4.13's `wait_all_tasks_blocked` for ever)."""
+    within 0.2 ms of the check, holds anyio 4.16's `wait_all_tasks_blocked` for ever)."""
     with anyio.move_on_after(2):
         await anyio.wait_all_tasks_blocked()
 
