@@ -4,6 +4,8 @@ heavy is imported (to give stdio servers a head start), `server.cli` acts on it.
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -39,6 +41,19 @@ _seconds = in_range(float, "a number of seconds", float(0), note=" (0 hands ever
 _tokens = in_range(int, "a number of tokens", 1)
 
 
+_INVALID_CHOICE = re.compile(r"(?P<argument>.*): invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+_CHOICES = re.compile(r"'([^']*)'")
+_FLAGS_FOR = {"version": "--version", "help": "--help"}
+
+
+def _did_you_mean(given: str, choices: list[str]) -> str:
+    """What a mistyped command or choice (`server`, `claimcheck version`) was likely meant to be, else ""."""
+    if given.lower() in _FLAGS_FOR and given.lower() not in choices:
+        return _FLAGS_FOR[given.lower()]
+    close = difflib.get_close_matches(given.lower(), choices, n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, saying a mistake in one line that leads with it (not after the usage) and names what to write."""
 
@@ -47,6 +62,11 @@ class _Parser(argparse.ArgumentParser):
         for flag in ("--http", "--sse", "--stdio"):
             if flag in unknown:
                 message = f"{flag} is written --transport {flag[2:]}"
+        if (chosen := _INVALID_CHOICE.match(message)) is not None:
+            guess = _did_you_mean(chosen["given"], _CHOICES.findall(chosen["choices"]))
+            if guess:  # the fix first: `claimcheck version` → did you mean --version?
+                where = chosen["argument"].removeprefix("argument ")
+                message = f"did you mean {guess}? ('{chosen['given']}' is no choice of {where})"
         self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` shows the options)\n")
 
 

@@ -69,6 +69,10 @@ def test_serve_help_says_what_serve_is_for_and_gives_examples() -> None:
             ["serve", "--token-threshold", "0"],
             "argument --token-threshold: 0 is not a number of tokens: give 1 or more",
         ),
+        (["version"], "did you mean --version? ('version' is no choice of COMMAND)"),
+        (["server"], "did you mean serve? ('server' is no choice of COMMAND)"),
+        (["serve", "--transport", "htpp"], "did you mean http? ('htpp' is no choice of --transport)"),
+        (["serve", "--transport", "pigeon"], "argument --transport: invalid choice: 'pigeon' (choose from 'stdio', "),
     ],
 )
 def test_an_option_the_command_would_ignore_or_cannot_take_is_refused_in_one_line_that_leads(
