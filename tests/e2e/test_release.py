@@ -125,8 +125,10 @@ async def test_the_installed_claimcheck_serves_a_real_server_s_tools_over_stdio(
     assert {"memory__create_entities", "memory__read_graph", "tool_output"} <= names
 
 
-def _decoy_wheel(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def decoy_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Another project that ships a top-level `server` package, as many do."""
+    tmp_path = tmp_path_factory.mktemp("decoy")
     project = tmp_path / "decoy"
     (project / "server").mkdir(parents=True)
     (project / "pyproject.toml").write_text(
@@ -150,10 +152,10 @@ def _decoy_wheel(tmp_path: Path) -> Path:
 
 
 def test_beside_another_top_level_server_package_both_install_silently_and_claimcheck_warns(
-    wheel: Path, tmp_path: Path
+    wheel: Path, decoy_wheel: Path, tmp_path: Path
 ) -> None:
     env = _fresh_env(tmp_path / "shared-env")
-    _install(env, _decoy_wheel(tmp_path))
+    _install(env, decoy_wheel)
     installed = _install(env, wheel)
     assert "server" not in installed.stderr  # pip says nothing of the overwritten package
 
@@ -172,13 +174,16 @@ def test_beside_another_top_level_server_package_both_install_silently_and_claim
     assert doctor.returncode == 1 and "FAIL" in install and "server/app.py" in install, doctor.stdout
 
 
-def test_claimcheck_in_an_environment_of_its_own_never_meets_the_other_package(wheel: Path, tmp_path: Path) -> None:
+def test_claimcheck_in_an_environment_of_its_own_never_meets_the_other_package(
+    user_env: Path, decoy_wheel: Path, tmp_path: Path
+) -> None:
+    """The other project in an environment of its own, claimcheck in `user_env` (whose demo runs without a warning:
+    `test_the_installed_claimcheck_runs_the_demo`)."""
     other = _fresh_env(tmp_path / "other-env")
-    _install(other, _decoy_wheel(tmp_path))
-    own = _fresh_env(tmp_path / "own-env")
-    _install(own, wheel)
+    _install(other, decoy_wheel)
     probe = "import server; print(getattr(server, 'WHO', None))"
     assert _run(other / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.split() == ["decoy"]
-    assert "warning" not in _run(own / "bin" / "claimcheck", "demo", cwd=tmp_path).stderr
-    doctor = _run(own / "bin" / "claimcheck", "doctor", "--config", tmp_path / "none.json", cwd=tmp_path, check=False)
+    assert _run(user_env / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.split() == ["None"]
+    own = user_env / "bin" / "claimcheck"
+    doctor = _run(own, "doctor", "--config", tmp_path / "none.json", cwd=tmp_path, check=False)
     assert "its packages its own" in doctor.stdout

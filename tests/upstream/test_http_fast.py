@@ -244,21 +244,29 @@ async def test_a_cancelled_call_is_answered_request_cancelled_as_by_the_sdk(tmp_
 async def test_a_client_that_leaves_mid_call_leaves_the_call_running_to_its_end(tmp_path: Path) -> None:
     """The client leaves 3 s into an 8 s call (time enough for its request to arrive, however loaded the
     machine); the call outlives the time rule's wait (6 s here), so it gets a handle: listed once complete."""
+    listed: dict[str, str] = {}
+
+    async def leave_and_list(mode: str, peer: Peer) -> None:
+        async with httpx2.AsyncClient(timeout=CALL_S) as leaving:
+            gone = Peer(leaving, peer.url)
+            gone.session = peer.session
+            with anyio.move_on_after(3):  # the client gives up and closes its connection
+                await gone.call(1, "demo__slow", {"seconds": 8})
+        while True:
+            text = messages(await peer.call("list", "list_tool_outputs", {}))[-1]["result"]["content"][0]["text"]
+            if "demo__slow" in text and "running" not in text:
+                listed[mode] = text
+                return
+            await anyio.sleep(0.5)
+
     async with peers(tmp_path, asyncTimeoutSecs=6) as both:
-        for mode, peer in both.items():
-            with anyio.fail_after(CALL_S):
-                async with httpx2.AsyncClient(timeout=CALL_S) as leaving:
-                    gone = Peer(leaving, peer.url)
-                    gone.session = peer.session
-                    with anyio.move_on_after(3):  # the client gives up and closes its connection
-                        await gone.call(1, "demo__slow", {"seconds": 8})
-                while True:
-                    listed = messages(await peer.call("list", "list_tool_outputs", {}))[-1]
-                    text = listed["result"]["content"][0]["text"]
-                    if "demo__slow" in text and "running" not in text:
-                        break
-                    await anyio.sleep(0.5)
-            assert "demo__slow: ready after" in text, (mode, text)
+        with anyio.fail_after(CALL_S):
+            async with anyio.create_task_group() as tg:  # the two modes' servers side by side: the calls wait alike
+                for mode, peer in both.items():
+                    tg.start_soon(leave_and_list, mode, peer)
+    for mode, text in listed.items():
+        assert "demo__slow: ready after" in text, (mode, text)
+    assert listed.keys() == both.keys()
 
 
 async def test_a_fast_path_call_lands_in_the_session_the_sdk_path_would_use(tmp_path: Path) -> None:
