@@ -156,8 +156,8 @@ def usual_paths(
         return [
             apps / "Block" / "goose" / "config" / "config.yaml" if windows else config_home / "goose" / "config.yaml"
         ]
-    if client == "continue":
-        return [home / ".continue" / "config.yaml"]
+    if client == "continue":  # a workspace's block files, else the user's config
+        return [here / ".continue" / "mcpServers", home / ".continue" / "config.yaml"]
     raise ValueError(client)
 
 

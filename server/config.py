@@ -49,6 +49,7 @@ __all__ = [
     "StateSettings",
     "ToolFilter",
     "api_port",
+    "config_files",
     "default_config_path",
     "fast_path_enabled",
     "load_config",
@@ -283,10 +284,8 @@ CONFIG_SUFFIXES = (".json", ".jsonc", ".yaml", ".yml", ".toml")
 """The files a config directory is read from."""
 
 
-def load_config_dir(where: Path, environ: Mapping[str, str] = os.environ) -> Config:
-    """A directory of config files, as Continue keeps its servers (`.continue/mcpServers/`, a YAML block or a
-    client's JSON file each): every file's servers, by name, in the order of the files' names. Two files that name
-    one server, or that both give `settings`, are a `ConfigError` naming both."""
+def config_files(where: Path) -> list[Path]:
+    """The config files of a directory, by name; a `ConfigError` when it cannot be read or holds none."""
     try:
         files = sorted(path for path in where.iterdir() if path.suffix.lower() in CONFIG_SUFFIXES and path.is_file())
     except OSError as exc:
@@ -296,6 +295,14 @@ def load_config_dir(where: Path, environ: Mapping[str, str] = os.environ) -> Con
             f"{where}: a directory with no config file in it ({', '.join(CONFIG_SUFFIXES)}); give the config file's "
             "path, or a directory of server files"
         )
+    return files
+
+
+def load_config_dir(where: Path, environ: Mapping[str, str] = os.environ) -> Config:
+    """A directory of config files, as Continue keeps its servers (`.continue/mcpServers/`, a YAML block or a
+    client's JSON file each): every file's servers, by name, in the order of the files' names. Two files that name
+    one server, or that both give `settings`, are a `ConfigError` naming both."""
+    files = config_files(where)
     servers: dict[str, ServerConfig] = {}
     found: dict[str, Path] = {}
     settings: tuple[Path, Settings] | None = None

@@ -38,7 +38,16 @@ from server.client_files import (
     unknown_client,
     usual_paths,
 )
-from server.config import CliOverrides, Config, ServerConfig, default_config_path, load_config, resolved, state_dir
+from server.config import (
+    CliOverrides,
+    Config,
+    ServerConfig,
+    config_files,
+    default_config_path,
+    load_config,
+    resolved,
+    state_dir,
+)
 from server.distribution import foreign_files, install_command
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
@@ -286,6 +295,7 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
         files = [locate(client, environ)]
     else:
         files = [ClientFile(p, name) for name in CLIENTS for p in usual_paths(name, environ) if p.exists()]
+    files = [part for file in files for part in _files_of(file)]
     routed = False
     for file in files:
         label = f"client {file.client or file.path.name} ({file.path})"
@@ -325,6 +335,16 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
             f"no client config starts claimcheck with {config_path}",
             "claimcheck init CLIENT --apply (CLIENT: " + ", ".join(CLIENTS) + "), or paste what init shows",
         )
+
+
+def _files_of(file: ClientFile) -> list[ClientFile]:
+    """A client's file, or each config file of a client's folder (Continue's `.continue/mcpServers/`)."""
+    if not file.path.is_dir():
+        return [file]
+    try:
+        return [ClientFile(path, file.client) for path in config_files(file.path)]
+    except ConfigError:
+        return [file]  # read as it is: said as a file that cannot be read
 
 
 def _entries(data: object, file: ClientFile) -> list[tuple[str, Any]]:

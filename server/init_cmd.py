@@ -4,7 +4,8 @@ Without `--apply` nothing of the client's is touched: claimcheck's config is wri
 is) and the entry for the client is shown. `--apply` also rewrites the client's file after a timestamped backup:
 the imported servers leave it (they are in claimcheck's config and in the backup), the claimcheck entry joins it,
 everything else stays as it was. `--undo` puts the newest backup back. A file that cannot be read or parsed is
-left untouched and the reason is one line.
+left untouched and the reason is one line. A folder (Continue's `.continue/mcpServers/`) is read file by file;
+nothing in it is written: the block file to add there is shown, with the files whose servers moved.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from server.client_files import (
     usual_paths,
     write_replacing,
 )
-from server.config import Config, default_config_path, workspace_of
+from server.config import Config, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.errors import ConfigError
 
@@ -75,11 +76,15 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if (unknown := unknown_client(args.client)) is not None:
         raise ConfigError(f"{unknown[0]}: {unknown[1]}")
     file = locate(args.client, environ)
+    if file.path.is_dir():
+        if args.undo:
+            raise ConfigError(f"{file.path}: init writes nothing into a folder, so there is nothing to undo")
+        return _init_folder(args, file.path, _config_path(args, environ), environ)
     if args.undo:
         restored, kept = undo(file.path)
         print(f"claimcheck: restored {file.path} from {restored.name} (what it replaced: {kept.name})")
         return EXIT_OK
-    config_path = Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+    config_path = _config_path(args, environ)
     if file.path.exists() and config_path.exists() and file.path.samefile(config_path):
         raise ConfigError(f"{file.path} is claimcheck's own config; name the client's file (or --config another)")
     try:
@@ -107,30 +112,11 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     existing = _claimcheck_config(config_path)
     ours = dict(existing.get("mcpServers") or {})
-    moved, notes = [], []
+    notes = []
     for name in raw.keys() - translated.data["mcpServers"].keys():  # a Zed extension's server
         notes.append(f"  {name}: left in {file.path.name} (only {file.client or 'the client'} can start it)")
-    for name, entry in translated.data["mcpServers"].items():
-        if points_at_claimcheck(raw.get(name)):
-            continue
-        problem = _problem(name, entry)
-        if problem:
-            notes.append(f"  {name}: left in {file.path.name} ({problem})")
-        elif name in ours and ours[name] != entry:
-            notes.append(f"  {name}: left in {file.path.name} ({config_path.name} has another {name}; rename one)")
-        else:
-            ours[name] = entry
-            moved.append(name)
-    if moved:
-        write_replacing(config_path, json.dumps({**existing, "mcpServers": ours}, indent=2) + "\n")
-        print(
-            f"claimcheck: {config_path} now serves {len(moved)} server{'s' if len(moved) != 1 else ''} of "
-            f"{file.path}: {', '.join(moved)}"
-        )
-    else:
-        print(f"claimcheck: no server of {file.path} to import")
-    for note in notes:
-        print(note)
+    moved, left = _take(raw, translated.data["mcpServers"], ours, file.path.name, config_path.name)
+    _save(config_path, existing, ours, moved, file.path, [*notes, *left])
     entry = claimcheck_entry(claimcheck_command(), config_path, file)
     inputs = _inputs_used(translated.data["mcpServers"], moved, file, text)
     if inputs:
@@ -157,6 +143,83 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         f"\nclaimcheck: wrote {file.path} (backup: {saved.name}); restart the client to use it, "
         f"or claimcheck init {args.client} --undo to go back"
     )
+    return EXIT_OK
+
+
+def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path:
+    return Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+
+
+def _take(
+    raw: Mapping[str, Any], entries: Mapping[str, Any], ours: dict[str, Any], source: str, config: str
+) -> tuple[list[str], list[str]]:
+    """Move the client's `entries` (translated; `raw` as written) into `ours`: the names moved, and a note for each
+    one left where it is (`source`) and why. An entry that starts claimcheck is neither."""
+    moved, notes = [], []
+    for name, entry in entries.items():
+        if points_at_claimcheck(raw.get(name)):
+            continue
+        problem = _problem(name, entry)
+        if problem:
+            notes.append(f"  {name}: left in {source} ({problem})")
+        elif name in ours and ours[name] != entry:
+            notes.append(f"  {name}: left in {source} ({config} has another {name}; rename one)")
+        else:
+            ours[name] = entry
+            moved.append(name)
+    return moved, notes
+
+
+def _save(
+    config_path: Path, existing: dict[str, Any], ours: dict[str, Any], moved: list[str], source: Path, notes: list[str]
+) -> None:
+    """Write claimcheck's config with the servers moved from `source` (if any), and say what moved and what not."""
+    if moved:
+        write_replacing(config_path, json.dumps({**existing, "mcpServers": ours}, indent=2) + "\n")
+        print(
+            f"claimcheck: {config_path} now serves {len(moved)} server{'s' if len(moved) != 1 else ''} of "
+            f"{source}: {', '.join(moved)}"
+        )
+    else:
+        print(f"claimcheck: no server of {source} to import")
+    for note in notes:
+        print(note)
+
+
+def _init_folder(args: argparse.Namespace, folder: Path, config_path: Path, environ: Mapping[str, str]) -> int:
+    """Continue's `.continue/mcpServers/` (or any folder of client files): each file's servers move into claimcheck's
+    config; the block file that routes Continue through claimcheck is shown, never written (nor are the files)."""
+    existing = _claimcheck_config(config_path)
+    ours = dict(existing.get("mcpServers") or {})
+    moved, notes, emptied = [], [], []
+    for path in config_files(folder):
+        file = ClientFile(path, "continue")
+        try:
+            text, _ = read_config_text(path)
+            data = parse_config_text(path, text)
+            raw = file.servers_in(data)
+            servers = file.written_servers(data) if isinstance(raw, dict) else None
+            found = (
+                translate({file.table: servers}, workspace=workspace_of(path), check_inputs=False) if servers else None
+            )
+        except ConfigError as exc:
+            notes.append(f"  {path.name}: left as it is ({exc})")
+            continue
+        if found is None or not isinstance(raw, dict):
+            notes.append(f"  {path.name}: no servers in it")
+            continue
+        taken, left = _take(raw, found.data["mcpServers"], ours, path.name, config_path.name)
+        moved += taken
+        notes += left
+        if taken and not left:
+            emptied.append(path.name)
+    _save(config_path, existing, ours, moved, folder, notes)
+    block = ClientFile(folder / "claimcheck.yaml", "continue")
+    entry = claimcheck_entry(claimcheck_command(), config_path, block)
+    print(f"\nThe block file that routes Continue through claimcheck, {block.path}:\n")
+    print("\n".join(["name: claimcheck", "version: 0.0.1", "schema: v1", entry_text(args.name, entry, block)]))
+    take_out = f", and take out {', '.join(emptied)}, whose servers claimcheck serves now" if emptied else ""
+    print(f"\nCreate it{take_out}; claimcheck writes nothing into the folder.")
     return EXIT_OK
 
 

@@ -217,7 +217,7 @@ def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_writ
     """goose's and Continue's files are YAML: read, never rewritten (that would reformat them and drop their
     comments); the entry shown, pasted in, is one that loads as claimcheck started on its config."""
     home = tmp_path / "home"
-    (target,) = usual_paths(client, {"HOME": str(home)})
+    target = usual_paths(client, {"HOME": str(home)}, tmp_path / "workspace")[-1]  # the user's file
     target.parent.mkdir(parents=True)
     shutil.copy(FIXTURES / client / "config.yaml", target)
     original = target.read_bytes()
@@ -240,6 +240,43 @@ def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_writ
     entry_starts_claimcheck(routed.mcp_servers["claimcheck"].model_dump(), config)
     assert "claimcheck does not rewrite YAML files" in shown and "take out" in shown
     assert refused.startswith(f"claimcheck: {target}: is YAML, which rewriting would reformat and strip of comments")
+
+
+def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.continue/mcpServers/` in the workspace, one server block per file (YAML, or a JSON file copied from another
+    client): every file's servers move, a file left with a server claimcheck cannot serve is named, and the block
+    file shown loads as claimcheck started on its config. Nothing in the folder is written."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / ".continue" / "mcpServers"
+    shutil.copytree(FIXTURES / "continue" / "mcpServers", folder)
+    (folder / "broken.yaml").write_text("mcpServers:\n  - name: numbered\n    command: 5\n", encoding="utf-8")
+    (folder / "README.md").write_text("# not a config\n", encoding="utf-8")
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    config = tmp_path / "config.json"
+    env = {"HOME": str(tmp_path / "home")}
+
+    assert init("continue", "--config", str(config), environ=env) == 0
+    shown = capsys.readouterr().out
+    assert init("continue", "--undo", "--config", str(config), environ=env) == 2
+    refused = capsys.readouterr().err
+
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    assert sorted(json.loads(config.read_text(encoding="utf-8"))["mcpServers"]) == ["Browser search", "filesystem"]
+    assert "  numbered: left in broken.yaml (mcpServers.numbered.command: Input should be a valid string)" in shown
+    block = shown.split(f"{folder / 'claimcheck.yaml'}:\n\n", 1)[1].split("\n\n", 1)[0]
+    assert block.startswith("name: claimcheck\nversion: 0.0.1\nschema: v1\nmcpServers:\n")
+    routed = load_config_text(folder / "claimcheck.yaml", block)
+    assert list(routed.mcp_servers) == ["claimcheck"]
+    entry_starts_claimcheck(routed.mcp_servers["claimcheck"].model_dump(), config)
+    assert "Create it, and take out mcp.json, playwright-mcp.yaml, whose servers claimcheck serves now" in shown
+    assert refused == f"claimcheck: {folder}: init writes nothing into a folder, so there is nothing to undo\n"
+
+    (folder / "claimcheck.yaml").write_text(block, encoding="utf-8")  # as the user adds it
+    assert init("continue", "--config", str(config), environ=env) == 0
+    again = capsys.readouterr().out
+    assert "claimcheck.yaml" not in again.split("The block file")[0]  # the entry that starts claimcheck stays
 
 
 @pytest.mark.parametrize(
@@ -347,7 +384,10 @@ def test_usual_places_on_linux_and_macos() -> None:
     assert usual_paths("zed", env) == [Path("/h/.config/zed/settings.json")]
     assert usual_paths("zed", {**env, "XDG_CONFIG_HOME": "/x"}) == [Path("/x/zed/settings.json")]
     assert usual_paths("goose", env) == [Path("/h/.config/goose/config.yaml")]
-    assert usual_paths("continue", env) == [Path("/h/.continue/config.yaml")]
+    assert usual_paths("continue", env, Path("/p")) == [
+        Path("/p/.continue/mcpServers"),
+        Path("/h/.continue/config.yaml"),
+    ]
 
 
 def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_there() -> None:
@@ -357,7 +397,7 @@ def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_t
     ]
     assert usual_paths("goose", env, system="win32") == [Path("/u/AppData/Roaming/Block/goose/config/config.yaml")]
     assert usual_paths("zed", env, system="win32") == [Path("/u/AppData/Roaming/Zed/settings.json")]
-    assert usual_paths("continue", env, system="win32") == [Path("/u/.continue/config.yaml")]
+    assert usual_paths("continue", env, Path("/p"), "win32")[-1] == Path("/u/.continue/config.yaml")
     assert usual_paths("goose", env, system="linux") == [Path("/u/.config/goose/config.yaml")]
 
 

@@ -155,6 +155,29 @@ def test_goose_s_extension_that_starts_claimcheck_counts_and_a_gone_one_is_fixed
     ]
 
 
+def test_continue_s_block_file_in_the_workspace_folder_that_starts_claimcheck_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continue reads every file of `.continue/mcpServers/`: the block file `init continue` shows, once added,
+    counts, whether `continue` is named or every client's usual files are looked at."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "config.json"
+    folder = tmp_path / ".continue" / "mcpServers"
+    folder.mkdir(parents=True)
+    (folder / "claimcheck.yaml").write_text(
+        f"name: claimcheck\nversion: 0.0.1\nschema: v1\nmcpServers:\n  - name: claimcheck\n    command: {PYTHON}\n"
+        f"    args: [-m, server, serve, --config, {config}]\n",
+        encoding="utf-8",
+    )
+    (folder / "other.json").write_text('{"mcpServers": {"git": {"command": "uvx"}}}', encoding="utf-8")
+    for client in ("continue", None):
+        report = Report()
+        check_clients(report, client, config, {"HOME": str(tmp_path / "home")})
+        assert report.lines == [
+            f"ok    client continue ({folder / 'claimcheck.yaml'}): claimcheck starts claimcheck with this config"
+        ]
+
+
 def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     entry = {"type": "stdio", "command": PYTHON, "args": ["-m", "server", "serve", "--config", str(config)]}
