@@ -4,10 +4,11 @@ each."""
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "PREFIX_RE",
@@ -141,6 +142,21 @@ class ServerConfig(StrictModel):
     None: half of them, rounded up, or all of them where every client is one principal (`instances_per_principal`)."""
     pinned: list[str] = Field(default_factory=list, max_length=1000)
     """Glob patterns on the server's own tool names listed even when `settings.catalog` hides the catalog."""
+
+    @field_validator("args", "env", "headers", mode="before")
+    @classmethod
+    def _scalars_as_text(cls, value: Any) -> Any:
+        """`"args": ["--port", 3000]`, `"env": {"DEBUG": true}`: a number or true/false is taken as its JSON text, as
+        a shell would pass it (a program's arguments and environment are text)."""
+
+        def text(item: Any) -> Any:
+            return json.dumps(item) if isinstance(item, int | float | bool) else item
+
+        if isinstance(value, list):
+            return [text(item) for item in value]
+        if isinstance(value, dict):
+            return {key: text(item) for key, item in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:

@@ -118,6 +118,26 @@ def test_http_addresses_of_any_case_and_with_a_variable_are_taken(monkeypatch: p
     ]
 
 
+def test_numbers_and_true_false_in_args_env_and_headers_are_taken_as_their_text() -> None:
+    """As written in many a pasted config (and as YAML reads `PORT: 3000`): a program's arguments, environment and
+    an HTTP header are text, so a shell would pass them so."""
+    config = parse_config(
+        {
+            "mcpServers": {
+                "local": {"command": "x", "args": ["--port", 3000, "--ratio", 1.5, True], "env": {"DEBUG": False}},
+                "remote": {"url": "http://h/mcp", "headers": {"X-Tenant": 42}},
+            }
+        },
+        {},
+    )
+    assert config.mcp_servers["local"].args == ["--port", "3000", "--ratio", "1.5", "true"]
+    assert config.mcp_servers["local"].env == {"DEBUG": "false"}
+    assert config.mcp_servers["remote"].headers == {"X-Tenant": "42"}
+    assert errors_of({"mcpServers": {"s": {"command": "x", "env": {"N": None}}}}) == (
+        "invalid config: mcpServers.s.env.N: Input should be a valid string"
+    )
+
+
 def test_a_missing_variable_is_an_error_naming_it_and_where_it_is_used() -> None:
     message = errors_of({"mcpServers": {"web": {"url": "http://x/mcp", "headers": {"Authorization": "${NOPE}"}}}})
     assert message == "mcpServers.web.headers.Authorization: environment variable ${NOPE} is not set"
