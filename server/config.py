@@ -32,7 +32,7 @@ from server.config_sections import (
     StrictModel,
     ToolFilter,
 )
-from server.config_vars import expand_server
+from server.config_vars import expand_path, expand_server
 from server.errors import ConfigError
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")  # what a server key may hold that a tool prefix may not
 
 
@@ -253,7 +252,12 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
     try:
         data = read_config_data(where)
     except FileNotFoundError:
-        hint = "" if path is not None else " (pass --config PATH or set CLAIMCHECK_CONFIG)"
+        hint = (
+            ""
+            if path is not None
+            else ": make it from a client's servers with `claimcheck init CLIENT`, or pass --config PATH (or set "
+            "CLAIMCHECK_CONFIG)"
+        )
         raise ConfigError(f"{where}: config file not found{hint}") from None
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
@@ -360,19 +364,7 @@ def _expand_dirs(settings: Settings, environ: Mapping[str, str]) -> Settings:
     never made as a literal `./$TMPDIR` beside the working directory. A `$` left over is an error."""
 
     def expand(value: str | None, where: str) -> str | None:
-        if value is None:
-            return None
-
-        def sub(match: re.Match[str]) -> str:
-            var = match.group(1) or match.group(2)
-            if var not in environ:
-                raise ConfigError(f"settings.{where}: environment variable ${{{var}}} is not set")
-            return environ[var]
-
-        expanded = _PATH_VAR_RE.sub(sub, value)
-        if "$" in _PATH_VAR_RE.sub("", value):
-            raise ConfigError(f"settings.{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
-        return os.path.expanduser(expanded)
+        return None if value is None else expand_path(value, f"settings.{where}", environ)
 
     roots = []
     for index, value in enumerate(settings.roots):

@@ -1,18 +1,21 @@
-"""`${VAR}` in a server's entry: the environment's, filled in as the config loads (`expand_server`), and
+"""`${VAR}` in a server's entry: the environment's, filled in as the config loads (`expand_server`), as in the
+settings' paths (`expand_path`, where `$VAR` and `~` count too), and
 `${CLAIMCHECK_INSTANCE}`, left for each of the server's processes (`for_instance`). A `url` that, filled in, is no
 http(s) address is refused there: it could never connect."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 
 from server.config_sections import ServerConfig
 from server.errors import ConfigError, clip
 
-__all__ = ["INSTANCE_VAR", "PRIMARY_INSTANCE", "expand_server", "for_instance"]
+__all__ = ["INSTANCE_VAR", "PRIMARY_INSTANCE", "expand_path", "expand_server", "for_instance"]
 
 _HTTP_URL = re.compile(r"https?://[^/\s?#]+", re.IGNORECASE)
+_PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 
 
@@ -78,3 +81,19 @@ def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -
             "headers": {k: expand(v, f"headers.{k}") for k, v in server.headers.items()},
         }
     )
+
+
+def expand_path(value: str, where: str, environ: Mapping[str, str]) -> str:
+    """A path of the settings (`where`: `settings.root`) with `${VAR}`, `$VAR` and a leading `~` expanded, as a shell
+    would: never made as a literal `./$TMPDIR`. An unset variable, or a `$` left over, is a `ConfigError`."""
+
+    def sub(match: re.Match[str]) -> str:
+        var = match.group(1) or match.group(2)
+        if var not in environ:
+            raise ConfigError(f"{where}: environment variable ${{{var}}} is not set")
+        return environ[var]
+
+    expanded = _PATH_VAR_RE.sub(sub, value)
+    if "$" in _PATH_VAR_RE.sub("", value):
+        raise ConfigError(f"{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
+    return os.path.expanduser(expanded)

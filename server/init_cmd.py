@@ -199,8 +199,11 @@ def _init_folder(args: argparse.Namespace, folder: Path, config_path: Path, envi
             data = parse_config_text(path, text)
             raw = file.servers_in(data)
             servers = file.written_servers(data) if isinstance(raw, dict) else None
+            where = workspace_of(path)
             found = (
-                translate({file.table: servers}, workspace=workspace_of(path), check_inputs=False) if servers else None
+                translate({file.table: servers}, environ=environ, workspace=where, check_inputs=False)
+                if servers
+                else None
             )
         except ConfigError as exc:
             notes.append(f"  {path.name}: left as it is ({exc})")

@@ -203,6 +203,16 @@ def test_a_root_or_state_directory_that_cannot_be_expanded_is_an_error_naming_it
     assert errors_of({"mcpServers": {}, "settings": settings}) == expected
 
 
+def test_no_config_at_the_default_place_says_how_to_make_one(tmp_path: Path) -> None:
+    environ = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    with pytest.raises(ConfigError) as missing:
+        load_config(None, environ)
+    assert str(missing.value) == (
+        f"{tmp_path / 'xdg' / 'claimcheck' / 'config.json'}: config file not found: make it from a client's servers "
+        "with `claimcheck init CLIENT`, or pass --config PATH (or set CLAIMCHECK_CONFIG)"
+    )
+
+
 def test_file_errors_name_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     with pytest.raises(ConfigError, match=r"nope\.json: config file not found"):
