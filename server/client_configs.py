@@ -117,7 +117,12 @@ def read_config_text(path: Path) -> tuple[str, str]:
         raise
     except IsADirectoryError:
         raise ConfigError("is a directory: give the config file's path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        kind = "UTF-16" if exc.encoding.startswith("utf-16") else "UTF-8"
+        raise ConfigError(
+            f"not valid {kind} text (byte {exc.start}: {exc.reason}); save the file as UTF-8 in an editor"
+        ) from None
+    except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc}") from None
 
 

@@ -526,6 +526,24 @@ def test_a_file_that_powershell_wrote_in_utf_16_loads_as_utf_8_would(tmp_path: P
     assert load_config(path, {}).mcp_servers["git"].args == ["mcp-server-git", "--repository", "C:/Users/é"]
 
 
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ('{"a": "\xe9"}'.encode("latin-1"), "not valid UTF-8 text (byte 7: invalid continuation byte)"),
+        (b"\xff\xfe{", "not valid UTF-16 text (byte 0: truncated data)"),
+    ],
+    ids=["latin-1", "utf-16-cut"],
+)
+def test_a_file_in_another_encoding_is_one_line_saying_to_save_it_as_utf_8(
+    tmp_path: Path, data: bytes, said: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as refused:
+        read_config_data(path)
+    assert str(refused.value) == f"{said}; save the file as UTF-8 in an editor"
+
+
 def test_a_directory_read_as_a_client_s_file_is_said_so_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^is a directory: give the config file's path$"):
         read_config_data(tmp_path)
