@@ -65,6 +65,8 @@ _IGNORED_IN_ENTRY = frozenset(
         "oauth",  # Claude Code, Codex: the client's own OAuth login, which claimcheck does not do for a server
         "scopes",
         "trust",  # Gemini CLI
+        "authProviderType",
+        "watchPaths",  # Roo Code: restarts the server when these files change
         "required",  # Codex: refuse to start when the server fails
         "startup_timeout_sec",  # Codex: claimcheck has settings.startupWaitSecs
         "startup_timeout_ms",
@@ -278,10 +280,13 @@ class _Context:
                 entry["url"] = entry.pop(alias)
                 if alias == "httpUrl":
                     entry.setdefault("type", "http")
-        if isinstance(entry.get("disabledTools"), list):  # Windsurf, Cline: tools the model is not offered
-            tools = dict(entry.get("tools") or {})
-            tools["exclude"] = [*tools.get("exclude", []), *entry.pop("disabledTools")]
-            entry["tools"] = tools
+        # Windsurf's and Cline's `disabledTools`, Gemini CLI's `excludeTools`: tools the model is not offered;
+        # Gemini CLI's `includeTools`: the only ones it is
+        for alias, kind in (("disabledTools", "exclude"), ("excludeTools", "exclude"), ("includeTools", "include")):
+            if isinstance(entry.get(alias), list):
+                tools = dict(entry.get("tools") or {})
+                tools[kind] = [*(tools.get(kind) or []), *entry.pop(alias)]
+                entry["tools"] = tools
         _transport(where, entry)
         entry = {key: self.expand(f"{where}.{key}", value, key) for key, value in entry.items()}
         if "envFile" in entry:

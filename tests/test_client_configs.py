@@ -170,6 +170,38 @@ def test_windsurf_s_server_url_disabled_tools_and_disabled_servers(caplog: pytes
     assert notices == []
 
 
+def test_gemini_cli_s_http_url_and_tool_lists_are_read_and_its_own_keys_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Gemini CLI's `~/.gemini/settings.json`: `httpUrl` for streamable HTTP, `includeTools`/`excludeTools` (exclude
+    wins, as claimcheck's own `tools`), `trust` and `authProviderType` its own business."""
+    config, notices = load("gemini/settings.json", caplog)
+    assert shape(config)["github"] == {
+        "kind": "streamable-http",
+        "url": "https://api.githubcopilot.com/mcp/",
+        "headers": {"Authorization": "Bearer gh-1"},
+    }
+    tools = config.mcp_servers["github"].tools
+    assert (tools.include, tools.exclude) == (["get_issue", "list_issues", "create_issue"], ["create_issue"])
+    assert shape(config)["pythonTools"]["env"] == {"DATABASE_URL": "k-123"}
+    assert notices == [
+        "read mcpServers from settings.json; ignored: mcpServers.github.trust, "
+        "mcpServers.pythonTools.authProviderType, mcpServers.pythonTools.description, theme"
+    ]
+
+
+def test_roo_code_s_watch_paths_are_ignored_and_its_disabled_tools_are_not_offered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config, notices = load("roo/mcp_settings.json", caplog)
+    assert shape(config)["local-server"]["command"] == "node"
+    assert config.mcp_servers["local-server"].tools.exclude == ["tool3"]
+    assert notices == [
+        "read mcpServers from mcp_settings.json; ignored: mcpServers.local-server.alwaysAllow, "
+        "mcpServers.local-server.watchPaths"
+    ]
+
+
 def test_codex_s_toml_maps_its_own_keys_and_ignores_the_rest_of_the_file(caplog: pytest.LogCaptureFixture) -> None:
     config, notices = load("codex/config.toml", caplog)
     assert shape(config) == {
