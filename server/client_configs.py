@@ -55,6 +55,7 @@ _TRANSPORTS = {
 _IGNORED_IN_ENTRY = frozenset(
     {
         "autoApprove",  # Cline, Roo, Windsurf: approvals are the client's business
+        "networkTimeout",  # Cline: how long it waits (milliseconds); claimcheck gives a slow call a handle
         "alwaysAllow",
         "description",
         "gallery",  # VS Code: where a server was installed from

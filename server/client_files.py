@@ -4,12 +4,10 @@ the new content checked to hold every entry it should before it replaces the old
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 import shutil
-import sys
 import time
 import tomllib
 from collections.abc import Mapping
@@ -20,10 +18,8 @@ from typing import Any
 from server.client_configs import strip_jsonc
 from server.client_dialects import continue_servers, opencode_servers
 from server.errors import ConfigError
-from server.platform import app_config_dir
 
 __all__ = [
-    "CLIENTS",
     "ClientFile",
     "backup",
     "claimcheck_entry",
@@ -31,28 +27,12 @@ __all__ = [
     "entry_text",
     "latest_backup",
     "launch_of",
-    "locate",
     "points_at_claimcheck",
     "rewritten",
     "serves_file",
     "undo",
-    "unknown_client",
-    "usual_paths",
     "write_replacing",
 ]
-
-CLIENTS = (
-    "claude-desktop",
-    "claude-code",
-    "cursor",
-    "vscode",
-    "windsurf",
-    "codex",
-    "opencode",
-    "zed",
-    "goose",
-    "continue",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,63 +104,6 @@ class ClientFile:
         if self.client == "vscode" or (self.path.name == "mcp.json" and self.path.parent.name in (".vscode", "User")):
             return "servers"
         return "mcpServers"
-
-
-def usual_paths(
-    client: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None, system: str = sys.platform
-) -> list[Path]:
-    """Where `client` keeps its servers on this system, the first that exists being the one it reads."""
-    home = Path(environ.get("HOME") or Path.home())
-    here = cwd or Path.cwd()
-    apps = app_config_dir(environ, system)
-    windows = system == "win32" and bool(environ.get("APPDATA"))  # goose and Zed keep theirs under %APPDATA% there
-    if client == "claude-desktop":
-        return [apps / "Claude" / "claude_desktop_config.json"]
-    if client == "claude-code":
-        return [here / ".mcp.json", home / ".claude.json"]
-    if client == "cursor":
-        return [here / ".cursor" / "mcp.json", home / ".cursor" / "mcp.json"]
-    if client == "vscode":
-        return [here / ".vscode" / "mcp.json", apps / "Code" / "User" / "mcp.json"]
-    if client == "windsurf":
-        return [home / ".codeium" / "windsurf" / "mcp_config.json"]
-    if client == "codex":
-        return [Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"]
-    config_home = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")  # both on macOS too
-    if client == "opencode":
-        project = [here / "opencode.json", here / "opencode.jsonc", here / ".opencode" / "opencode.json"]
-        return [*project, config_home / "opencode" / "opencode.json"]
-    if client == "zed":
-        return [apps / "Zed" / "settings.json" if windows else config_home / "zed" / "settings.json"]
-    if client == "goose":
-        return [
-            apps / "Block" / "goose" / "config" / "config.yaml" if windows else config_home / "goose" / "config.yaml"
-        ]
-    if client == "continue":  # a workspace's block files, else the user's config
-        return [here / ".continue" / "mcpServers", home / ".continue" / "config.yaml"]
-    raise ValueError(client)
-
-
-def locate(spec: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None) -> ClientFile:
-    """A client's file by name (its first usual path that exists, else its last) or by path."""
-    if spec in CLIENTS:
-        paths = usual_paths(spec, environ, cwd)
-        found = next((path for path in paths if path.exists()), paths[-1])
-        return ClientFile(found, spec)
-    return ClientFile(Path(spec).expanduser().absolute(), None)
-
-
-def unknown_client(spec: str) -> tuple[str, str] | None:
-    """What is wrong with a client named `spec` that is neither a client claimcheck knows nor a file (`vs-code`),
-    and its fix; None when it is one of them or reads as a path."""
-    if spec in CLIENTS or os.sep in spec or "/" in spec or Path(spec).suffix or Path(spec).expanduser().exists():
-        return None
-    close = difflib.get_close_matches(spec.lower().replace("_", "-"), CLIENTS, n=1, cutoff=0.6)
-    guess = f"did you mean {close[0]}? " if close else ""
-    return (
-        f"{spec} is neither a client claimcheck knows nor a file here",
-        f"{guess}name one of {', '.join(CLIENTS)}, or the path of the client's config file",
-    )
 
 
 def claimcheck_entry(command: list[str], config: Path, file: ClientFile) -> dict[str, Any]:

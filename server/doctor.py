@@ -29,15 +29,12 @@ import httpx2
 from server import tracing
 from server.client_configs import read_config_data
 from server.client_files import (
-    CLIENTS,
     ClientFile,
     config_of_entry,
     launch_of,
-    locate,
     points_at_claimcheck,
-    unknown_client,
-    usual_paths,
 )
+from server.client_places import CLIENTS, locate, unknown_client, usual_paths
 from server.config import (
     CliOverrides,
     Config,

@@ -24,19 +24,16 @@ from pydantic import ValidationError
 
 from server.client_configs import env_name_of_input, parse_config_text, read_config_text, translate
 from server.client_files import (
-    CLIENTS,
     ClientFile,
     backup,
     claimcheck_entry,
     entry_text,
-    locate,
     points_at_claimcheck,
     rewritten,
     undo,
-    unknown_client,
-    usual_paths,
     write_replacing,
 )
+from server.client_places import CLIENTS, locate, unknown_client, usual_paths
 from server.config import Config, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.errors import ConfigError

@@ -14,7 +14,8 @@ import pytest
 
 from server.cli_args import parse
 from server.client_configs import loads_jsonc as load_jsonc
-from server.client_files import latest_backup, usual_paths
+from server.client_files import latest_backup
+from server.client_places import usual_paths
 from server.config import Config, load_config
 from server.init_cmd import run_init
 from server.platform import app_config_dir
@@ -242,6 +243,40 @@ def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_writ
     assert refused.startswith(f"claimcheck: {target}: is YAML, which rewriting would reformat and strip of comments")
 
 
+@pytest.mark.parametrize(
+    ("client", "fixture", "moved"),
+    [
+        ("cline", "cline/cline_mcp_settings.json", ["git", "remote"]),
+        ("roo", "roo/mcp_settings.json", ["local-server"]),
+        ("gemini", "gemini/settings.json", ["github", "pythonTools"]),
+    ],
+)
+def test_cline_roo_code_and_gemini_cli_are_found_where_they_keep_servers_and_routed_through_claimcheck(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, fixture: str, moved: list[str]
+) -> None:
+    """Cline and Roo Code (VS Code extensions, their files in VS Code's global storage) and Gemini CLI
+    (`~/.gemini/settings.json`): their own keys (`alwaysAllow`, `networkTimeout`, `watchPaths`, `trust`) do not stop
+    the move, and every key but the servers stays."""
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "API_KEY": "k", "GITHUB_TOKEN": "t"}
+    target = usual_paths(client, env, tmp_path, "linux")[-1]
+    target.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / fixture, target)
+    before = json.loads(target.read_text(encoding="utf-8"))
+    config = tmp_path / "config.json"
+
+    assert init(client, "--apply", "--config", str(config), environ=env) == 0
+
+    after = json.loads(target.read_text(encoding="utf-8"))
+    assert sorted(json.loads(config.read_text(encoding="utf-8"))["mcpServers"]) == moved
+    assert list(after["mcpServers"]) == ["claimcheck"]
+    entry_starts_claimcheck(after["mcpServers"]["claimcheck"], config)
+    assert {k: v for k, v in after.items() if k != "mcpServers"} == {
+        k: v for k, v in before.items() if k != "mcpServers"
+    }
+
+
 def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,8 +391,8 @@ def test_a_client_name_claimcheck_does_not_know_is_answered_with_the_names_it_do
     assert init("claude") == 2
     lines = capsys.readouterr().err.splitlines()
     names = (
-        "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, or "
-        "the path of the client's"
+        "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, "
+        "gemini, cline, roo, or the path of the client's"
     )
     assert lines == [
         f"claimcheck: vs-code is neither a client claimcheck knows nor a file here: did you mean vscode? {names} "
@@ -399,6 +434,19 @@ def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_t
     assert usual_paths("zed", env, system="win32") == [Path("/u/AppData/Roaming/Zed/settings.json")]
     assert usual_paths("continue", env, Path("/p"), "win32")[-1] == Path("/u/.continue/config.yaml")
     assert usual_paths("goose", env, system="linux") == [Path("/u/.config/goose/config.yaml")]
+    extensions = Path("/u/AppData/Roaming/Code/User/globalStorage")
+    assert usual_paths("cline", env, system="win32") == [
+        extensions / "saoudrizwan.claude-dev/settings/cline_mcp_settings.json"
+    ]
+    mac = Path("/u/Library/Application Support/Code/User/globalStorage")
+    assert usual_paths("roo", env, Path("/p"), "darwin") == [
+        Path("/p/.roo/mcp.json"),
+        mac / "rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+    ]
+    assert usual_paths("gemini", env, Path("/p"), "win32") == [
+        Path("/p/.gemini/settings.json"),
+        Path("/u/.gemini/settings.json"),
+    ]
 
 
 def test_applying_twice_writes_once_and_a_second_undo_finds_no_backup(

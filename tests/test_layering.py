@@ -74,6 +74,7 @@ LEVELS = {
     "server.client_dialects": 0,
     "server.config_yaml": 0,
     "server.client_files": 0,
+    "server.client_places": 0,
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,
