@@ -1,8 +1,8 @@
 """claimcheck's Read and Grep tools: the sandbox over the calling session's stored outputs.
 
 Each file is opened through the store's one door (`SessionStore.open_output`: the session's own directory,
-no links) and streamed by the sandbox; greps queue per principal (`server.handles.owners.principal_of`; a
-connection's own session is its own), served in turn.
+no links) and streamed by the sandbox; greps queue per principal (`server.handles.owners.principal_of`: a token,
+an OAuth subject, or every client without a token as one), served in turn.
 """
 
 from __future__ import annotations
