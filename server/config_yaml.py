@@ -25,15 +25,21 @@ def loads_yaml(text: str) -> Any:
         import yaml  # the `yaml` extra: only a YAML config needs it
     except ImportError:
         raise ConfigError(YAML_MISSING) from None
+    loader = yaml.SafeLoader(text)
     try:
-        _within_budget(yaml.compose(text, Loader=yaml.SafeLoader))
-        return yaml.safe_load(text)
+        root = loader.get_single_node()  # composed once: checked, then built from the same nodes
+        if root is None:
+            return None
+        _within_budget(root)
+        return loader.construct_document(root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         raise ConfigError(f"not valid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
         raise ConfigError("not valid YAML for a config: nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def _within_budget(root: Any) -> None:
