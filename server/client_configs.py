@@ -4,8 +4,8 @@ Claude Desktop, Claude Code (`.mcp.json`), Cursor and Windsurf keep servers unde
 `servers` (with `inputs`); Codex CLI in TOML under `[mcp_servers.NAME]`. Entries may name their transport with
 `type`, `transportType` or `transport`, Windsurf its URL with `serverUrl`, VS Code and Cursor variables as
 `${env:X}`, `${workspaceFolder}`, `${userHome}` and `${input:id}`; opencode (`mcp`), Zed (`context_servers`),
-goose (`extensions`, YAML) and Continue (`mcpServers` as a list, YAML) have entries of their own shape
-(`server.client_dialects`). YAML is read by `server.config_yaml`.
+goose (`extensions`, YAML), Continue (`mcpServers` as a list, YAML) and Gemini CLI (`$VAR`, `mcp.allowed`) have
+entries of their own shape (`server.client_dialects`). YAML is read by `server.config_yaml`.
 `translate` maps all of it onto `{"mcpServers": …, "settings": …}`; what it does not use is listed in one notice,
 and what it does not know is left for the config's validation to refuse with its path.
 """
@@ -23,7 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.client_dialects import codex, continue_entry, continue_servers, goose, opencode, opencode_servers, zed
+from server.client_dialects import (
+    codex,
+    continue_entry,
+    continue_servers,
+    gemini,
+    gemini_enabled,
+    gemini_settings,
+    goose,
+    looks_gemini,
+    opencode,
+    opencode_servers,
+    zed,
+)
 from server.config_yaml import loads_yaml
 from server.errors import ConfigError
 
@@ -191,14 +203,17 @@ def translate(
     environ: Mapping[str, str] = os.environ,
     workspace: Path | None = None,
     check_inputs: bool = True,
+    gemini_file: bool = False,
 ) -> Translated:
     """`data` (a parsed config file of any known client) in claimcheck's shape. `workspace` is what
     `${workspaceFolder}` means (the folder above `.vscode/` or `.cursor/`). With `check_inputs`, a `${input:id}`
-    whose variable is unset is a `ConfigError` that says which variable to set."""
+    whose variable is unset is a `ConfigError` that says which variable to set. `gemini_file`: the file is Gemini
+    CLI's (by its place), read as Gemini reads it even where nothing in it is Gemini's alone."""
     if not isinstance(data, dict):
         kind = "an array" if isinstance(data, list) else "not an object"
         raise ConfigError(f'the file is {kind}; a config is one JSON object: {{"mcpServers": {{"NAME": {{…}}}}}}')
-    tables = [key for key in SERVER_TABLES if key in data]
+    geminis = gemini_settings(data) if "settings" not in data else {}
+    tables = [key for key in SERVER_TABLES if key in data and key not in geminis]
     if len(tables) > 1:
         raise ConfigError(f"both {' and '.join(tables)} hold servers; keep one of them")
     table = tables[0] if tables else "mcpServers"
@@ -207,7 +222,7 @@ def translate(
             raise ConfigError(f'{table}: unknown key (claimcheck\'s own config keeps its servers in "mcpServers")')
         others: list[str] = []
     else:
-        others = [key for key in data if key != table and key not in _OWN_TOP]
+        others = [key for key in data if key != table and key not in _OWN_TOP and key not in geminis]
         known = ["settings"] if tables else [*SERVER_TABLES, "settings"]  # a found table needs no near miss
         for key in others:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
@@ -223,13 +238,17 @@ def translate(
     dialect = table
     if table == "mcpServers" and isinstance(servers, list):  # Continue's list of named entries
         servers, dialect = continue_servers(servers, ignored), "continue"
+    elif table == "mcpServers" and "settings" not in data and (gemini_file or geminis or looks_gemini(servers)):
+        dialect = "gemini"
     if isinstance(servers, dict):
         context = _Context(dialect, path, environ, workspace, inputs, check_inputs, ignored)
         entries = {name: context.entry(str(name), entry) for name, entry in servers.items()}
         servers = {name: entry for name, entry in entries.items() if entry is not None}
-    out = {key: value for key, value in data.items() if key not in others and key != table}
+        if dialect == "gemini":
+            servers = gemini_enabled(servers, geminis, ignored)
+    out = {key: value for key, value in data.items() if key not in others and key != table and key not in geminis}
     out["mcpServers"] = servers
-    foreign = table != "mcpServers" or dialect == "continue" or bool(others)
+    foreign = table != "mcpServers" or dialect in ("continue", "gemini") or bool(others)
     return Translated(out, path, (*ignored, *others), foreign=foreign)
 
 
@@ -244,7 +263,7 @@ def _inputs(raw: Any) -> dict[str, str]:
 
 @dataclass(slots=True)
 class _Context:
-    dialect: str  # the table's name, or "continue" for Continue's list under `mcpServers`
+    dialect: str  # the table's name, or "continue" (Continue's list under `mcpServers`), or "gemini"
     path: str  # where the servers are in the file (`mcp.servers` in opencode's second version)
     environ: Mapping[str, str]
     workspace: Path | None
@@ -266,6 +285,8 @@ class _Context:
             entry = opencode(where, entry, self.ignored)
         elif self.dialect == "continue":
             entry = continue_entry(where, entry, self.ignored)
+        elif self.dialect == "gemini":
+            entry = gemini(where, entry, self.ignored)
         elif self.dialect in ("context_servers", "extensions"):
             if self.dialect == "extensions":
                 own = goose(where, entry, self.ignored, self.environ)

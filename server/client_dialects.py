@@ -1,24 +1,44 @@
 """The server entries of clients whose keys differ from the `mcpServers` shape, turned into it, one client each.
 
 Codex CLI (TOML, `[mcp_servers.NAME]`), opencode (`mcp.NAME`, or `mcp.servers.NAME` in its second config version),
-Zed (`context_servers.NAME` in its settings.json), goose (YAML, `extensions.NAME`) and Continue (YAML, `mcpServers`
-as a list of entries with a `name`). Each function takes one entry (a dict) and gives it in claimcheck's keys, or
-None for an entry claimcheck cannot start (a Zed extension's server, a goose built-in); what it drops is added to
-`ignored` by its path. `server.client_configs.translate` calls them.
+Zed (`context_servers.NAME` in its settings.json), goose (YAML, `extensions.NAME`), Continue (YAML, `mcpServers`
+as a list of entries with a `name`) and Gemini CLI (`mcpServers` with `$VAR`, and its `mcp.allowed`/`excluded`).
+Each function takes one entry (a dict) and gives it in claimcheck's keys, or None for an entry claimcheck cannot
+start (a Zed extension's server, a goose built-in); what it drops is added to `ignored` by its path.
+`server.client_configs.translate` calls them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from server.errors import ConfigError
 
-__all__ = ["codex", "continue_entry", "continue_servers", "goose", "opencode", "opencode_servers", "zed"]
+__all__ = [
+    "codex",
+    "continue_entry",
+    "continue_servers",
+    "gemini",
+    "gemini_enabled",
+    "gemini_settings",
+    "goose",
+    "is_gemini_file",
+    "looks_gemini",
+    "opencode",
+    "opencode_servers",
+    "zed",
+]
 
 _OPENCODE_VAR = re.compile(r"\{(env|file):([^}]*)\}")
 _CONTINUE_VAR = re.compile(r"\$\{\{\s*(?:secrets|inputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_GEMINI_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_GEMINI_ENTRY = frozenset({"httpUrl", "includeTools", "excludeTools", "trust", "authProviderType"})
+"""Keys only Gemini CLI's entries have."""
+_GEMINI_MCP = frozenset({"allowed", "excluded", "serverCommand"})
+_GEMINI_TOP = ("allowMCPServers", "excludeMCPServers", "mcpServerCommand")  # its first settings version
 _GOOSE_OWN = ("builtin", "platform", "frontend", "inline_python")
 """goose's extensions that run inside goose, which claimcheck cannot start."""
 
@@ -199,6 +219,73 @@ def _continue_vars(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _continue_vars(item) for key, item in value.items()}
     return value
+
+
+def is_gemini_file(path: Path) -> bool:
+    """Whether `path` is one of Gemini CLI's settings files (`.gemini/settings.json`, in a project or the home)."""
+    return path.parent.name == ".gemini"
+
+
+def gemini_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemini CLI's own settings about its servers in a settings file's `data`, by key: `mcp` holding `allowed`,
+    `excluded` or `serverCommand` (an `mcp` of servers is opencode's), or its first version's `allowMCPServers`,
+    `excludeMCPServers` and `mcpServerCommand`. Empty where there are none."""
+    found = {key: data[key] for key in _GEMINI_TOP if key in data}
+    mcp = data.get("mcp")
+    settings_only = isinstance(mcp, dict) and not any(isinstance(value, dict) for value in mcp.values())
+    if settings_only and mcp and mcp.keys() <= _GEMINI_MCP:
+        found["mcp"] = mcp
+    return found
+
+
+def looks_gemini(servers: Any) -> bool:
+    """Whether an entry of `servers` has a key only Gemini CLI writes (`httpUrl`, `includeTools`, `trust`, …)."""
+    return isinstance(servers, dict) and any(isinstance(e, dict) and _GEMINI_ENTRY & e.keys() for e in servers.values())
+
+
+def gemini(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]:
+    """Gemini CLI's entry: `$VAR` is the environment's, as `${VAR}` is (Gemini fills in both, in every string);
+    its `timeout` (how long Gemini waits for a call, in milliseconds) is dropped: claimcheck hands a slow call a
+    handle instead. `httpUrl`, `includeTools` and `excludeTools` are read as any client's are."""
+    out = dict(entry)
+    if "timeout" in out:
+        del out["timeout"]
+        ignored.append(f"{where}.timeout")
+    return {key: value if key == "tools" else _gemini_vars(value) for key, value in out.items()}
+
+
+def _gemini_vars(value: Any) -> Any:
+    if isinstance(value, str):
+        return _GEMINI_VAR.sub(lambda match: "${" + match.group(1) + "}", value)
+    if isinstance(value, list):
+        return [_gemini_vars(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _gemini_vars(item) for key, item in value.items()}
+    return value
+
+
+def gemini_enabled(servers: dict[str, Any], settings: Mapping[str, Any], ignored: list[str]) -> dict[str, Any]:
+    """`servers` with those Gemini CLI does not start disabled: any not in `mcp.allowed` (where it is given) and
+    any in `mcp.excluded` (`settings`: `gemini_settings`). `serverCommand` is Gemini's own, ignored."""
+    mcp = settings.get("mcp") or {}
+    lists: dict[str, set[str]] = {}
+    for key, old in (("allowed", "allowMCPServers"), ("excluded", "excludeMCPServers")):
+        for where, names in ((f"mcp.{key}", mcp.get(key)), (old, settings.get(old))):
+            if names is None:
+                continue
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise ConfigError(f"{where}: give a list of server names")
+            lists.setdefault(key, set()).update(names)
+    if "serverCommand" in mcp:
+        ignored.append("mcp.serverCommand")
+    if "mcpServerCommand" in settings:
+        ignored.append("mcpServerCommand")
+    allowed, excluded = lists.get("allowed"), lists.get("excluded", set())
+    out = {}
+    for name, entry in servers.items():
+        off = (allowed is not None and name not in allowed) or name in excluded
+        out[name] = {**entry, "disabled": True} if off and isinstance(entry, dict) else entry
+    return out
 
 
 def _is_entry(value: dict[str, Any]) -> bool:

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from server.auth_config import AuthSettings
 from server.client_configs import read_config_data, translate
+from server.client_dialects import is_gemini_file
 from server.client_files import serves_file
 from server.config_errors import describe_errors
 from server.config_sections import (
@@ -336,7 +337,8 @@ def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: 
     `${VAR}` in env, headers, args, url, command, cwd (and `$VAR`, `~` too in `settings.root` and
     `settings.stateDir`). What was read of another client's file is logged once, as a warning."""
     try:
-        translated = translate(data, environ=environ, workspace=workspace_of(source))
+        gemini = source is not None and is_gemini_file(source)
+        translated = translate(data, environ=environ, workspace=workspace_of(source), gemini_file=gemini)
     except ConfigError as exc:
         raise ConfigError(f"invalid config: {exc}") from None
     try:

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from server.client_configs import env_name_of_input, parse_config_text, read_config_text, translate
+from server.client_dialects import gemini_settings, is_gemini_file
 from server.client_files import (
     ClientFile,
     backup,
@@ -98,12 +99,14 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if file.project is not None:
         print(f"claimcheck: reading the servers of project {file.project} in {file.path} (Claude Code's local scope)")
     inputs = data.get("inputs") if file.table == "servers" else None
+    geminis = gemini_settings(data) if file.table == "mcpServers" and isinstance(data, dict) else {}
     try:
         translated = translate(
-            {file.table: file.written_servers(data), **({"inputs": inputs} if inputs else {})},
+            {file.table: file.written_servers(data), **({"inputs": inputs} if inputs else {}), **geminis},
             environ=environ,
             workspace=workspace_of(file.path),
             check_inputs=False,
+            gemini_file=file.client == "gemini" or is_gemini_file(file.path),
         )
     except ConfigError as exc:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None

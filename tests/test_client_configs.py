@@ -14,6 +14,7 @@ import pytest
 
 from server.client_configs import loads_jsonc, read_config_data, translate
 from server.config import Config, load_config, parse_config
+from server.config_sections import ServerConfig
 from server.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "client_configs"
@@ -170,24 +171,80 @@ def test_windsurf_s_server_url_disabled_tools_and_disabled_servers(caplog: pytes
     assert notices == []
 
 
-def test_gemini_cli_s_http_url_and_tool_lists_are_read_and_its_own_keys_ignored(
+def test_gemini_cli_s_http_url_tool_lists_variables_and_excluded_servers_are_read_and_its_own_keys_ignored(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Gemini CLI's `~/.gemini/settings.json`: `httpUrl` for streamable HTTP, `includeTools`/`excludeTools` (exclude
-    wins, as claimcheck's own `tools`), `trust` and `authProviderType` its own business."""
+    wins, as claimcheck's own `tools`), `$VAR` as well as `${VAR}`, a server in `mcp.excluded` not started;
+    `timeout` (how long Gemini waits, in milliseconds), `trust` and `authProviderType` its own business."""
     config, notices = load("gemini/settings.json", caplog)
     assert shape(config)["github"] == {
         "kind": "streamable-http",
         "url": "https://api.githubcopilot.com/mcp/",
         "headers": {"Authorization": "Bearer gh-1"},
     }
+    assert config.mcp_servers["github"].timeout == ServerConfig(command="x").timeout  # claimcheck's default
     tools = config.mcp_servers["github"].tools
     assert (tools.include, tools.exclude) == (["get_issue", "list_issues", "create_issue"], ["create_issue"])
-    assert shape(config)["pythonTools"]["env"] == {"DATABASE_URL": "k-123"}
+    assert shape(config)["pythonTools"]["env"] == {"DATABASE_URL": "postgres://db", "API_KEY": "k-123"}
+    assert shape(config)["experimental"]["disabled"] is True
+    assert not config.mcp_servers["pythonTools"].disabled
     assert notices == [
-        "read mcpServers from settings.json; ignored: mcpServers.github.trust, "
+        "read mcpServers from settings.json; ignored: mcpServers.github.trust, mcpServers.github.timeout, "
         "mcpServers.pythonTools.authProviderType, mcpServers.pythonTools.description, theme"
     ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "started"),
+    [
+        ({"mcp": {"allowed": ["a", "b"], "excluded": ["b"], "serverCommand": "x"}}, ["a"]),
+        ({"allowMCPServers": ["c"]}, ["c"]),  # Gemini's first settings version
+        ({"excludeMCPServers": ["a", "c"], "mcpServerCommand": "x"}, ["b"]),
+        ({}, ["a", "b", "c"]),
+    ],
+    ids=["v2", "v1-allow", "v1-exclude", "none"],
+)
+def test_gemini_cli_s_allowed_and_excluded_servers_decide_which_start(
+    settings: dict[str, Any], started: list[str]
+) -> None:
+    """Gemini starts only the servers `allowed` names (where given) and none that `excluded` names: the others are
+    disabled, not refused (its `mcp` block is no table of servers, as opencode's is). The file is known for Gemini's
+    by its place."""
+    servers = {name: {"command": "node", "args": [f"{name}.js"]} for name in "abc"}
+    config = parse_config({**settings, "mcpServers": servers}, ENV, source=Path("/p/.gemini/settings.json"))
+    assert [name for name, server in config.mcp_servers.items() if not server.disabled] == started
+
+
+def test_a_gemini_server_list_that_is_no_list_of_names_is_one_line() -> None:
+    for settings, where in (
+        ({"mcp": {"allowed": "a"}}, "mcp.allowed"),
+        ({"excludeMCPServers": [1]}, "excludeMCPServers"),
+    ):
+        with pytest.raises(ConfigError, match=rf"^invalid config: {where}: give a list of server names$"):
+            parse_config(
+                {**settings, "mcpServers": {"a": {"command": "x"}}}, ENV, source=Path("/p/.gemini/settings.json")
+            )
+
+
+def test_dollar_variables_are_the_environment_s_in_gemini_s_files_alone() -> None:
+    """`$VAR` is filled in where Gemini CLI would (a file at `.gemini/settings.json`, or one with Gemini's own keys),
+    an unset one named at its place; in Claude Desktop's file, which fills in nothing, `$` stays text."""
+    entry = {"command": "srv", "args": ["--db", "$DB_URL", "^a$", "$1", "${API_KEY}x"], "env": {"K": "$API_KEY"}}
+    gemini = parse_config({"mcpServers": {"s": entry}}, ENV, source=Path("/p/.gemini/settings.json"))
+    keyed = parse_config({"mcpServers": {"s": {**entry, "trust": True}}}, ENV, source=Path("/p/servers.json"))
+    plain = parse_config({"mcpServers": {"s": entry}}, ENV, source=Path("/p/claude_desktop_config.json"))
+    for config in (gemini, keyed):
+        assert config.mcp_servers["s"].args == ["--db", "postgres://db", "^a$", "$1", "k-123x"]
+        assert config.mcp_servers["s"].env == {"K": "k-123"}
+    assert plain.mcp_servers["s"].args == ["--db", "$DB_URL", "^a$", "$1", "k-123x"]
+    assert plain.mcp_servers["s"].env == {"K": "$API_KEY"}
+    with pytest.raises(ConfigError, match=r"^mcpServers\.s\.env\.K: environment variable \$\{NOPE\} is not set$"):
+        parse_config(
+            {"mcpServers": {"s": {"command": "srv", "env": {"K": "$NOPE"}}}},
+            ENV,
+            source=Path("/h/.gemini/settings.json"),
+        )
 
 
 def test_roo_code_s_watch_paths_are_ignored_and_its_disabled_tools_are_not_offered(

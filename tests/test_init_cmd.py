@@ -248,7 +248,7 @@ def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_writ
     [
         ("cline", "cline/cline_mcp_settings.json", ["git", "remote"]),
         ("roo", "roo/mcp_settings.json", ["local-server"]),
-        ("gemini", "gemini/settings.json", ["github", "pythonTools"]),
+        ("gemini", "gemini/settings.json", ["experimental", "github", "pythonTools"]),
     ],
 )
 def test_cline_roo_code_and_gemini_cli_are_found_where_they_keep_servers_and_routed_through_claimcheck(
@@ -275,6 +275,25 @@ def test_cline_roo_code_and_gemini_cli_are_found_where_they_keep_servers_and_rou
     assert {k: v for k, v in after.items() if k != "mcpServers"} == {
         k: v for k, v in before.items() if k != "mcpServers"
     }
+
+
+def test_gemini_cli_s_servers_move_as_gemini_starts_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Gemini CLI reads its own way moves as claimcheck's: `$VAR` as `${VAR}` (filled in when claimcheck
+    starts), a server in `mcp.excluded` disabled, Gemini's `timeout` (milliseconds it waits) left out; `mcp` stays
+    in Gemini's file."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / ".gemini" / "settings.json"
+    target.parent.mkdir()
+    shutil.copy(FIXTURES / "gemini" / "settings.json", target)
+    config = tmp_path / "config.json"
+
+    assert init("gemini", "--apply", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 0
+
+    servers = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
+    assert servers["pythonTools"]["env"] == {"DATABASE_URL": "${DB_URL}", "API_KEY": "${API_KEY}"}
+    assert servers["experimental"]["disabled"] is True
+    assert "disabled" not in servers["github"] and "timeout" not in servers["github"]
+    assert json.loads(target.read_text(encoding="utf-8"))["mcp"] == {"excluded": ["experimental"]}
 
 
 def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(
