@@ -12,7 +12,7 @@ from pathlib import Path
 from server.client_files import ClientFile
 from server.platform import app_config_dir
 
-__all__ = ["CLIENTS", "locate", "unknown_client", "usual_paths"]
+__all__ = ["CLIENTS", "EDITORS", "locate", "unknown_client", "usual_paths"]
 
 CLIENTS = (
     "claude-desktop",
@@ -65,15 +65,21 @@ def usual_paths(
         return [here / ".continue" / "mcpServers", home / ".continue" / "config.yaml"]
     if client == "gemini":
         return [here / ".gemini" / "settings.json", home / ".gemini" / "settings.json"]
-    extensions = apps / "Code" / "User" / "globalStorage"  # VS Code's: Cline and Roo Code are its extensions
     if client == "cline":
-        return [extensions / "saoudrizwan.claude-dev" / "settings" / "cline_mcp_settings.json"]
+        return _in_editors(apps, "saoudrizwan.claude-dev", "cline_mcp_settings.json")
     if client == "roo":
-        return [
-            here / ".roo" / "mcp.json",
-            extensions / "rooveterinaryinc.roo-cline" / "settings" / "mcp_settings.json",
-        ]
+        return [here / ".roo" / "mcp.json", *_in_editors(apps, "rooveterinaryinc.roo-cline", "mcp_settings.json")]
     raise ValueError(client)
+
+
+EDITORS = ("Code - Insiders", "VSCodium", "Cursor", "Windsurf", "Code")
+"""The editors that run VS Code's extensions (Cline and Roo Code are extensions), by their folder's name; VS Code's
+own last, the file named when none has one."""
+
+
+def _in_editors(apps: Path, extension: str, name: str) -> list[Path]:
+    """An extension's settings file in each editor's global storage."""
+    return [apps / editor / "User" / "globalStorage" / extension / "settings" / name for editor in EDITORS]
 
 
 def locate(spec: str, environ: Mapping[str, str] = os.environ, cwd: Path | None = None) -> ClientFile:

@@ -15,7 +15,7 @@ import pytest
 from server.cli_args import parse
 from server.client_configs import loads_jsonc as load_jsonc
 from server.client_files import latest_backup
-from server.client_places import usual_paths
+from server.client_places import locate, usual_paths
 from server.config import Config, load_config
 from server.init_cmd import run_init
 from server.platform import app_config_dir
@@ -444,6 +444,22 @@ def test_usual_places_on_linux_and_macos() -> None:
     ]
 
 
+def test_cline_in_cursor_or_another_editor_is_found_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cline and Roo Code are extensions that run in Cursor, Windsurf, VSCodium and VS Code Insiders too: their file
+    is looked for in each editor's global storage, and where none has one, VS Code's is the one named."""
+    monkeypatch.chdir(tmp_path)
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    storage = tmp_path / ".config" / "{}" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "settings"
+    vscode = Path(str(storage).format("Code")) / "cline_mcp_settings.json"
+    assert locate("cline", env).path == vscode
+    in_cursor = Path(str(storage).format("Cursor")) / "cline_mcp_settings.json"
+    in_cursor.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "cline" / "cline_mcp_settings.json", in_cursor)
+    assert locate("cline", env).path == in_cursor
+    assert init("cline", "--config", str(tmp_path / "config.json"), environ=env) == 0
+    assert sorted(json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))["mcpServers"]) == ["git", "remote"]
+
+
 def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_there() -> None:
     env = {"HOME": "/u", "APPDATA": "/u/AppData/Roaming"}
     assert usual_paths("claude-desktop", env, system="win32") == [
@@ -454,14 +470,15 @@ def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_t
     assert usual_paths("continue", env, Path("/p"), "win32")[-1] == Path("/u/.continue/config.yaml")
     assert usual_paths("goose", env, system="linux") == [Path("/u/.config/goose/config.yaml")]
     extensions = Path("/u/AppData/Roaming/Code/User/globalStorage")
-    assert usual_paths("cline", env, system="win32") == [
+    assert usual_paths("cline", env, system="win32")[-1] == (
         extensions / "saoudrizwan.claude-dev/settings/cline_mcp_settings.json"
-    ]
+    )
     mac = Path("/u/Library/Application Support/Code/User/globalStorage")
-    assert usual_paths("roo", env, Path("/p"), "darwin") == [
+    roo = usual_paths("roo", env, Path("/p"), "darwin")
+    assert (roo[0], roo[-1]) == (
         Path("/p/.roo/mcp.json"),
         mac / "rooveterinaryinc.roo-cline/settings/mcp_settings.json",
-    ]
+    )
     assert usual_paths("gemini", env, Path("/p"), "win32") == [
         Path("/p/.gemini/settings.json"),
         Path("/u/.gemini/settings.json"),
