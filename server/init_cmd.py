@@ -193,6 +193,9 @@ def _init_folder(args: argparse.Namespace, folder: Path, config_path: Path, envi
     ours = dict(existing.get("mcpServers") or {})
     moved, notes, emptied = [], [], []
     for path in config_files(folder):
+        if config_path.exists() and path.samefile(config_path):
+            notes.append(f"  {path.name}: claimcheck's own config, left as it is")
+            continue
         file = ClientFile(path, "continue")
         try:
             text, _ = read_config_text(path)

@@ -333,6 +333,26 @@ def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_bl
     assert "claimcheck.yaml" not in again.split("The block file")[0]  # the entry that starts claimcheck stays
 
 
+def test_claimcheck_s_own_config_inside_the_folder_is_not_taken_for_a_client_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """claimcheck's config kept in `.continue/mcpServers/` is neither read as Continue's servers nor named as a file
+    to take out."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / ".continue" / "mcpServers"
+    folder.mkdir(parents=True)
+    config = folder / "claimcheck-servers.json"
+    config.write_text(json.dumps({"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}), "utf-8")
+    before = config.read_bytes()
+
+    assert init("continue", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 0
+    shown = capsys.readouterr().out
+
+    assert "  claimcheck-servers.json: claimcheck's own config, left as it is" in shown
+    assert "take out" not in shown and "now serves" not in shown
+    assert config.read_bytes() == before
+
+
 @pytest.mark.parametrize(
     ("encoding", "bom"), [("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")]
 )
