@@ -28,6 +28,8 @@ CLIENTS = (
     "gemini",
     "cline",
     "roo",
+    "kiro",
+    "lmstudio",
 )
 
 
@@ -65,6 +67,10 @@ def usual_paths(
         return [here / ".continue" / "mcpServers", home / ".continue" / "config.yaml"]
     if client == "gemini":
         return [here / ".gemini" / "settings.json", home / ".gemini" / "settings.json"]
+    if client == "kiro":  # Kiro's IDE and CLI (Amazon Q Developer CLI's successor)
+        return [here / ".kiro" / "settings" / "mcp.json", home / ".kiro" / "settings" / "mcp.json"]
+    if client == "lmstudio":
+        return [home / ".lmstudio" / "mcp.json"]
     if client == "cline":
         return _in_editors(apps, "saoudrizwan.claude-dev", "cline_mcp_settings.json")
     if client == "roo":

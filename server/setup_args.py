@@ -9,13 +9,15 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from server.client_places import CLIENTS
+
 __all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging", "in_range", "log_level", "port"]
 
 LOG_FORMAT = "claimcheck %(levelname)s %(name)s: %(message)s"
 
 Number = TypeVar("Number", int, float)
 
-CLIENT_NAMES = "claude-desktop, claude-code, cursor, vscode, windsurf, codex"
+CLIENT_NAMES = ", ".join(CLIENTS)
 
 
 def add_setup_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:

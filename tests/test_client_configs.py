@@ -247,6 +247,40 @@ def test_dollar_variables_are_the_environment_s_in_gemini_s_files_alone() -> Non
         )
 
 
+def test_kiro_s_and_lm_studio_s_files_load_as_they_are_written(caplog: pytest.LogCaptureFixture) -> None:
+    """Kiro's `mcp.json` (IDE and CLI): `disabledTools` not offered, `autoApprove` its own, `disabled` as claimcheck's;
+    LM Studio's `mcp.json` in Cursor's notation."""
+    kiro, notices = load("kiro/mcp.json", caplog)
+    assert shape(kiro) == {
+        "local-server-name": {
+            "kind": "stdio",
+            "command": "command-to-run-server",
+            "args": ["arg1", "arg2"],
+            "env": {"ENV_VAR1": "hard-coded-variable", "ENV_VAR2": "k-123"},
+            "cwd": None,
+        },
+        "remote-server-name": {
+            "kind": "streamable-http",
+            "url": "https://endpoint.to.connect.to",
+            "headers": {"HEADER1": "value1", "Authorization": "Bearer rt-5"},
+            "disabled": True,
+        },
+    }
+    assert kiro.mcp_servers["local-server-name"].tools.exclude == ["tool_name3"]
+    assert notices == [
+        "read mcpServers from mcp.json; ignored: mcpServers.local-server-name.autoApprove, "
+        "mcpServers.remote-server-name.autoApprove"
+    ]
+    lmstudio, _ = load("lmstudio/mcp.json", caplog)
+    assert shape(lmstudio) == {
+        "hf-mcp-server": {
+            "kind": "streamable-http",
+            "url": "https://huggingface.co/mcp",
+            "headers": {"Authorization": "Bearer dt-2"},
+        }
+    }
+
+
 def test_roo_code_s_watch_paths_are_ignored_and_its_disabled_tools_are_not_offered(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -249,14 +249,17 @@ def test_a_yaml_client_s_servers_move_and_its_entry_is_shown_to_paste_never_writ
         ("cline", "cline/cline_mcp_settings.json", ["git", "remote"]),
         ("roo", "roo/mcp_settings.json", ["local-server"]),
         ("gemini", "gemini/settings.json", ["experimental", "github", "pythonTools"]),
+        ("kiro", "kiro/mcp.json", ["local-server-name", "remote-server-name"]),
+        ("lmstudio", "lmstudio/mcp.json", ["hf-mcp-server"]),
     ],
 )
-def test_cline_roo_code_and_gemini_cli_are_found_where_they_keep_servers_and_routed_through_claimcheck(
+def test_cline_roo_gemini_kiro_and_lm_studio_are_found_where_they_keep_servers_and_routed_through_claimcheck(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, fixture: str, moved: list[str]
 ) -> None:
-    """Cline and Roo Code (VS Code extensions, their files in VS Code's global storage) and Gemini CLI
-    (`~/.gemini/settings.json`): their own keys (`alwaysAllow`, `networkTimeout`, `watchPaths`, `trust`) do not stop
-    the move, and every key but the servers stays."""
+    """Cline and Roo Code (VS Code extensions, their files in VS Code's global storage), Gemini CLI
+    (`~/.gemini/settings.json`), Kiro (`~/.kiro/settings/mcp.json`) and LM Studio (`~/.lmstudio/mcp.json`): their own
+    keys (`alwaysAllow`, `networkTimeout`, `watchPaths`, `trust`, `autoApprove`) do not stop the move, and every key
+    but the servers stays."""
     monkeypatch.chdir(tmp_path)
     home = tmp_path / "home"
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "API_KEY": "k", "GITHUB_TOKEN": "t"}
@@ -431,7 +434,7 @@ def test_a_client_name_claimcheck_does_not_know_is_answered_with_the_names_it_do
     lines = capsys.readouterr().err.splitlines()
     names = (
         "name one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, "
-        "gemini, cline, roo, or the path of the client's"
+        "gemini, cline, roo, kiro, lmstudio, or the path of the client's"
     )
     assert lines == [
         f"claimcheck: vs-code is neither a client claimcheck knows nor a file here: did you mean vscode? {names} "
@@ -499,6 +502,11 @@ def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_t
         Path("/p/.roo/mcp.json"),
         mac / "rooveterinaryinc.roo-cline/settings/mcp_settings.json",
     )
+    assert usual_paths("kiro", env, Path("/p"), "win32") == [
+        Path("/p/.kiro/settings/mcp.json"),
+        Path("/u/.kiro/settings/mcp.json"),
+    ]
+    assert usual_paths("lmstudio", env, system="win32") == [Path("/u/.lmstudio/mcp.json")]
     assert usual_paths("gemini", env, Path("/p"), "win32") == [
         Path("/p/.gemini/settings.json"),
         Path("/u/.gemini/settings.json"),
