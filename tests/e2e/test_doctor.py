@@ -124,7 +124,7 @@ def test_a_client_named_wrong_or_a_file_that_is_not_there_fails_with_the_names_t
     assert report.lines[0] == (
         "FAIL  client vs-code is neither a client claimcheck knows nor a file here; fix: did you mean vscode? name "
         "one of claude-desktop, claude-code, cursor, vscode, windsurf, codex, opencode, zed, goose, continue, gemini, "
-        "cline, roo, or the path of the client's config file"
+        "cline, roo, kiro, lmstudio, or the path of the client's config file"
     )
     assert report.lines[2] == (
         f"FAIL  client mcp.json ({tmp_path / 'mcp.json'}): no such file; "
