@@ -1,11 +1,12 @@
-"""Connection set-up for one downstream server: what to connect to (its spec), and the transport its URL names."""
+"""Connection set-up for one downstream server: what to connect to (its spec), the transport its URL names, and
+which one a URL of no `type` means (`Reach`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import httpx2
@@ -17,7 +18,7 @@ from mcp.server import Server
 from server import sdk_compat, tracing
 from server.config import ServerConfig
 from server.downstream.http_spool import SpoolingTransport, spooling_client_factory
-from server.downstream.refusal import Refusals, with_refusals
+from server.downstream.refusal import REFUSED, Refusals, with_refusals
 from server.downstream.spool import SpoolPolicy
 from server.downstream.stdio import StdioProcess
 
@@ -28,6 +29,7 @@ __all__ = [
     "TRANSPORTS",
     "DownstreamSpec",
     "Opened",
+    "Reach",
     "Target",
     "Transport",
     "sse_transport",
@@ -137,3 +139,38 @@ TRANSPORTS: dict[str, Transport] = {
     "sse": sse_transport,
     "streamable-http": streamable_http_transport,
 }
+
+
+@dataclass(slots=True)
+class Reach:
+    """Which transport reaches a server: its config's kind, or SSE for a `url` of no `type` (how Cursor and Windsurf
+    write an SSE server too) that was refused as streamable HTTP with the answer the transports spec says an SSE
+    server gives (4xx to the POST of `initialize`). Once SSE has failed as well, the next attempt is streamable HTTP
+    again, and the error says both were tried. A `url` with a `type` that got a 4xx: the error says how to ask for
+    the other."""
+
+    config: ServerConfig
+    kind: str = field(init=False)
+    _http_error: str | None = None  # why it failed as streamable HTTP, while SSE is tried
+
+    def __post_init__(self) -> None:
+        self.kind = self.config.kind
+
+    def after_failure(self, error: str, status: int | None) -> tuple[bool, str]:
+        """A connection attempt that never came up failed with `error` (`status`: the HTTP status the server
+        answered, if any): whether to try again at once over `kind`, and the error to report."""
+        if self.config.url is None:
+            return False, error
+        answered_4xx = status is not None and 400 <= status < 500 and status not in REFUSED
+        if self.config.transport is not None:
+            if answered_4xx:  # perhaps the other transport: say how to ask for it
+                other, kind = ("streamable HTTP", "http") if self.config.transport == "sse" else ("SSE", "sse")
+                return False, f'{error} (if it serves {other}, its "type" is "{kind}"; or leave "type" out)'
+            return False, error
+        if self.kind == "sse":
+            self.kind = "streamable-http"
+            return False, f"{self._http_error} (tried over SSE too: {error})"
+        if not answered_4xx:
+            return False, error
+        self.kind, self._http_error = "sse", error
+        return True, error

@@ -22,11 +22,11 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from server.downstream.connect import TRANSPORTS, DownstreamSpec, Target
+from server.downstream.connect import TRANSPORTS, DownstreamSpec, Reach, Target
 from server.downstream.inflight import InFlight, OutsideRoots
 from server.downstream.listing import describe, every_page, offered_list
 from server.downstream.processes import CONNECT_TIMEOUT_S
-from server.downstream.refusal import REFUSED, Refusals
+from server.downstream.refusal import Refusals
 from server.downstream.restarts import Restarts
 from server.downstream.roots_applied import RootsInPlace
 from server.downstream.spool import SpoolPolicy
@@ -111,9 +111,8 @@ class Downstream:
         self._roots_refused_early = False  # a roots question answered with an error before it was up
         self._retired: str | None = None
         self._refusals: Refusals | None = None  # over HTTP: the 401/403 the server answered
-        self._kind = self.config.kind
+        self._reach = Reach(self.config)
         """How it is reached: its config's kind, or SSE for a `url` of no `type` that answers only over SSE."""
-        self._http_error: str | None = None  # why it failed as streamable HTTP, while SSE is tried
 
     # -- supervisor -------------------------------------------------------------------------
 
@@ -225,38 +224,21 @@ class Downstream:
     async def _target(self, stack: AsyncExitStack) -> Target:
         if self._spec.target is not None:
             return self._spec.target()
-        opened = await TRANSPORTS[self._kind](self.config, self.spool, self.in_flight.log, stack)
+        opened = await TRANSPORTS[self._reach.kind](self.config, self.spool, self.in_flight.log, stack)
         self.process, self._refusals = opened.process, opened.refusals
         if opened.refusals is not None:  # a 401/403 fails the attempt naming the header to check
             stack.push_async_exit(opened.refusals.explaining(self.name, self.config))
         return opened.target
 
     def _sse_next(self) -> bool:
-        """Whether to try again at once over SSE: a `url` with no `type` (how Cursor and Windsurf write an SSE server
-        too) was refused as streamable HTTP with the answer the transports spec says an SSE server gives (4xx to the
-        POST of `initialize`). Once SSE has failed as well, the next attempt is streamable HTTP again, and the error
-        says both were tried. A `url` with a `type` that got a 4xx: the error says how to ask for the other."""
-        if self.config.url is None or self._spec.target is not None:
+        """Whether to try again at once, over SSE (`Reach`)."""
+        if self._spec.target is not None:
             return False
         status = self._refusals.status if self._refusals is not None else None
-        answered_4xx = status is not None and 400 <= status < 500 and status not in REFUSED
-        if self.config.transport is not None:
-            if answered_4xx:  # perhaps the other transport: say how to ask for it
-                other = "streamable HTTP" if self.config.transport == "sse" else "SSE"
-                kind = "http" if self.config.transport == "sse" else "sse"
-                self.last_error = (
-                    f'{self.last_error} (if it serves {other}, its "type" is "{kind}"; or leave "type" out)'
-                )
-            return False
-        if self._kind == "sse":
-            self._kind = "streamable-http"
-            self.last_error = f"{self._http_error} (tried over SSE too: {self.last_error})"
-            return False
-        if not answered_4xx:
-            return False
-        self._kind, self._http_error = "sse", self.last_error
-        logger.info("server %r: %s answered %d as streamable HTTP; trying SSE", self.name, self.config.url, status)
-        return True
+        again, self.last_error = self._reach.after_failure(self.last_error or "", status)
+        if again:
+            logger.info("server %r: %s answered %d as streamable HTTP; trying SSE", self.name, self.config.url, status)
+        return again
 
     def _client_for(self, target: Target) -> Client:
         return Client(
