@@ -208,16 +208,17 @@ def continue_entry(where: str, entry: dict[str, Any], ignored: list[str]) -> dic
     if "connectionTimeout" in out:
         del out["connectionTimeout"]
         ignored.append(f"{where}.connectionTimeout")
-    return {key: _continue_vars(value) for key, value in out.items()}
+    return {key: _env_refs(value, _CONTINUE_VAR) for key, value in out.items()}
 
 
-def _continue_vars(value: Any) -> Any:
+def _env_refs(value: Any, pattern: re.Pattern[str]) -> Any:
+    """`value` (a string, or lists and maps of them) with each match of `pattern` as `${NAME}`, NAME its group 1."""
     if isinstance(value, str):
-        return _CONTINUE_VAR.sub(lambda match: "${" + match.group(1) + "}", value)
+        return pattern.sub(lambda match: "${" + match.group(1) + "}", value)
     if isinstance(value, list):
-        return [_continue_vars(item) for item in value]
+        return [_env_refs(item, pattern) for item in value]
     if isinstance(value, dict):
-        return {key: _continue_vars(item) for key, item in value.items()}
+        return {key: _env_refs(item, pattern) for key, item in value.items()}
     return value
 
 
@@ -251,17 +252,7 @@ def gemini(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, A
     if "timeout" in out:
         del out["timeout"]
         ignored.append(f"{where}.timeout")
-    return {key: value if key == "tools" else _gemini_vars(value) for key, value in out.items()}
-
-
-def _gemini_vars(value: Any) -> Any:
-    if isinstance(value, str):
-        return _GEMINI_VAR.sub(lambda match: "${" + match.group(1) + "}", value)
-    if isinstance(value, list):
-        return [_gemini_vars(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _gemini_vars(item) for key, item in value.items()}
-    return value
+    return {key: value if key == "tools" else _env_refs(value, _GEMINI_VAR) for key, value in out.items()}
 
 
 def gemini_enabled(servers: dict[str, Any], settings: Mapping[str, Any], ignored: list[str]) -> dict[str, Any]:
