@@ -1,7 +1,7 @@
 """What a large JSON-RPC message says, read token by token: the rendered output of a tool result, streamed.
 
 `ResultRenderer` follows the tokens of one message (`jsonstream`) and writes the text a model would
-have seen (the same text as `server.handles.calls.render_output`: text items as they are, any other
+have seen (the same text as `render_output` makes of a whole result: text items as they are, any other
 item as compact JSON, items joined by newlines; `structuredContent` as JSON when there is no content)
 to an `OutputSink` piece by piece, while it keeps the small parts (`id`, `method`, `error`,
 `isError`) to say what kind of message it was.
@@ -18,7 +18,7 @@ from pydantic import TypeAdapter
 from server.downstream.json_sinks import SMALL_CHARS, Buffer, Emitter, OutputSink, Skip, Skipper, Small
 from server.framing import dump_json
 
-__all__ = ["OutputSink", "ResultRenderer"]
+__all__ = ["OutputSink", "ResultRenderer", "render_output"]
 
 _CONTENT: TypeAdapter[types.ContentBlock] = TypeAdapter(types.ContentBlock)
 
@@ -262,3 +262,16 @@ class ResultRenderer:
         if self._capture is not None:
             self._capture.string_end()
             self._captured()
+
+
+def render_output(result: types.CallToolResult) -> str:
+    """The text a model would have seen: text items as they are, anything else as one line of JSON."""
+    parts: list[str] = []
+    for item in result.content:
+        if isinstance(item, types.TextContent):
+            parts.append(item.text)
+        else:
+            parts.append(dump_json(item, exclude_unset=False, exclude_none=True))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import mcp_types as types
 
-from server.framing import dump_json
 from server.handles.meters import Meters, outcome_of
 from server.handles.outcome import NO_OUTPUT, Failed, Inline, Lost, Outcome, Output, Stored
 
 if TYPE_CHECKING:
     from server.handles.store import SessionStore
 
-__all__ = ["Call", "Description", "Progress", "Status", "render_output"]
+__all__ = ["Call", "Description", "Progress", "Status"]
 
 Status = Literal["running", "ready", "failed", "cancelled"]
 
@@ -390,16 +389,3 @@ class Call:
         """A mirror's small ready output, read back from the shared store (`mirrors.read_back`)."""
         if self._home is not None and isinstance(self._outcome, Inline):
             self._outcome = Inline(result)
-
-
-def render_output(result: types.CallToolResult) -> str:
-    """The text a model would have seen: text items as they are, anything else as one line of JSON."""
-    parts: list[str] = []
-    for item in result.content:
-        if isinstance(item, types.TextContent):
-            parts.append(item.text)
-        else:
-            parts.append(dump_json(item, exclude_unset=False, exclude_none=True))
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)

@@ -21,6 +21,9 @@ Fair shares (`settings.limits`) count by principal (`principal_of`), which an ow
 without a token (over HTTP or SSE, of either era, whatever its name, connection or `Claimcheck-Session` header) is
 the one principal `ANONYMOUS`, since nothing it sends tells one such client from another that costs more than a
 new connection to make; over stdio the one client is that principal too.
+
+`Entrance` is where a request came from as each entrance knows it (connection, owner key, client, link): what
+`server.handles.sessions.Sessions.find` seats it by.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import hashlib
 import hmac
 import os
 import re
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -42,6 +47,7 @@ __all__ = [
     "PRINCIPAL_NAME",
     "SESSION_HEADER",
     "USER",
+    "Entrance",
     "client_owner",
     "connection_of",
     "link_of",
@@ -174,3 +180,36 @@ def _token_label(digest: str) -> str:
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()
+
+
+_ORIGIN_KEY = "claimcheck.origin"
+
+
+@dataclass(frozen=True, slots=True)
+class Entrance:
+    """Where a request came from, as each entrance knows it: its handshake-era connection (None for a
+    sessionless request), its owner key (`server.handles.owners`; None when the connection owns its session),
+    a `ServerSession` of it (what the client declared; None leaves what the session knew, as over stdio,
+    where the one client declared it at its handshake), and the transport link it came over where the
+    transport knows it (`server.handles.owners.link_of`)."""
+
+    connection: Any  # None for a sessionless request
+    owner: str | None
+    client: Any
+    link: str = ""
+
+    @property
+    def origin(self) -> str:
+        """The connection (or, sessionless, the link or the owner) the request came from: calls it starts are
+        its own."""
+        if self.connection is not None:
+            return _origin_of(self.connection)
+        return self.link or self.owner or "default"
+
+
+def _origin_of(connection: Any) -> str:
+    """The connection's origin key, made the first time it is asked for."""
+    origin = connection.state.get(_ORIGIN_KEY)
+    if origin is None:
+        origin = connection.state[_ORIGIN_KEY] = uuid.uuid4().hex
+    return str(origin)

@@ -25,7 +25,8 @@ from extraction import (
     truncate,
     truncate_source,
 )
-from server.handles.calls import Call, render_output
+from server.downstream.render import render_output
+from server.handles.calls import Call
 from server.handles.sessions import Session, Sessions
 from server.handles.store import SessionStore, StoreError
 

@@ -18,10 +18,8 @@ import functools
 import hashlib
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -35,24 +33,25 @@ from server import tracing
 from server.config import Policy
 from server.downstream.listing import describe
 from server.downstream.relay import Relay, declares_roots
+from server.downstream.render import render_output
 from server.downstream.spooled import SpooledOutputs
 from server.downstream.tool_call import DOWNSTREAM_MESSAGE_LIMIT, RawResult
 from server.errors import ClaimcheckError, clip
 from server.handles.call_relay import CallRelay
-from server.handles.calls import Call, Description, render_output
+from server.handles.calls import Call, Description
 from server.handles.messages import ended_session_note
 from server.handles.messages import owned_handle_note as messages_owned_note
 from server.handles.meters import Meters, outcome_of
 from server.handles.mirrors import read_back
 from server.handles.outcome import Failed
-from server.handles.owners import SESSION_HEADER, connection_of, link_of, owner_key, owner_name
+from server.handles.owners import SESSION_HEADER, Entrance, connection_of, link_of, owner_key, owner_name
 from server.handles.session import Session, reads_links
 from server.handles.settle import settle, store_text
 from server.handles.shares import over_sessions
 from server.handles.state import LocalBackend, StateBackend, snapshot
 from server.handles.store import OutputStore, random_hex, session_of
 
-__all__ = ["SESSION_HEADER", "Entrance", "Session", "Sessions"]
+__all__ = ["SESSION_HEADER", "Session", "Sessions"]
 
 HANDOFFS = {
     "still running after the time rule": "time",
@@ -71,33 +70,10 @@ SESSION_ENDED = "its session ended (the client closed it)"
 ENDED_KEPT = 4096
 """How many ended sessions are remembered (by id and time) to explain their handles."""
 _STATE_KEY = "claimcheck.session"
-_ORIGIN_KEY = "claimcheck.origin"
 
 Invoke = Callable[[CallRelay], Awaitable[types.CallToolResult | RawResult]]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Entrance:
-    """Where a request came from, as each entrance knows it: its handshake-era connection (None for a
-    sessionless request), its owner key (`server.handles.owners`; None when the connection owns its session),
-    a `ServerSession` of it (what the client declared; None leaves what the session knew, as over stdio,
-    where the one client declared it at its handshake), and the transport link it came over where the
-    transport knows it (`server.handles.owners.link_of`)."""
-
-    connection: Any  # None for a sessionless request
-    owner: str | None
-    client: Any
-    link: str = ""
-
-    @property
-    def origin(self) -> str:
-        """The connection (or, sessionless, the link or the owner) the request came from: calls it starts are
-        its own."""
-        if self.connection is not None:
-            return _origin_of(self.connection)
-        return self.link or self.owner or "default"
 
 
 class Sessions:
@@ -392,14 +368,6 @@ class Sessions:
         failure = await store_text(session, call, text)
         call.stored_afterwards(tokens, exact, stored=failure is None)
         await self.share(call)
-
-
-def _origin_of(connection: Any) -> str:
-    """The connection's origin key, made the first time it is asked for."""
-    origin = connection.state.get(_ORIGIN_KEY)
-    if origin is None:
-        origin = connection.state[_ORIGIN_KEY] = uuid.uuid4().hex
-    return str(origin)
 
 
 def _digest(owner: str) -> str:

@@ -19,10 +19,11 @@ from extraction import (
     source_exceeds,
 )
 from server.config import Policy
+from server.downstream.render import render_output
 from server.downstream.spool import CUT_MARKER
 from server.downstream.spooled import SpooledOutput, SpooledOutputs, kept_result
 from server.downstream.tool_call import RawResult
-from server.handles.calls import Call, render_output
+from server.handles.calls import Call
 from server.handles.messages import not_stored_message as messages_not_stored
 from server.handles.outcome import Inline, Lost, Outcome, Output, Stored
 from server.handles.session import Session

@@ -26,7 +26,8 @@ from server import sdk_compat
 from server.budget import request_key
 from server.config import FAST_PATH_ENV
 from server.config import fast_path_enabled as enabled
-from server.handles.sessions import Entrance, Session
+from server.handles.owners import Entrance
+from server.handles.sessions import Session
 from server.proxy import Proxy
 from server.upstream.engine import FastRequest, fast_route
 from server.upstream.fast_passthrough import PassthroughRelay, Streamed

@@ -76,8 +76,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.budget import request_key
-from server.handles.owners import OWNER, USER
-from server.handles.sessions import Entrance
+from server.handles.owners import OWNER, USER, Entrance
 from server.proxy import Proxy
 from server.upstream.engine import Answer, FastRequest, fast_route
 from server.upstream.fast_passthrough import Streamed

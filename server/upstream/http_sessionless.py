@@ -49,8 +49,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server import sdk_compat
 from server.downstream.pool import Route
-from server.handles.owners import OWNER, SESSION_HEADER, USER, client_owner
-from server.handles.sessions import Entrance
+from server.handles.owners import OWNER, SESSION_HEADER, USER, Entrance, client_owner
 from server.proxy import Proxy
 from server.upstream.engine import Answer, FastRequest, plain_route
 from server.upstream.gate import read_body, replay

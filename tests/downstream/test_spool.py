@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server.downstream.json_cuts import escape
+from server.downstream.render import render_output
 from server.downstream.spool import CUT_MARKER, MessageSpool, SpoolPolicy
 from server.downstream.spooled import SpooledOutput, SpooledOutputs
-from server.handles.calls import render_output
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,8 @@ import pytest
 from mcp import Client
 
 from server.handles.calls import Call, Description
-from server.handles.owners import principal
+from server.handles.owners import Entrance, principal
 from server.handles.session import Session
-from server.handles.sessions import Entrance
 from server.proxy import Proxy
 from tests.support.handles import Downstream, client_of, client_with_token, handles_proxy, start_in_background
 from tests.support.proxies import text_of
