@@ -37,7 +37,7 @@ from server.client_dialects import (
     zed,
 )
 from server.config_yaml import loads_yaml
-from server.errors import ConfigError
+from server.errors import ConfigError, clip
 
 __all__ = [
     "SERVER_TABLES",
@@ -104,7 +104,7 @@ class Translated:
             return None
         extra = " (and inputs)" if self.table == "servers" and "inputs" in self.ignored else ""
         ignored = [key for key in self.ignored if key != "inputs" or self.table != "servers"]
-        said = f"read {self.table}{extra} from {source}"
+        said = f"read {self.table}{extra} from {source}" if self.table else f"read servers at the top of {source}"
         if len(ignored) > _SHOWN_IGNORED:
             ignored = [*ignored[: _SHOWN_IGNORED - 1], f"and {len(ignored) - _SHOWN_IGNORED + 1} more"]
         return f"{said}; ignored: {', '.join(ignored)}" if ignored else said
@@ -164,7 +164,25 @@ def loads_jsonc(text: str) -> Any:
     try:
         return json.loads(strip_jsonc(text))
     except json.JSONDecodeError:
-        raise ConfigError(f"not valid JSON: {first.msg} at line {first.lineno} column {first.colno}") from None
+        pass
+    fragment = _fragment_name(text)
+    if fragment is not None:  # `"github": {…}` copied out of a README's block
+        raise ConfigError(
+            f'not valid JSON: the file holds "{clip(fragment, 40)}": {{…}} without the braces around it; write it '
+            f'as {{"mcpServers": {{"{clip(fragment, 40)}": {{…}}}}}}'
+        )
+    raise ConfigError(f"not valid JSON: {first.msg} at line {first.lineno} column {first.colno}") from None
+
+
+def _fragment_name(text: str) -> str | None:
+    """The first key of `text` when it is an object's members without the object's braces, else None."""
+    if not text.lstrip().startswith('"'):
+        return None
+    try:
+        data = json.loads(strip_jsonc("{" + text + "}"))
+    except json.JSONDecodeError:
+        return None
+    return next(iter(data), None) if isinstance(data, dict) else None
 
 
 def strip_jsonc(text: str) -> str:
@@ -214,6 +232,8 @@ def translate(
         raise ConfigError(f'the file is {kind}; a config is one JSON object: {{"mcpServers": {{"NAME": {{…}}}}}}')
     geminis = gemini_settings(data) if "settings" not in data else {}
     tables = [key for key in SERVER_TABLES if key in data and key not in geminis]
+    if not tables and "settings" not in data and _all_servers(data):  # `{"github": {"command": …}}`, as Warp takes
+        data, tables = {"": data}, [""]
     if len(tables) > 1:
         raise ConfigError(f"both {' and '.join(tables)} hold servers; keep one of them")
     table = tables[0] if tables else "mcpServers"
@@ -238,7 +258,7 @@ def translate(
     dialect = table
     if table == "mcpServers" and isinstance(servers, list):  # Continue's list of named entries
         servers, dialect = continue_servers(servers, ignored), "continue"
-    elif table == "mcpServers" and "settings" not in data and (gemini_file or geminis or looks_gemini(servers)):
+    elif table in ("mcpServers", "") and "settings" not in data and (gemini_file or geminis or looks_gemini(servers)):
         dialect = "gemini"
     if isinstance(servers, dict):
         context = _Context(dialect, path, environ, workspace, inputs, check_inputs, ignored)
@@ -250,6 +270,12 @@ def translate(
     out["mcpServers"] = servers
     foreign = table != "mcpServers" or dialect in ("continue", "gemini") or bool(others)
     return Translated(out, path, (*ignored, *others), foreign=foreign)
+
+
+def _all_servers(data: dict[str, Any]) -> bool:
+    """Whether every top-level value of `data` is a server's entry (a `command`, or a URL under any client's key)."""
+    keys = ("command", "url", "serverUrl", "httpUrl")
+    return bool(data) and all(isinstance(entry, dict) and any(k in entry for k in keys) for entry in data.values())
 
 
 def _inputs(raw: Any) -> dict[str, str]:
@@ -274,7 +300,7 @@ class _Context:
     def entry(self, name: str, raw: Any) -> Any:
         if not isinstance(raw, dict):
             return raw
-        where = f"{self.path}.{name}"
+        where = f"{self.path}.{name}" if self.path else name
         entry = dict(raw)
         for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):
             del entry[key]

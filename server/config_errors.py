@@ -16,11 +16,12 @@ __all__ = ["describe_errors", "known_keys"]
 
 def describe_errors(exc: ValidationError, model: type[BaseModel], *, table: str = "mcpServers") -> str:
     """One line of problems, `path: message; …`, against the config `model` that refused the data; `table` is
-    where the file keeps its servers, which the paths name (VS Code's `servers`, Codex's `mcp_servers`)."""
+    where the file keeps its servers, which the paths name (VS Code's `servers`, Codex's `mcp_servers`; "" for
+    servers at the file's top level)."""
     lines = []
     for err in exc.errors(include_url=False):
         loc = err["loc"]
-        shown = (table, *loc[1:]) if loc and loc[0] == "mcpServers" else loc
+        shown = ((table,) if table else ()) + tuple(loc[1:]) if loc and loc[0] == "mcpServers" else loc
         path = ".".join(str(p) for p in shown) or "(top level)"
         if err["type"] == "extra_forbidden":
             lines.append(f"{path}: unknown key{_suggestion(str(loc[-1]), known_keys(model, loc[:-1]))}")

@@ -728,6 +728,41 @@ def test_json_that_is_broken_anyway_names_line_and_column() -> None:
         loads_jsonc('{\n  "a": }')
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['"github": {"command": "npx", "args": ["-y", "srv"]}', '\n  "github": {"url": "u"},\n'],
+    ids=["one", "comma"],
+)
+def test_an_entry_copied_without_the_braces_around_it_is_told_how_to_wrap_it(text: str) -> None:
+    """A README's `"github": {…}` pasted alone into a file: the line says how to write it, not "Extra data"."""
+    with pytest.raises(ConfigError) as caught:
+        loads_jsonc(text)
+    assert str(caught.value) == (
+        'not valid JSON: the file holds "github": {…} without the braces around it; write it as '
+        '{"mcpServers": {"github": {…}}}'
+    )
+
+
+def test_servers_at_the_top_of_a_file_are_read_as_its_servers(caplog: pytest.LogCaptureFixture) -> None:
+    """`{"github": {"command": …}}` with no `mcpServers` around it (as Warp and many READMEs show servers) is read as
+    the servers, said once; a mistake in one names it without a table; a file with anything else at the top is no
+    such file."""
+    servers = {"github": {"command": "npx", "args": ["-y", "srv"], "autoApprove": []}, "web": {"url": "https://x/mcp"}}
+    with caplog.at_level(logging.WARNING, logger="server.config"):
+        config = parse_config(servers, ENV, source=Path("/p/servers.json"))
+    assert shape(config) == {
+        "github": {"kind": "stdio", "command": "npx", "args": ["-y", "srv"], "env": {}, "cwd": None},
+        "web": {"kind": "streamable-http", "url": "https://x/mcp", "headers": {}},
+    }
+    assert [r.getMessage() for r in caplog.records] == [
+        "read servers at the top of servers.json; ignored: github.autoApprove"
+    ]
+    with pytest.raises(ConfigError, match=r"^invalid config: github\.command: Input should be a valid string$"):
+        parse_config({"github": {"command": ["npx"]}}, ENV)
+    with pytest.raises(ConfigError, match=r"^invalid config: theme: unknown key \(and no mcpServers"):
+        parse_config({"theme": "dark", "github": {"command": "npx"}}, ENV)
+
+
 def test_a_file_without_any_server_table_is_not_taken_for_a_client_s() -> None:
     with pytest.raises(ConfigError, match=r"globalShortcut: unknown key .and no mcpServers, servers, mcp_servers, mcp"):
         parse_config({"globalShortcut": "x"}, {})
