@@ -46,6 +46,7 @@ from server.config import (
     state_dir,
 )
 from server.distribution import foreign_files, install_command
+from server.downstream.processes import COMES_WITH
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
 from server.status.discovery import instances
@@ -54,12 +55,11 @@ from server.version import VERSION
 __all__ = ["Report", "run_doctor"]
 
 DEFAULT_HTTP_PORT = 8765
-_INSTALL = {
-    "node": "install Node.js 18 or later (https://nodejs.org, or your package manager), which brings npm and npx",
+_INSTALL = {  # by what installs the program (`processes.COMES_WITH`)
+    "Node.js": "install Node.js 18 or later (https://nodejs.org, or your package manager), which brings npm and npx",
     "uv": "install uv (https://docs.astral.sh/uv/: curl -LsSf https://astral.sh/uv/install.sh | sh), which brings uvx",
-    "docker": "install Docker (https://docs.docker.com/get-docker/) and start it",
+    "Docker": "install Docker (https://docs.docker.com/get-docker/) and start it",
 }
-_PROVIDER = {"npx": "node", "npm": "node", "node": "node", "uvx": "uv", "uv": "uv", "docker": "docker"}
 _EXTRAS = {"redis": ["redis"], "oauth": ["joserfc"], "otel": ["opentelemetry.sdk", "opentelemetry.exporter.otlp"]}
 
 
@@ -146,7 +146,7 @@ def check_commands(report: Report, servers: Mapping[str, ServerConfig], environ:
             report.ok(f"command {command}: {found}{used_by}")
             continue
         missing.update(names)
-        provider = _PROVIDER.get(Path(command).name)
+        provider = COMES_WITH.get(Path(command).name)
         fix = _INSTALL[provider] if provider else "install it, or write its absolute path in the server's command"
         where = "does not exist or is not executable" if os.sep in command else "not on PATH"
         report.fail(f"command {command}{used_by}: {where}", fix)

@@ -106,6 +106,11 @@ class RemoteRefused(ClaimcheckError):
     of `mcpServers.<name>.headers` to check."""
 
 
+class ProcessNotStarted(ClaimcheckError, OSError):
+    """A stdio server's program could not be started: not found, not runnable, or its `cwd` is no directory; the
+    message says which, and what to do."""
+
+
 class ToolNotFound(ClaimcheckError):
     """The client named a tool claimcheck does not offer."""
 

@@ -11,7 +11,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from server.errors import RemoteRefused
+from server.errors import ProcessNotStarted, RemoteRefused
 
 __all__ = ["MAX_PAGES", "describe", "every_page", "offered_list"]
 
@@ -51,7 +51,7 @@ def describe(exc: BaseException) -> str:
     """A one-line reason, looking inside exception groups for the first real cause."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, RemoteRefused):
+    if isinstance(exc, RemoteRefused | ProcessNotStarted):
         return str(exc)
     if isinstance(exc, MCPError):
         return f"{exc.error.message} (JSON-RPC error {exc.error.code})"

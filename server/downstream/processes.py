@@ -26,15 +26,18 @@ import anyio.lowlevel
 
 from server.config import ServerConfig
 from server.config_vars import PRIMARY_INSTANCE, for_instance
+from server.errors import ProcessNotStarted
 from server.platform import INHERITED_ENV_VARS, POSIX, group_options, signal_group, widen_pipe
 
 __all__ = [
+    "COMES_WITH",
     "CONNECT_TIMEOUT_S",
     "HEAD_START",
     "HeadStart",
     "PipeReader",
     "Spawned",
     "default_environment",
+    "not_started",
     "spawn",
     "stop",
 ]
@@ -161,9 +164,11 @@ async def spawn(command: str, args: Iterable[str], env: Mapping[str, str], cwd: 
             stderr=subprocess.PIPE,  # passed on to ours, its last lines kept
             **group_options(),
         )
-    except BaseException:
+    except BaseException as exc:
         if POSIX:
             os.close(read_end)
+        if isinstance(exc, OSError) and (why := not_started(command, cwd, exc)) is not None:
+            raise ProcessNotStarted(why) from exc
         raise
     finally:
         if POSIX:
@@ -173,6 +178,29 @@ async def spawn(command: str, args: Iterable[str], env: Mapping[str, str], cwd: 
         return Spawned(process, process.stdout)
     widen_pipe(read_end, PIPE_BYTES)
     return Spawned(process, PipeReader(read_end))
+
+
+COMES_WITH = {"npx": "Node.js", "npm": "Node.js", "node": "Node.js", "uvx": "uv", "uv": "uv", "docker": "Docker"}
+"""The programs most configs start servers with, and what installs each."""
+
+
+def not_started(command: str, cwd: str | None, exc: OSError) -> str | None:
+    """Why `command` could not be started, in one line with what to do (None for an error with no such line)."""
+    if cwd is not None and not os.path.isdir(cwd):
+        return f'its "cwd" {cwd} is no directory here; create it, or correct "cwd"'
+    if isinstance(exc, FileNotFoundError):
+        if os.sep in command or (os.altsep is not None and os.altsep in command):
+            return f"command not found: {command}"
+        installs = f" ({command} comes with {COMES_WITH[command]})" if command in COMES_WITH else ""
+        return (
+            f"command not found: {command}, on the PATH it was started with; give its full path, as "
+            f"`command -v {command}` prints it in your shell{installs}"
+        )
+    if isinstance(exc, PermissionError):
+        return (
+            f"command not runnable: {command} (permission denied); make it executable, or run it with its interpreter"
+        )
+    return None
 
 
 async def stop(spawned: Spawned, stderr_done: anyio.Event | None = None, *, drain_s: float = 0.5) -> None:
