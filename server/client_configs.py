@@ -188,6 +188,7 @@ def _fragment_name(text: str) -> str | None:
 def strip_jsonc(text: str) -> str:
     """`text` without comments and trailing commas, strings left as they are (line numbers kept)."""
     out: list[str] = []
+    comma = -1  # where in `out` the last comma is, while only whitespace and comments follow it
     i, n = 0, len(text)
     while i < n:
         char = text[i]
@@ -196,7 +197,7 @@ def strip_jsonc(text: str) -> str:
             while end < n and text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
             out.append(text[i : end + 1])
-            i = end + 1
+            i, comma = end + 1, -1
         elif text.startswith("//", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
@@ -205,9 +206,15 @@ def strip_jsonc(text: str) -> str:
             out.append("\n" * text.count("\n", i, n if end < 0 else end))
             i = n if end < 0 else end + 2
         else:
+            if char in "}]" and comma >= 0:
+                out[comma] = ""  # a trailing comma
+            if char == ",":
+                comma = len(out)
+            elif not char.isspace():
+                comma = -1
             out.append(char)
             i += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+    return "".join(out)
 
 
 def env_name_of_input(input_id: str) -> str:

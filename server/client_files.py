@@ -18,6 +18,7 @@ from typing import Any
 from server.client_configs import strip_jsonc
 from server.client_dialects import continue_servers, opencode_servers
 from server.errors import ConfigError
+from server.jsonc_edit import NotEditable, edit_members
 
 __all__ = [
     "ClientFile",
@@ -73,6 +74,12 @@ class ClientFile:
         projects = data.get("projects")
         project = projects.get(self.project) if isinstance(projects, dict) else None
         return project.get("mcpServers") if isinstance(project, dict) else None
+
+    def table_path(self, data: Any) -> list[str]:
+        """The keys from the top of this file's parsed `data` to its servers object."""
+        if self.table == "mcp" and opencode_servers(data.get("mcp"), [])[0] == "mcp.servers":
+            return ["mcp", "servers"]
+        return [self.table] if self.project is None else ["projects", self.project, "mcpServers"]
 
     def with_servers(self, data: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
         """`data` with this file's servers object replaced, every other key as it was."""
@@ -211,21 +218,27 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
             f"entry above by hand{moved}"
         )
     try:
-        data = json.loads(text)
+        data, plain = json.loads(text), True
     except json.JSONDecodeError:
         try:
-            json.loads(strip_jsonc(text))
+            data, plain = json.loads(strip_jsonc(text)), False
         except json.JSONDecodeError as exc:
             raise ConfigError(f"not valid JSON ({exc.msg} at line {exc.lineno}); left untouched") from None
-        raise ConfigError(
-            "has comments, which rewriting it would drop; left untouched: add the entry above by hand"
-        ) from None
     old = file.servers_in(data)
     if not isinstance(data, dict) or not isinstance(old if old is not None else {}, dict):
         raise ConfigError(f'has no "{file.table}" object; left untouched')
     servers = {key: value for key, value in (old or {}).items() if key not in remove}
     servers[name] = entry
-    return json.dumps(file.with_servers(data, servers), indent=2, ensure_ascii=False) + "\n"
+    expected = file.with_servers(data, servers)
+    if plain:
+        return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+    try:  # comments or trailing commas (VS Code, Cursor, Zed): edited in place, checked to mean what was meant
+        new = edit_members(text, file.table_path(data), remove, name, entry)
+        if json.loads(strip_jsonc(new)) == expected:
+            return new
+    except (NotEditable, json.JSONDecodeError):
+        pass
+    raise ConfigError("has comments this edit cannot keep; left untouched: add the entry above by hand")
 
 
 _TOML_HEADER = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*[.\]]")

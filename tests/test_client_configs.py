@@ -446,6 +446,9 @@ def test_a_file_with_two_server_tables_is_refused() -> None:
 def test_comments_and_trailing_commas_are_read_but_strings_are_left_alone() -> None:
     text = '{\n  // c\n  "a": "http://x/*y*/", /* z */\n  "b": [1, 2,],\n}'
     assert loads_jsonc(text) == {"a": "http://x/*y*/", "b": [1, 2]}
+    # a comma before a bracket inside a string is the string's, comments or not (it was taken for a trailing comma)
+    text = '// c\n{"args": ["--filter=[a,]", "{b, }"], "c": [1, /* d */ ],}'
+    assert loads_jsonc(text) == {"args": ["--filter=[a,]", "{b, }"], "c": [1]}
 
 
 def test_a_file_saved_with_a_byte_order_mark_loads_as_without(tmp_path: Path) -> None:

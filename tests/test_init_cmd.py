@@ -183,18 +183,23 @@ def test_opencode_s_file_gets_an_entry_of_its_own_shape_keeps_its_other_keys_and
     assert client.read_bytes() == original
 
 
+@pytest.mark.parametrize("comments", [False, True], ids=["plain", "with-comments"])
 def test_zed_s_settings_keep_an_extension_s_server_and_every_other_setting(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], comments: bool
 ) -> None:
+    """Zed's settings.json, as JSON or as Zed writes it (comments at the top, which the edit keeps)."""
     client = tmp_path / "zed" / "settings.json"
     client.parent.mkdir()
-    client.write_text(json.dumps(load_jsonc((FIXTURES / "zed" / "settings.json").read_text("utf-8"))), "utf-8")
-    before = json.loads(client.read_text(encoding="utf-8"))
+    written = (FIXTURES / "zed" / "settings.json").read_text("utf-8")
+    client.write_text(written if comments else json.dumps(load_jsonc(written)), "utf-8")
+    before = load_jsonc(client.read_text(encoding="utf-8"))
     config = tmp_path / "config.json"
 
     assert init(str(client), "--apply", "--config", str(config)) == 0
 
-    after = json.loads(client.read_text(encoding="utf-8"))
+    text = client.read_text(encoding="utf-8")
+    after = load_jsonc(text)
+    assert text.startswith("// Zed settings\n{\n") == comments
     assert list(after["context_servers"]) == ["mcp-server-github", "claimcheck"]  # only Zed starts the first
     entry = after["context_servers"]["claimcheck"]
     assert entry["source"] == "custom" and entry["env"] == {}
@@ -380,23 +385,28 @@ def test_a_file_with_a_byte_order_mark_is_rewritten_in_its_own_encoding(
     assert client.read_bytes() == original
 
 
-def test_vscode_s_file_with_comments_is_not_rewritten_and_its_inputs_go_to_claimcheck_s_entry(
+def test_vscode_s_file_with_comments_is_edited_in_place_and_its_inputs_go_to_claimcheck_s_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """VS Code's mcp.json with comments and trailing commas: the moved servers are taken out and claimcheck's entry
+    put in as text, so the comments, the `inputs` and the layout of what stays are as they were."""
     workspace = tmp_path / "ws"
     shutil.copytree(FIXTURES / "vscode", workspace)
     client = workspace / ".vscode" / "mcp.json"
-    original = client.read_bytes()
+    original = client.read_text(encoding="utf-8")
     config = tmp_path / "config.json"
 
-    assert init(str(client), "--apply", "--config", str(config)) == 2
+    assert init(str(client), "--apply", "--config", str(config)) == 0
 
-    assert client.read_bytes() == original
-    out, err = capsys.readouterr()
-    block = json.loads(out[out.index("{") : out.rindex("}") + 1])
-    entry = block["servers"]["claimcheck"]
+    after = client.read_text(encoding="utf-8")
+    assert "// VS Code writes JSON with comments" in after
+    assert after.startswith(original[: original.index('"servers"')])  # the comment and `inputs`, byte for byte
+    data = load_jsonc(after)
+    assert list(data) == ["inputs", "servers"] and list(data["servers"]) == ["claimcheck"]
+    entry = data["servers"]["claimcheck"]
     assert entry["type"] == "stdio" and entry["env"] == {"PERPLEXITY_KEY": "${input:perplexity-key}"}
-    assert "has comments" in err and err.count("\n") == 1
+    entry_starts_claimcheck(entry, config)
+    assert capsys.readouterr().err == ""
     ours = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
     assert ours["perplexity"]["env"]["PERPLEXITY_API_KEY"] == "${PERPLEXITY_KEY}"
     assert ours["fetch"]["cwd"] == str(workspace)  # ${workspaceFolder} made absolute
