@@ -345,7 +345,8 @@ def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: 
         config = Config.model_validate(translated.data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, Config, table=translated.table)) from None
-    servers = {name: expand_server(name, server, environ) for name, server in config.mcp_servers.items()}
+    table = translated.table
+    servers = {name: expand_server(name, server, environ, table) for name, server in config.mcp_servers.items()}
     notice = translated.notice(source.name if source is not None else "the config")
     if notice:
         logger.warning("%s", notice)

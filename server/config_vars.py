@@ -48,9 +48,12 @@ def for_instance(server: ServerConfig, instance: str) -> ServerConfig:
     )
 
 
-def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -> ServerConfig:
-    """`server` (the entry `mcpServers.<name>`) with the environment's `${VAR}` (and `${VAR:-default}`) filled in;
-    an unset one is a `ConfigError` naming where it is."""
+def expand_server(
+    name: str, server: ServerConfig, environ: Mapping[str, str], table: str = "mcpServers"
+) -> ServerConfig:
+    """`server` (the entry `<table>.<name>`: `table` is where the file keeps its servers, "" at its top) with the
+    environment's `${VAR}` (and `${VAR:-default}`) filled in; an unset one is a `ConfigError` naming where it is."""
+    entry = f"{table}.{name}" if table else name
 
     def expand(value: str, where: str) -> str:
         def sub(match: re.Match[str]) -> str:
@@ -60,7 +63,7 @@ def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -
             if var not in environ and match.group(2) is not None:
                 return match.group(2)
             if var not in environ:
-                raise ConfigError(f"mcpServers.{name}.{where}: environment variable ${{{var}}} is not set")
+                raise ConfigError(f"{entry}.{where}: environment variable ${{{var}}} is not set")
             return environ[var]
 
         return _VAR_RE.sub(sub, value)
@@ -68,7 +71,7 @@ def expand_server(name: str, server: ServerConfig, environ: Mapping[str, str]) -
     url = None if server.url is None else expand(server.url, "url")
     if url is not None and not _HTTP_URL.match(url):  # it could never connect: say so now, not at each retry
         raise ConfigError(
-            f"mcpServers.{name}.url: {clip(url, 80)!r} is not an http:// or https:// address; claimcheck reaches a "
+            f"{entry}.url: {clip(url, 80)!r} is not an http:// or https:// address; claimcheck reaches a "
             "server over HTTP (streamable HTTP or SSE) at its full URL, e.g. https://example.com/mcp"
         )
     return server.model_copy(

@@ -762,6 +762,10 @@ def test_servers_at_the_top_of_a_file_are_read_as_its_servers(caplog: pytest.Log
     ]
     with pytest.raises(ConfigError, match=r"^invalid config: github\.command: Input should be a valid string$"):
         parse_config({"github": {"command": ["npx"]}}, ENV)
+    with pytest.raises(ConfigError, match=r"^github\.env\.K: environment variable \$\{NOPE\} is not set$"):
+        parse_config({"github": {"command": "npx", "env": {"K": "${NOPE}"}}}, ENV)
+    with pytest.raises(ConfigError, match=r"^servers\.github\.env\.K: environment variable \$\{NOPE\} is not set$"):
+        parse_config({"servers": {"github": {"command": "npx", "env": {"K": "${NOPE}"}}}}, ENV)  # VS Code's
     with pytest.raises(ConfigError, match=r"^invalid config: theme: unknown key \(and no mcpServers"):
         parse_config({"theme": "dark", "github": {"command": "npx"}}, ENV)
 
