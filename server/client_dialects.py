@@ -24,6 +24,7 @@ __all__ = [
     "gemini",
     "gemini_enabled",
     "gemini_settings",
+    "gemini_starting",
     "goose",
     "is_gemini_file",
     "looks_gemini",
@@ -276,6 +277,25 @@ def gemini_enabled(servers: dict[str, Any], settings: Mapping[str, Any], ignored
     for name, entry in servers.items():
         off = (allowed is not None and name not in allowed) or name in excluded
         out[name] = {**entry, "disabled": True} if off and isinstance(entry, dict) else entry
+    return out
+
+
+def gemini_starting(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """Gemini CLI's settings `data` with the server `name` among those it starts: added to `mcp.allowed` (and the
+    first version's `allowMCPServers`) where that list is given, taken out of `excluded` where it is named."""
+    out = dict(data)
+    mcp = out.get("mcp")
+    if "mcp" in gemini_settings(data) and isinstance(mcp, dict):
+        mcp = dict(mcp)
+        if isinstance(mcp.get("allowed"), list) and name not in mcp["allowed"]:
+            mcp["allowed"] = [*mcp["allowed"], name]
+        if isinstance(mcp.get("excluded"), list) and name in mcp["excluded"]:
+            mcp["excluded"] = [item for item in mcp["excluded"] if item != name]
+        out["mcp"] = mcp
+    if isinstance(out.get("allowMCPServers"), list) and name not in out["allowMCPServers"]:
+        out["allowMCPServers"] = [*out["allowMCPServers"], name]
+    if isinstance(out.get("excludeMCPServers"), list) and name in out["excludeMCPServers"]:
+        out["excludeMCPServers"] = [item for item in out["excludeMCPServers"] if item != name]
     return out
 
 

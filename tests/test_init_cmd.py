@@ -304,6 +304,30 @@ def test_gemini_cli_s_servers_move_as_gemini_starts_them(tmp_path: Path, monkeyp
     assert json.loads(target.read_text(encoding="utf-8"))["mcp"] == {"excluded": ["experimental"]}
 
 
+@pytest.mark.parametrize(
+    "lists",
+    [{"mcp": {"allowed": ["github"], "excluded": ["claimcheck"]}}, {"allowMCPServers": ["github"]}],
+    ids=["v2", "v1"],
+)
+def test_gemini_s_allow_list_lets_the_claimcheck_entry_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lists: dict[str, Any]
+) -> None:
+    """Gemini starts only the servers its `allowed` list names: the entry that replaces them is added to it (and
+    taken out of `excluded`), or Gemini would start nothing."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / ".gemini" / "settings.json"
+    target.parent.mkdir()
+    target.write_text(json.dumps({**lists, "mcpServers": {"github": {"command": "gh-mcp"}}}), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init("gemini", "--apply", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 0
+
+    routed = load_config(target, {})
+    assert list(routed.mcp_servers) == ["claimcheck"] and not routed.mcp_servers["claimcheck"].disabled
+    after = json.loads(target.read_text(encoding="utf-8"))
+    assert after.get("mcp", {}).get("excluded", []) == []
+
+
 def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
