@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from server.client_configs import strip_jsonc
-from server.client_dialects import continue_servers, gemini_starting, is_gemini_file, opencode_servers
+from server.client_dialects import (
+    continue_servers,
+    gemini_settings,
+    gemini_starting,
+    is_gemini_file,
+    opencode_servers,
+)
 from server.errors import ConfigError
 from server.jsonc_edit import NotEditable, edit_members
 
@@ -230,8 +236,8 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
     servers = {key: value for key, value in (old or {}).items() if key not in remove}
     servers[name] = entry
     expected = file.with_servers(data, servers)
-    if file.client == "gemini" or is_gemini_file(file.path):  # its allow list must let the new entry start
-        expected = gemini_starting(expected, name)
+    if file.client == "gemini" or is_gemini_file(file.path) or gemini_settings(data):
+        expected = gemini_starting(expected, name)  # Gemini's allow list must let the new entry start
     if plain:
         return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
     try:  # comments or trailing commas (VS Code, Cursor, Zed): edited in place, checked to mean what was meant
