@@ -192,9 +192,10 @@ def not_started(command: str, cwd: str | None, exc: OSError) -> str | None:
         if os.sep in command or (os.altsep is not None and os.altsep in command):
             return f"command not found: {command}"
         installs = f" ({command} comes with {COMES_WITH[command]})" if command in COMES_WITH else ""
+        finder = f"command -v {command}" if POSIX else f"where {command}"
         return (
             f"command not found: {command}, on the PATH it was started with; give its full path, as "
-            f"`command -v {command}` prints it in your shell{installs}"
+            f"`{finder}` prints it in your shell{installs}"
         )
     if isinstance(exc, PermissionError):
         return (
