@@ -33,7 +33,7 @@ from server.config_sections import (
     StrictModel,
     ToolFilter,
 )
-from server.config_vars import expand_path, expand_server
+from server.config_vars import expand_path, expand_servers
 from server.errors import ConfigError
 
 __all__ = [
@@ -345,11 +345,10 @@ def parse_config(data: Any, environ: Mapping[str, str] = os.environ, *, source: 
         config = Config.model_validate(translated.data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ConfigError(describe_errors(exc, Config, table=translated.table)) from None
-    table = translated.table
-    servers = {name: expand_server(name, server, environ, table) for name, server in config.mcp_servers.items()}
+    servers, notes = expand_servers(config.mcp_servers, environ, translated.table)
     notice = translated.notice(source.name if source is not None else "the config")
-    if notice:
-        logger.warning("%s", notice)
+    for said in [*notes, *([notice] if notice else [])]:
+        logger.warning("%s", said)
     return config.model_copy(update={"mcp_servers": servers, "settings": _expand_dirs(config.settings, environ)})
 
 

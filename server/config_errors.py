@@ -4,6 +4,9 @@ it was most likely meant to be (difflib's closest, or the same key written in an
 from __future__ import annotations
 
 import difflib
+import json
+import re
+import shlex
 import types
 import typing
 from collections.abc import Mapping
@@ -26,8 +29,36 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], *, table: str 
         if err["type"] == "extra_forbidden":
             lines.append(f"{path}: unknown key{_suggestion(str(loc[-1]), known_keys(model, loc[:-1]))}")
         else:
-            lines.append(f"{path}: {err['msg'].removeprefix('Value error, ')}")
+            lines.append(f"{path}: {_said(err)}")
     return "invalid config: " + "; ".join(lines)
+
+
+def _said(err: Any) -> str:
+    """pydantic's message, or for a value of the wrong shape the shape to give (a server's entry written as its
+    command line, `args` as one string: both the way to write them, from the text given)."""
+    given = err.get("input")
+    if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        if isinstance(given, str) and len(err["loc"]) == 2 and err["loc"][0] == "mcpServers":
+            return f"give an object, such as {json.dumps(_entry_of(given), ensure_ascii=False)}"
+        return "give an object ({…})"
+    if err["type"] == "list_type" and isinstance(given, str):
+        return f"give a list of strings, such as {json.dumps(_words(given), ensure_ascii=False)}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _words(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError:  # an unclosed quote
+        return line.split()
+
+
+def _entry_of(line: str) -> dict[str, Any]:
+    """A server's entry for a command line (`uvx mcp-server-git` → command and args), or a URL's."""
+    if re.match(r"https?://", line.strip(), re.IGNORECASE):
+        return {"url": line.strip()}
+    words = _words(line) or [line]
+    return {"command": words[0], "args": words[1:]} if len(words) > 1 else {"command": words[0]}
 
 
 def _suggestion(key: str, known: list[str]) -> str:

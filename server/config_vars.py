@@ -1,18 +1,31 @@
 """`${VAR}` in a server's entry: the environment's, filled in as the config loads (`expand_server`), as in the
 settings' paths (`expand_path`, where `$VAR` and `~` count too), and
 `${CLAIMCHECK_INSTANCE}`, left for each of the server's processes (`for_instance`). A `url` that, filled in, is no
-http(s) address is refused there: it could never connect."""
+http(s) address is refused there: it could never connect. A `command` written as a whole command line is read as
+its program and arguments (`command_line`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
+import shutil
 from collections.abc import Mapping
 
 from server.config_sections import ServerConfig
 from server.errors import ConfigError, clip
+from server.platform import POSIX
 
-__all__ = ["INSTANCE_VAR", "PRIMARY_INSTANCE", "expand_path", "expand_server", "for_instance"]
+__all__ = [
+    "INSTANCE_VAR",
+    "PRIMARY_INSTANCE",
+    "command_line",
+    "expand_path",
+    "expand_server",
+    "expand_servers",
+    "for_instance",
+]
 
 _HTTP_URL = re.compile(r"https?://[^/\s?#]+", re.IGNORECASE)
 _PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -100,3 +113,47 @@ def expand_path(value: str, where: str, environ: Mapping[str, str]) -> str:
     if "$" in _PATH_VAR_RE.sub("", value):
         raise ConfigError(f"{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
     return os.path.expanduser(expanded)
+
+
+def command_line(
+    name: str, server: ServerConfig, environ: Mapping[str, str], table: str = "mcpServers"
+) -> tuple[ServerConfig, str | None]:
+    """A `command` written as a whole command line (`npx -y pkg`): read as its program, with the rest as arguments
+    before `args`, where no file has the whole text for its name and the first word is a program on the PATH; and
+    the warning that says so. Else `server` as it is, and None."""
+    command = server.command
+    if command is None or not POSIX or not re.search(r"\s", command.strip()):
+        return server, None
+    here = server.cwd or "."
+    if os.path.exists(os.path.join(here, command)):
+        return server, None
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unclosed quote
+        return server, None
+    if len(words) < 2:
+        return server, None
+    program, rest = words[0], words[1:]
+    if os.sep in program:
+        found = os.path.isfile(os.path.join(here, program))
+    else:
+        found = shutil.which(program, path=server.env.get("PATH") or environ.get("PATH")) is not None
+    if not found:
+        return server, None
+    entry = f"{table}.{name}" if table else name
+    written = json.dumps({"command": program, "args": [*rest, *server.args]}, ensure_ascii=False)
+    said = clip(command, 80)
+    note = f"{entry}.command {said!r} is a command line: read as {clip(written, 160)}, as it is better written"
+    return server.model_copy(update={"command": program, "args": [*rest, *server.args]}), note
+
+
+def expand_servers(
+    servers: Mapping[str, ServerConfig], environ: Mapping[str, str], table: str = "mcpServers"
+) -> tuple[dict[str, ServerConfig], list[str]]:
+    """Every server with `expand_server` and `command_line` applied, and the warnings to log."""
+    expanded, notes = {}, []
+    for name, server in servers.items():
+        expanded[name], note = command_line(name, expand_server(name, server, environ, table), environ, table)
+        if note is not None:
+            notes.append(note)
+    return expanded, notes

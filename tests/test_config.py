@@ -106,6 +106,56 @@ def test_a_url_that_is_no_http_address_once_filled_in_is_one_line_giving_the_for
     )
 
 
+def test_an_entry_written_as_a_command_line_or_args_as_one_string_is_told_the_shape_to_give() -> None:
+    """`"git": "uvx mcp-server-git"` and `"args": "-m srv"`: the line gives the entry as it is written, from the
+    text given (no class names of claimcheck's, no "valid dictionary")."""
+    said = errors_of(
+        {
+            "mcpServers": {
+                "git": 'uvx mcp-server-git --repository "/my repo"',
+                "web": "https://x/mcp",
+                "py": {"command": "python3", "args": "-m srv"},
+                "odd": 5,
+            }
+        }
+    )
+    assert said == (
+        'invalid config: mcpServers.git: give an object, such as {"command": "uvx", "args": ["mcp-server-git", '
+        '"--repository", "/my repo"]}; mcpServers.web: give an object, such as {"url": "https://x/mcp"}; '
+        'mcpServers.py.args: give a list of strings, such as ["-m", "srv"]; mcpServers.odd: give an object ({…})'
+    )
+
+
+def test_a_command_written_as_a_command_line_is_read_as_its_program_and_arguments(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`"command": "npx -y pkg"`: no file has that name and `npx` is a program on the PATH, so it is `npx` with
+    `-y pkg` before `args`, said once. A program whose path has a space stays whole; so does a first word that is
+    no program (the start then says the command is not found)."""
+    spaced = tmp_path / "my tools" / "server"
+    spaced.parent.mkdir()
+    spaced.write_text("#!/bin/sh\n", encoding="utf-8")
+    spaced.chmod(0o755)
+    (tmp_path / "npx").write_text("#!/bin/sh\n", encoding="utf-8")
+    (tmp_path / "npx").chmod(0o755)
+    environ = {"PATH": str(tmp_path)}
+    servers = {
+        "memory": {"command": "npx -y @modelcontextprotocol/server-memory", "args": ["--x"]},
+        "spaced": {"command": str(spaced)},
+        "typo": {"command": "npz -y pkg"},
+    }
+    with caplog.at_level("WARNING", logger="server.config"):
+        config = parse_config({"mcpServers": servers}, environ)
+    memory = config.mcp_servers["memory"]
+    assert (memory.command, memory.args) == ("npx", ["-y", "@modelcontextprotocol/server-memory", "--x"])
+    assert config.mcp_servers["spaced"].command == str(spaced)
+    assert config.mcp_servers["typo"].command == "npz -y pkg"
+    assert [r.getMessage() for r in caplog.records] == [
+        "mcpServers.memory.command 'npx -y @modelcontextprotocol/server-memory' is a command line: read as "
+        '{"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory", "--x"]}, as it is better written'
+    ]
+
+
 def test_http_addresses_of_any_case_and_with_a_variable_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BASE", "http://127.0.0.1:8080")
     urls = ["HTTPS://Example.com/mcp", "${BASE}/mcp", "http://[::1]:9/sse", "http://host/${CLAIMCHECK_INSTANCE}"]
