@@ -40,10 +40,22 @@ def _said(err: Any) -> str:
     if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
         if isinstance(given, str) and len(err["loc"]) == 2 and err["loc"][0] == "mcpServers":
             return f"give an object, such as {json.dumps(_entry_of(given), ensure_ascii=False)}"
+        pairs = _pairs(given, "=" if err["loc"][-1] == "env" else ":")
+        if pairs:  # `"env": ["KEY=value"]`, as docker writes it; `"headers": ["Name: value"]`, as curl does
+            return f"give an object, such as {json.dumps(pairs, ensure_ascii=False)}"
         return "give an object ({…})"
     if err["type"] == "list_type" and isinstance(given, str):
         return f"give a list of strings, such as {json.dumps(_words(given), ensure_ascii=False)}"
     return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _pairs(given: Any, separator: str) -> dict[str, str] | None:
+    """A list of `NAME<separator>value` strings as the object it means, else None."""
+    if not isinstance(given, list) or not given:
+        return None
+    if not all(isinstance(item, str) and separator in item for item in given):
+        return None
+    return {name.strip(): value.strip() for name, _, value in (item.partition(separator) for item in given)}
 
 
 def _words(line: str) -> list[str]:

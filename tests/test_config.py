@@ -114,7 +114,8 @@ def test_an_entry_written_as_a_command_line_or_args_as_one_string_is_told_the_sh
             "mcpServers": {
                 "git": 'uvx mcp-server-git --repository "/my repo"',
                 "web": "https://x/mcp",
-                "py": {"command": "python3", "args": "-m srv"},
+                "py": {"command": "python3", "args": "-m srv", "env": ["A=1", "B=x=2"]},
+                "remote": {"url": "https://x/mcp", "headers": ["Authorization: Bearer t"]},
                 "odd": 5,
             }
         }
@@ -122,7 +123,9 @@ def test_an_entry_written_as_a_command_line_or_args_as_one_string_is_told_the_sh
     assert said == (
         'invalid config: mcpServers.git: give an object, such as {"command": "uvx", "args": ["mcp-server-git", '
         '"--repository", "/my repo"]}; mcpServers.web: give an object, such as {"url": "https://x/mcp"}; '
-        'mcpServers.py.args: give a list of strings, such as ["-m", "srv"]; mcpServers.odd: give an object ({…})'
+        'mcpServers.py.args: give a list of strings, such as ["-m", "srv"]; mcpServers.py.env: give an object, such '
+        'as {"A": "1", "B": "x=2"}; mcpServers.remote.headers: give an object, such as {"Authorization": "Bearer t"}; '
+        "mcpServers.odd: give an object ({…})"
     )
 
 
