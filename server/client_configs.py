@@ -167,11 +167,17 @@ def loads_jsonc(text: str) -> Any:
         pass
     fragment = _fragment_name(text)
     if fragment is not None:  # `"github": {…}` copied out of a README's block
+        name = clip(fragment, 40)
+        whole = f'{{"{name}": {{…}}}}'
+        if fragment not in (*SERVER_TABLES, "settings"):  # a server's entry: inside the table
+            whole = f'{{"mcpServers": {whole}}}'
         raise ConfigError(
-            f'not valid JSON: the file holds "{clip(fragment, 40)}": {{…}} without the braces around it; write it '
-            f'as {{"mcpServers": {{"{clip(fragment, 40)}": {{…}}}}}}'
+            f'not valid JSON: the file holds "{name}": {{…}} without the braces around it; write it as {whole}'
         )
-    raise ConfigError(f"not valid JSON: {first.msg} at line {first.lineno} column {first.colno}") from None
+    where = f"at line {first.lineno} column {first.colno}"
+    if text[first.pos : first.pos + 1] == "'":  # a Python dict, or JavaScript, pasted
+        raise ConfigError(f"not valid JSON: a string in single quotes {where}; JSON's strings take double quotes")
+    raise ConfigError(f"not valid JSON: {first.msg} {where}") from None
 
 
 def _fragment_name(text: str) -> str | None:
@@ -308,6 +314,8 @@ class _Context:
         if not isinstance(raw, dict):
             return raw
         where = f"{self.path}.{name}" if self.path else name
+        if name in SERVER_TABLES and _all_servers(raw):  # `{"mcpServers": {"mcpServers": {…}}}`
+            raise ConfigError(f'{where}: servers inside the servers; take out the inner "{name}" and its braces')
         entry = dict(raw)
         for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):
             del entry[key]

@@ -746,6 +746,23 @@ def test_an_entry_copied_without_the_braces_around_it_is_told_how_to_wrap_it(tex
     )
 
 
+def test_a_table_pasted_without_braces_in_single_quotes_or_twice_is_told_the_fix() -> None:
+    with pytest.raises(ConfigError) as caught:
+        loads_jsonc('"mcpServers": {"a": {"command": "x"}}\n')
+    assert str(caught.value).endswith('without the braces around it; write it as {"mcpServers": {…}}')
+    with pytest.raises(ConfigError) as caught:
+        loads_jsonc("{'mcpServers': {}}")  # a Python dict
+    assert str(caught.value) == (
+        "not valid JSON: a string in single quotes at line 1 column 2; JSON's strings take double quotes"
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"mcpServers": {"mcpServers": {"a": {"command": "x"}}}}, ENV)
+    assert str(caught.value) == (
+        'invalid config: mcpServers.mcpServers: servers inside the servers; take out the inner "mcpServers" and its '
+        "braces"
+    )
+
+
 def test_servers_at_the_top_of_a_file_are_read_as_its_servers(caplog: pytest.LogCaptureFixture) -> None:
     """`{"github": {"command": …}}` with no `mcpServers` around it (as Warp and many READMEs show servers) is read as
     the servers, said once; a mistake in one names it without a table; a file with anything else at the top is no
