@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.client_configs import strip_jsonc
 from server.client_dialects import (
     continue_servers,
     gemini_settings,
@@ -23,6 +22,7 @@ from server.client_dialects import (
     is_gemini_file,
     opencode_servers,
 )
+from server.config_text import strip_jsonc
 from server.errors import ConfigError
 from server.jsonc_edit import NotEditable, edit_members
 
@@ -317,7 +317,7 @@ def glob_escape(name: str) -> str:
 
 def write_replacing(path: Path, text: str, encoding: str = "utf-8") -> None:
     """Write `text` to `path` whole or not at all (a sibling file renamed over it), keeping its mode; in `encoding`
-    (one of `server.client_configs.read_config_text`'s, byte order mark included)."""
+    (one of `server.config_text.read_config_text`'s, byte order mark included)."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.claimcheck-{os.getpid()}")

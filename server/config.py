@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from server.auth_config import AuthSettings
-from server.client_configs import read_config_data, translate
+from server.client_configs import translate
 from server.client_dialects import is_gemini_file
 from server.client_files import serves_file
 from server.config_errors import describe_errors
@@ -33,6 +33,7 @@ from server.config_sections import (
     StrictModel,
     ToolFilter,
 )
+from server.config_text import read_config_data
 from server.config_vars import expand_path, expand_servers
 from server.errors import ConfigError
 

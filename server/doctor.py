@@ -27,7 +27,6 @@ import anyio
 import httpx2
 
 from server import tracing
-from server.client_configs import read_config_data
 from server.client_files import (
     ClientFile,
     config_of_entry,
@@ -45,6 +44,7 @@ from server.config import (
     resolved,
     state_dir,
 )
+from server.config_text import read_config_data
 from server.distribution import foreign_files, install_command
 from server.downstream.processes import COMES_WITH
 from server.errors import ConfigError, clip

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server.client_configs import env_name_of_input, parse_config_text, read_config_text, translate
+from server.client_configs import env_name_of_input, translate
 from server.client_dialects import gemini_settings, is_gemini_file
 from server.client_files import (
     ClientFile,
@@ -37,6 +37,7 @@ from server.client_files import (
 from server.client_places import CLIENTS, locate, unknown_client, usual_paths
 from server.config import Config, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
+from server.config_text import parse_config_text, read_config_text
 from server.errors import ConfigError
 
 __all__ = ["claimcheck_command", "run_init"]

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from server.client_configs import loads_jsonc, read_config_data, translate
+from server.client_configs import translate
 from server.config import Config, load_config, parse_config
 from server.config_sections import ServerConfig
+from server.config_text import loads_jsonc, read_config_data
 from server.errors import ConfigError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "client_configs"

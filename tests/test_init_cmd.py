@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from server.cli_args import parse
-from server.client_configs import loads_jsonc as load_jsonc
 from server.client_files import latest_backup
 from server.client_places import locate, usual_paths
 from server.config import Config, load_config
+from server.config_text import loads_jsonc as load_jsonc
 from server.init_cmd import run_init
 from server.platform import app_config_dir
 

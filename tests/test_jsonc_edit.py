@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.client_configs import loads_jsonc
+from server.config_text import loads_jsonc
 from server.jsonc_edit import NotEditable, edit_members
 
 ZED = """// Zed settings

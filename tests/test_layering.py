@@ -76,6 +76,7 @@ LEVELS = {
     "server.client_files": 0,
     "server.client_places": 0,
     "server.jsonc_edit": 0,
+    "server.config_text": 0,
     "server.auth_config": 0,
     "server.errors": 0,
     "server.anyio_compat": 0,
