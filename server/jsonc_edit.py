@@ -154,7 +154,8 @@ def edit_members(text: str, path: Sequence[str], remove: Sequence[str], name: st
     replaced = False
     for member in target.members:
         if member.key == name:
-            edits.append((member.value_start, member.value_end, _dumped(value, _indent_of(text, member.start))))
+            nl = "\r\n" if "\r\n" in text else "\n"
+            edits.append((member.value_start, member.value_end, _dumped(value, _indent_of(text, member.start), nl)))
             replaced = True
         elif member.key in remove:
             edits.append(_cut(text, member))
@@ -187,11 +188,12 @@ def _cut(text: str, member: _Member) -> tuple[int, int, str]:
 
 def _insert(text: str, target: _Object, key: str, value: Any, *, trailing: bool = False) -> str:
     """`text` with `"key": value` added as the last member of `target`, followed by a comma where `trailing` (the
-    object's last member had one before the edit)."""
+    object's last member had one before the edit); its lines end as the text's do (CRLF as Windows editors write)."""
+    nl = "\r\n" if "\r\n" in text else "\n"
     if target.members:
         last = target.members[-1]
         indent = _indent_of(text, last.start)
-        member = f"{json.dumps(key, ensure_ascii=False)}: {_dumped(value, indent)}" + ("," if trailing else "")
+        member = f"{json.dumps(key, ensure_ascii=False)}: {_dumped(value, indent, nl)}" + ("," if trailing else "")
         comma = last.after > last.value_end  # a comma after the last member already
         anchor = last.after if comma else last.value_end
         line_end = text.find("\n", anchor)
@@ -199,15 +201,15 @@ def _insert(text: str, target: _Object, key: str, value: Any, *, trailing: bool 
         added = "" if comma else ","
         if line_end >= 0 and (not rest.strip() or rest.lstrip().startswith("//")):  # after the line and its comment
             at = line_end + 1
-            return text[: last.value_end] + added + text[last.value_end : at] + indent + member + "\n" + text[at:]
-        return text[: last.value_end] + added + text[last.value_end : anchor] + "\n" + indent + member + text[anchor:]
+            return text[: last.value_end] + added + text[last.value_end : at] + indent + member + nl + text[at:]
+        return text[: last.value_end] + added + text[last.value_end : anchor] + nl + indent + member + text[anchor:]
     outer = _indent_of(text, target.open)
     indent = outer + "  "
-    member = f"{json.dumps(key, ensure_ascii=False)}: {_dumped(value, indent)}"
+    member = f"{json.dumps(key, ensure_ascii=False)}: {_dumped(value, indent, nl)}"
     inside = text[target.open + 1 : target.close]
     if inside.strip():  # only comments inside: the member goes after them
-        return text[: target.close].rstrip() + "\n" + indent + member + "\n" + outer + text[target.close :]
-    return text[: target.open + 1] + "\n" + indent + member + "\n" + outer + text[target.close :]
+        return text[: target.close].rstrip() + nl + indent + member + nl + outer + text[target.close :]
+    return text[: target.open + 1] + nl + indent + member + nl + outer + text[target.close :]
 
 
 def _indent_of(text: str, at: int) -> str:
@@ -216,6 +218,6 @@ def _indent_of(text: str, at: int) -> str:
     return head if not head.strip() else head[: len(head) - len(head.lstrip())]
 
 
-def _dumped(value: Any, indent: str) -> str:
-    """`value` as JSON of two-space indents, its later lines under `indent`."""
-    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+def _dumped(value: Any, indent: str, nl: str = "\n") -> str:
+    """`value` as JSON of two-space indents, its later lines under `indent`, ending in `nl`."""
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", nl + indent)

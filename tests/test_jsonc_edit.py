@@ -111,6 +111,7 @@ def _written(data: dict[str, Any], comments: list[bool], trailing: bool) -> str:
     name=NAMES,
     comments=st.lists(st.booleans(), min_size=1, max_size=4),
     trailing=st.booleans(),
+    crlf=st.booleans(),
 )
 def test_any_servers_written_with_comments_are_edited_to_exactly_what_was_meant(
     servers: dict[str, Any],
@@ -119,13 +120,18 @@ def test_any_servers_written_with_comments_are_edited_to_exactly_what_was_meant(
     name: str,
     comments: list[bool],
     trailing: bool,
+    crlf: bool,
 ) -> None:
     data = {**others, "servers": servers}
     text = _written(data, comments, trailing)
+    if crlf:  # as Windows editors write it: the edit's lines end the same way
+        text = text.replace("\n", "\r\n")
     assert loads_jsonc(text) == data  # the text is what it stands for
     after = edit_members(text, ["servers"], sorted(removed), name, ENTRY)
     kept = {key: value for key, value in servers.items() if key not in removed or key == name}
     expected: dict[str, Any] = {**others, "servers": {**kept, name: ENTRY}}
     assert loads_jsonc(after) == expected
     assert list(loads_jsonc(after)["servers"]) == list(expected["servers"])
-    assert after.startswith("// head\n")
+    assert after.startswith("// head\r\n" if crlf else "// head\n")
+    if crlf:
+        assert "\n" not in after.replace("\r\n", "")  # no line of the edit ends another way
