@@ -35,9 +35,10 @@ from server.client_files import (
     write_replacing,
 )
 from server.client_places import CLIENTS, locate, unknown_client, usual_paths
-from server.config import Config, config_files, default_config_path, workspace_of
+from server.config import Config, ServerConfig, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
+from server.config_vars import command_line
 from server.errors import ConfigError
 
 __all__ = ["claimcheck_command", "run_init"]
@@ -116,7 +117,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     notes = []
     for name in raw.keys() - translated.data["mcpServers"].keys():  # a Zed extension's server
         notes.append(f"  {name}: left in {file.path.name} (only {file.client or 'the client'} can start it)")
-    moved, left = _take(raw, translated.data["mcpServers"], ours, file.path.name, config_path.name)
+    moved, left = _take(raw, translated.data["mcpServers"], ours, file.path.name, config_path.name, environ)
     _save(config_path, existing, ours, moved, file.path, [*notes, *left])
     entry = claimcheck_entry(claimcheck_command(), config_path, file)
     inputs = _inputs_used(translated.data["mcpServers"], moved, file, text)
@@ -152,14 +153,21 @@ def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path:
 
 
 def _take(
-    raw: Mapping[str, Any], entries: Mapping[str, Any], ours: dict[str, Any], source: str, config: str
+    raw: Mapping[str, Any],
+    entries: Mapping[str, Any],
+    ours: dict[str, Any],
+    source: str,
+    config: str,
+    environ: Mapping[str, str],
 ) -> tuple[list[str], list[str]]:
     """Move the client's `entries` (translated; `raw` as written) into `ours`: the names moved, and a note for each
-    one left where it is (`source`) and why. An entry that starts claimcheck is neither."""
+    one left where it is (`source`) and why. An entry that starts claimcheck is neither. A `command` written as a
+    command line moves as its program and arguments (`config_vars.command_line`)."""
     moved, notes = [], []
-    for name, entry in entries.items():
+    for name, written in entries.items():
         if points_at_claimcheck(raw.get(name)):
             continue
+        entry = _command_split(name, written, environ)
         problem = _problem(name, entry)
         if problem:
             notes.append(f"  {name}: left in {source} ({problem})")
@@ -215,7 +223,7 @@ def _init_folder(args: argparse.Namespace, folder: Path, config_path: Path, envi
         if found is None or not isinstance(raw, dict):
             notes.append(f"  {path.name}: no servers in it")
             continue
-        taken, left = _take(raw, found.data["mcpServers"], ours, path.name, config_path.name)
+        taken, left = _take(raw, found.data["mcpServers"], ours, path.name, config_path.name, environ)
         moved += taken
         notes += left
         if taken and not left:
@@ -241,6 +249,15 @@ def _claimcheck_config(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
         raise ConfigError(f'{path}: claimcheck\'s config is not an object with "mcpServers"; nothing written')
     return data
+
+
+def _command_split(name: str, entry: Any, environ: Mapping[str, str]) -> Any:
+    """`entry` with a command line in `command` as its program and arguments, where `command_line` reads it so."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or _problem(name, entry):
+        return entry
+    server = ServerConfig.model_validate(entry, by_alias=True, by_name=False)
+    split, note = command_line(name, server, environ)
+    return entry if note is None else {**entry, "command": split.command, "args": split.args}
 
 
 def _problem(name: str, entry: Any) -> str | None:

@@ -285,6 +285,23 @@ def test_cline_roo_gemini_kiro_and_lm_studio_are_found_where_they_keep_servers_a
     }
 
 
+def test_a_command_line_in_command_moves_as_its_program_and_arguments(tmp_path: Path) -> None:
+    """`"command": "npx -y pkg"` moves as `npx` with `-y pkg`, as claimcheck would read it, so its config is written
+    the way it is read; a command whose first word is no program moves as it was written."""
+    (tmp_path / "npx").write_text("#!/bin/sh\n", encoding="utf-8")
+    (tmp_path / "npx").chmod(0o755)
+    client = tmp_path / "claude_desktop_config.json"
+    servers = {"memory": {"command": "npx -y @modelcontextprotocol/server-memory"}, "typo": {"command": "npz -y x"}}
+    client.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init(str(client), "--config", str(config), environ={"HOME": str(tmp_path), "PATH": str(tmp_path)}) == 0
+
+    moved = json.loads(config.read_text(encoding="utf-8"))["mcpServers"]
+    assert moved["memory"] == {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}
+    assert moved["typo"] == {"command": "npz -y x"}
+
+
 def test_gemini_cli_s_servers_move_as_gemini_starts_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What Gemini CLI reads its own way moves as claimcheck's: `$VAR` as `${VAR}` (filled in when claimcheck
     starts), a server in `mcp.excluded` disabled, Gemini's `timeout` (milliseconds it waits) left out; `mcp` stays
