@@ -12,7 +12,7 @@ from pathlib import Path
 from server.client_files import ClientFile
 from server.platform import app_config_dir
 
-__all__ = ["CLIENTS", "EDITORS", "locate", "unknown_client", "usual_paths"]
+__all__ = ["CLIENTS", "EDITORS", "NAMES", "locate", "unknown_client", "usual_paths"]
 
 CLIENTS = (
     "claude-desktop",
@@ -31,6 +31,26 @@ CLIENTS = (
     "kiro",
     "lmstudio",
 )
+
+
+NAMES = {
+    "claude-desktop": "Claude Desktop",
+    "claude-code": "Claude Code",
+    "cursor": "Cursor",
+    "vscode": "VS Code",
+    "windsurf": "Windsurf",
+    "codex": "Codex CLI",
+    "opencode": "opencode",
+    "zed": "Zed",
+    "goose": "goose",
+    "continue": "Continue",
+    "gemini": "Gemini CLI",
+    "cline": "Cline",
+    "roo": "Roo Code",
+    "kiro": "Kiro",
+    "lmstudio": "LM Studio",
+}
+"""Each client as its makers write its name."""
 
 
 def usual_paths(

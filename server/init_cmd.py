@@ -34,7 +34,7 @@ from server.client_files import (
     undo,
     write_replacing,
 )
-from server.client_places import CLIENTS, locate, unknown_client, usual_paths
+from server.client_places import CLIENTS, NAMES, locate, unknown_client, usual_paths
 from server.config import Config, ServerConfig, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
@@ -114,16 +114,16 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     existing = _claimcheck_config(config_path)
     ours = dict(existing.get("mcpServers") or {})
-    notes = []
+    notes, client = [], NAMES.get(file.client or "")
     for name in raw.keys() - translated.data["mcpServers"].keys():  # a Zed extension's server
-        notes.append(f"  {name}: left in {file.path.name} (only {file.client or 'the client'} can start it)")
+        notes.append(f"  {name}: left in {file.path.name} (only {client or 'the client'} can start it)")
     moved, left = _take(raw, translated.data["mcpServers"], ours, file.path.name, config_path.name, environ)
     _save(config_path, existing, ours, moved, file.path, [*notes, *left])
     entry = claimcheck_entry(claimcheck_command(), config_path, file)
     inputs = _inputs_used(translated.data["mcpServers"], moved, file, text)
     if inputs:
         entry["env"] = inputs  # VS Code still asks the user, and hands the answer to claimcheck
-    print(f"\nThe entry that routes {file.client or file.path.name} through claimcheck, for {file.path}:\n")
+    print(f"\nThe entry that routes {client or file.path.name} through claimcheck, for {file.path}:\n")
     print(entry_text(args.name, entry, file, data))
     if not args.apply and file.yaml:  # read, never rewritten (`rewritten`)
         moved_out = f", and take out {', '.join(moved)}, which claimcheck serves now" if moved else ""

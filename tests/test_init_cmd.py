@@ -14,7 +14,7 @@ import pytest
 
 from server.cli_args import parse
 from server.client_files import latest_backup
-from server.client_places import locate, usual_paths
+from server.client_places import CLIENTS, NAMES, locate, usual_paths
 from server.config import Config, load_config
 from server.config_text import loads_jsonc as load_jsonc
 from server.init_cmd import run_init
@@ -518,9 +518,12 @@ def test_usual_places_on_linux_and_macos() -> None:
     ]
 
 
-def test_cline_in_cursor_or_another_editor_is_found_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cline_in_cursor_or_another_editor_is_found_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Cline and Roo Code are extensions that run in Cursor, Windsurf, VSCodium and VS Code Insiders too: their file
-    is looked for in each editor's global storage, and where none has one, VS Code's is the one named."""
+    is looked for in each editor's global storage, and where none has one, VS Code's is the one named. The client
+    is named as its makers write it."""
     monkeypatch.chdir(tmp_path)
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
     storage = tmp_path / ".config" / "{}" / "User" / "globalStorage" / "saoudrizwan.claude-dev" / "settings"
@@ -532,6 +535,8 @@ def test_cline_in_cursor_or_another_editor_is_found_there(tmp_path: Path, monkey
     assert locate("cline", env).path == in_cursor
     assert init("cline", "--config", str(tmp_path / "config.json"), environ=env) == 0
     assert sorted(json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))["mcpServers"]) == ["git", "remote"]
+    assert f"The entry that routes Cline through claimcheck, for {in_cursor}:" in capsys.readouterr().out
+    assert list(NAMES) == list(CLIENTS)  # every client has its name
 
 
 def test_usual_places_on_windows_are_under_appdata_where_the_client_keeps_them_there() -> None:
