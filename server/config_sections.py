@@ -158,6 +158,12 @@ class ServerConfig(StrictModel):
             return {key: text(item) for key, item in value.items()}
         return value
 
+    @field_validator("command", "url", mode="before")
+    @classmethod
+    def _without_spaces_around(cls, value: Any) -> Any:
+        """`"url": " https://x/mcp "`, `"command": "npx "`: spaces pasted around a command or URL are no part of it."""
+        return value.strip() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
         if (self.command is None) == (self.url is None):

@@ -159,6 +159,12 @@ def test_a_command_written_as_a_command_line_is_read_as_its_program_and_argument
     ]
 
 
+def test_spaces_pasted_around_a_command_or_a_url_are_no_part_of_it() -> None:
+    """A URL copied with a space before it was refused as "not an http:// address", which it is."""
+    config = parse_config({"mcpServers": {"web": {"url": " https://x.example/mcp\n"}, "git": {"command": "uvx "}}})
+    assert (config.mcp_servers["web"].url, config.mcp_servers["git"].command) == ("https://x.example/mcp", "uvx")
+
+
 def test_http_addresses_of_any_case_and_with_a_variable_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BASE", "http://127.0.0.1:8080")
     urls = ["HTTPS://Example.com/mcp", "${BASE}/mcp", "http://[::1]:9/sse", "http://host/${CLAIMCHECK_INSTANCE}"]
