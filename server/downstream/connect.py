@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from urllib.parse import urlsplit
 
 import httpx2
 import mcp_types as types
@@ -169,7 +170,9 @@ class Reach:
             return False, error
         if self.kind == "sse":
             self.kind = "streamable-http"
-            return False, f"{self._http_error} (tried over SSE too: {error})"
+            path = urlsplit(self.config.url).path
+            where = "; its URL has no path: a server answers at one, such as /mcp or /sse" if path in ("", "/") else ""
+            return False, f"{self._http_error} (tried over SSE too: {error}){where}"
         if not answered_4xx:
             return False, error
         self.kind, self._http_error = "sse", error

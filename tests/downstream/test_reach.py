@@ -32,3 +32,12 @@ def test_a_url_with_a_type_answered_4xx_says_how_to_ask_for_the_other_transport(
     said = Reach(ServerConfig(url=URL, transport="streamable-http")).after_failure("HTTP 404", 404)
     assert said == (False, 'HTTP 404 (if it serves SSE, its "type" is "sse"; or leave "type" out)')
     assert Reach(ServerConfig(url=URL, transport="sse")).after_failure("gone", None) == (False, "gone")
+
+
+def test_a_url_of_no_path_that_neither_transport_answers_says_a_server_answers_at_one() -> None:
+    reach = Reach(ServerConfig(url="http://127.0.0.1:3000"))
+    assert reach.after_failure("HTTP 404", 404) == (True, "HTTP 404")
+    assert reach.after_failure("HTTP 404", 404) == (
+        False,
+        "HTTP 404 (tried over SSE too: HTTP 404); its URL has no path: a server answers at one, such as /mcp or /sse",
+    )
