@@ -25,7 +25,7 @@ def describe_errors(exc: ValidationError, model: type[BaseModel], *, table: str 
     for err in exc.errors(include_url=False):
         loc = err["loc"]
         shown = ((table,) if table else ()) + tuple(loc[1:]) if loc and loc[0] == "mcpServers" else loc
-        path = ".".join(str(p) for p in shown) or "(top level)"
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in shown).lstrip(".") or "(top level)"
         if err["type"] == "extra_forbidden":
             lines.append(f"{path}: unknown key{_suggestion(str(loc[-1]), known_keys(model, loc[:-1]))}")
         else:

@@ -159,6 +159,11 @@ def test_a_command_written_as_a_command_line_is_read_as_its_program_and_argument
     ]
 
 
+def test_an_item_of_a_list_is_named_by_its_index_in_brackets() -> None:
+    said = errors_of({"mcpServers": {"a": {"command": "x", "args": ["ok", None]}}})
+    assert said == "invalid config: mcpServers.a.args[1]: Input should be a valid string"
+
+
 def test_spaces_pasted_around_a_command_or_a_url_are_no_part_of_it() -> None:
     """A URL copied with a space before it was refused as "not an http:// address", which it is."""
     config = parse_config({"mcpServers": {"web": {"url": " https://x.example/mcp\n"}, "git": {"command": "uvx "}}})
