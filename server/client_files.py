@@ -244,7 +244,7 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
         new = edit_members(text, file.table_path(data), remove, name, entry)
         if json.loads(strip_jsonc(new)) == expected:
             return new
-    except (NotEditable, json.JSONDecodeError):
+    except (NotEditable, json.JSONDecodeError, RecursionError):
         pass
     raise ConfigError("has comments this edit cannot keep; left untouched: add the entry above by hand")
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from server.errors import clip
+
 __all__ = ["describe_errors", "known_keys"]
 
 
@@ -39,14 +41,19 @@ def _said(err: Any) -> str:
     given = err.get("input")
     if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
         if isinstance(given, str) and len(err["loc"]) == 2 and err["loc"][0] == "mcpServers":
-            return f"give an object, such as {json.dumps(_entry_of(given), ensure_ascii=False)}"
+            return f"give an object, such as {_shown(_entry_of(given))}"
         pairs = _pairs(given, "=" if err["loc"][-1] == "env" else ":")
         if pairs:  # `"env": ["KEY=value"]`, as docker writes it; `"headers": ["Name: value"]`, as curl does
-            return f"give an object, such as {json.dumps(pairs, ensure_ascii=False)}"
+            return f"give an object, such as {_shown(pairs)}"
         return "give an object ({…})"
     if err["type"] == "list_type" and isinstance(given, str):
-        return f"give a list of strings, such as {json.dumps(_words(given), ensure_ascii=False)}"
+        return f"give a list of strings, such as {_shown(_words(given))}"
     return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON, clipped: it is made from what the file holds, which may be long."""
+    return clip(json.dumps(value, ensure_ascii=False), 300)
 
 
 def _pairs(given: Any, separator: str) -> dict[str, str] | None:

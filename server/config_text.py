@@ -58,6 +58,8 @@ def parse_config_text(path: Path, text: str) -> Any:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ConfigError("not readable TOML: it is nested too deeply (a config nests a few levels)") from None
     if suffix in (".yaml", ".yml"):
         return loads_yaml(text)
     return loads_jsonc(text)
@@ -65,6 +67,13 @@ def parse_config_text(path: Path, text: str) -> Any:
 
 def loads_jsonc(text: str) -> Any:
     """JSON, or JSON with `//` and `/* */` comments and trailing commas; the error names the first problem."""
+    try:
+        return _loads_jsonc(text)
+    except RecursionError:
+        raise ConfigError("not readable JSON: it is nested too deeply (a config nests a few levels)") from None
+
+
+def _loads_jsonc(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

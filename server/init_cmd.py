@@ -253,9 +253,12 @@ def _claimcheck_config(path: Path) -> dict[str, Any]:
 
 def _command_split(name: str, entry: Any, environ: Mapping[str, str]) -> Any:
     """`entry` with a command line in `command` as its program and arguments, where `command_line` reads it so."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or _problem(name, entry):
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
         return entry
-    server = ServerConfig.model_validate(entry, by_alias=True, by_name=False)
+    try:
+        server = ServerConfig.model_validate(entry, by_alias=True, by_name=False)
+    except ValidationError:  # `_problem` says why
+        return entry
     split, note = command_line(name, server, environ)
     return entry if note is None else {**entry, "command": split.command, "args": split.args}
 

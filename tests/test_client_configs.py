@@ -747,6 +747,20 @@ def test_an_entry_copied_without_the_braces_around_it_is_told_how_to_wrap_it(tex
     )
 
 
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("deep.json", f'{{"a": {DEEP}}}'), ("deep.toml", f"a = {DEEP}")], ids=["json", "toml"]
+)
+def test_a_file_nested_too_deeply_to_read_is_one_line(tmp_path: Path, name: str, text: str) -> None:
+    """Python's readers give up on deep nesting with a RecursionError, which reached the user as a traceback."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^not readable (JSON|TOML): it is nested too deeply"):
+        read_config_data(path)
+
+
 def test_a_table_pasted_without_braces_in_single_quotes_or_twice_is_told_the_fix() -> None:
     with pytest.raises(ConfigError) as caught:
         loads_jsonc('"mcpServers": {"a": {"command": "x"}}\n')

@@ -159,6 +159,12 @@ def test_a_command_written_as_a_command_line_is_read_as_its_program_and_argument
     ]
 
 
+def test_the_entry_suggested_from_a_long_string_is_clipped() -> None:
+    said = errors_of({"mcpServers": {"long": "srv " + "x " * 5000}})
+    assert said.startswith('invalid config: mcpServers.long: give an object, such as {"command": "srv"')
+    assert len(said) < 500 and said.endswith("bytes)")
+
+
 def test_an_item_of_a_list_is_named_by_its_index_in_brackets() -> None:
     said = errors_of({"mcpServers": {"a": {"command": "x", "args": ["ok", None]}}})
     assert said == "invalid config: mcpServers.a.args[1]: Input should be a valid string"
