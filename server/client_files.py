@@ -88,13 +88,17 @@ class ClientFile:
         return [self.table] if self.project is None else ["projects", self.project, "mcpServers"]
 
     def with_servers(self, data: dict[str, Any], servers: dict[str, Any]) -> dict[str, Any]:
-        """`data` with this file's servers object replaced, every other key as it was."""
-        if self.table == "mcp" and opencode_servers(data.get("mcp"), [])[0] == "mcp.servers":
-            return {**data, "mcp": {**data["mcp"], "servers": servers}}
-        if self.project is None:
-            return {**data, self.table: servers}
-        projects = data["projects"]
-        return {**data, "projects": {**projects, self.project: {**projects[self.project], "mcpServers": servers}}}
+        """`data` with this file's servers object (at `table_path`) replaced, every other key as it was."""
+
+        def put(node: dict[str, Any], keys: list[str]) -> Any:
+            return {**node, keys[0]: put(node.get(keys[0]) or {}, keys[1:])} if keys else servers
+
+        return dict(put(data, self.table_path(data)))
+
+    @property
+    def gemini(self) -> bool:
+        """Whether this is Gemini CLI's settings file, by the client asked for or its place."""
+        return self.client == "gemini" or is_gemini_file(self.path)
 
     def in_project(self, data: Any, cwd: Path) -> ClientFile:
         """This file, at Claude Code's local scope of `cwd` when `~/.claude.json` has servers there."""
@@ -236,7 +240,7 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
     servers = {key: value for key, value in (old or {}).items() if key not in remove}
     servers[name] = entry
     expected = file.with_servers(data, servers)
-    if file.client == "gemini" or is_gemini_file(file.path) or gemini_settings(data):
+    if file.gemini or gemini_settings(data):
         expected = gemini_starting(expected, name)  # Gemini's allow list must let the new entry start
     if plain:
         return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"

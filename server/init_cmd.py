@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from server.client_configs import env_name_of_input, translate
-from server.client_dialects import gemini_settings, is_gemini_file
+from server.client_dialects import gemini_settings
 from server.client_files import (
     ClientFile,
     backup,
@@ -108,7 +108,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             environ=environ,
             workspace=workspace_of(file.path),
             check_inputs=False,
-            gemini_file=file.client == "gemini" or is_gemini_file(file.path),
+            gemini_file=file.gemini,
         )
     except ConfigError as exc:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
