@@ -125,7 +125,7 @@ def translate(
         raise ConfigError(f'the file is {kind}; a config is one JSON object: {{"mcpServers": {{"NAME": {{…}}}}}}')
     geminis = gemini_settings(data) if "settings" not in data else {}
     tables = [key for key in SERVER_TABLES if key in data and key not in geminis]
-    if not tables and "settings" not in data and _all_servers(data):  # `{"github": {"command": …}}`, as Warp takes
+    if not tables and "settings" not in data and all_servers(data):  # `{"github": {"command": …}}`, as Warp takes
         data, tables = {"": data}, [""]
     if len(tables) > 1:
         raise ConfigError(f"both {' and '.join(tables)} hold servers; keep one of them")
@@ -165,7 +165,7 @@ def translate(
     return Translated(out, path, (*ignored, *others), foreign=foreign)
 
 
-def _all_servers(data: dict[str, Any]) -> bool:
+def all_servers(data: dict[str, Any]) -> bool:
     """Whether every top-level value of `data` is a server's entry (a `command`, or a URL under any client's key)."""
     keys = ("command", "url", "serverUrl", "httpUrl")
     return bool(data) and all(isinstance(entry, dict) and any(k in entry for k in keys) for entry in data.values())
@@ -194,7 +194,7 @@ class _Context:
         if not isinstance(raw, dict):
             return raw
         where = f"{self.path}.{name}" if self.path else name
-        if name in SERVER_TABLES and _all_servers(raw):  # `{"mcpServers": {"mcpServers": {…}}}`
+        if name in SERVER_TABLES and all_servers(raw):  # `{"mcpServers": {"mcpServers": {…}}}`
             raise ConfigError(f'{where}: servers inside the servers; take out the inner "{name}" and its braces')
         entry = dict(raw)
         for key in sorted(_IGNORED_IN_ENTRY & entry.keys()):

@@ -24,7 +24,7 @@ from server.client_dialects import (
 )
 from server.config_text import strip_jsonc
 from server.errors import ConfigError
-from server.jsonc_edit import NotEditable, edit_members
+from server.jsonc_edit import NotEditable, edit_members, set_value
 
 __all__ = [
     "ClientFile",
@@ -246,11 +246,24 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
         return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
     try:  # comments or trailing commas (VS Code, Cursor, Zed): edited in place, checked to mean what was meant
         new = edit_members(text, file.table_path(data), remove, name, entry)
+        for path in _GEMINI_LISTS:  # Gemini's allow and block lists, where `gemini_starting` changed them
+            if (value := _at(expected, path)) != _at(data, path):
+                new = set_value(new, path, value)
         if json.loads(strip_jsonc(new)) == expected:
             return new
     except (NotEditable, json.JSONDecodeError, RecursionError):
         pass
     raise ConfigError("has comments this edit cannot keep; left untouched: add the entry above by hand")
+
+
+_GEMINI_LISTS = (("mcp", "allowed"), ("mcp", "excluded"), ("allowMCPServers",), ("excludeMCPServers",))
+
+
+def _at(data: Any, path: tuple[str, ...]) -> Any:
+    """What `data` holds at `path` (keys from the top); None where nothing is."""
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 _TOML_HEADER = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*[.\]]")

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server.client_configs import env_name_of_input, translate
+from server.client_configs import all_servers, env_name_of_input, translate
 from server.client_dialects import gemini_settings
 from server.client_files import (
     ClientFile,
@@ -96,6 +97,11 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ConfigError(f"{file.path}: {exc}; left untouched") from None
     file = file.in_project(data, Path.cwd())
     raw = file.servers_in(data)
+    if not isinstance(raw, dict) and isinstance(data, dict) and all_servers(data):
+        raise ConfigError(
+            f"{file.path}: its servers are at its top level, not under a client's \"mcpServers\", so it is no client's "
+            f"file to route; claimcheck serves it as it is: claimcheck serve --config {shlex.quote(str(file.path))}"
+        )
     if not isinstance(raw, dict):
         raise ConfigError(f'{file.path}: has no "{file.table}" servers to import; left untouched')
     if file.project is not None:

@@ -174,6 +174,37 @@ def edit_members(text: str, path: Sequence[str], remove: Sequence[str], name: st
     return _insert(out, again, name, value, trailing=last is not None and last.after > last.value_end)
 
 
+def set_value(text: str, path: Sequence[str], value: Any) -> str:
+    """`text` with the value of the member at `path` (keys from the top, the member there) replaced by `value`,
+    on one line where the old value had one line. `NotEditable` when the member is missing, or when its old value
+    holds a comment, which the new value would drop."""
+    scanner = _Scanner(text)
+    target = scanner.value()
+    scanner.gap()
+    if target is None or scanner.at != len(text):
+        raise NotEditable("the text is not one object")
+    member: _Member | None = None
+    for key in path:
+        member = target.get(key) if target is not None else None
+        if member is None:
+            raise NotEditable(f"{key} is missing")
+        target = member.value
+    if member is None:
+        raise NotEditable("no member named")
+    old = text[member.value_start : member.value_end]
+    if _has_comment(old):
+        raise NotEditable(f"{path[-1]} holds a comment")
+    nl = "\r\n" if "\r\n" in text else "\n"
+    indent = _indent_of(text, member.start)
+    new = json.dumps(value, ensure_ascii=False) if "\n" not in old else _dumped(value, indent, nl)
+    return text[: member.value_start] + new + text[member.value_end :]
+
+
+def _has_comment(text: str) -> bool:
+    """Whether JSON-with-comments `text` (one value) holds a comment outside its strings."""
+    return bool(re.search(r"//|/\*", re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)))
+
+
 def _cut(text: str, member: _Member) -> tuple[int, int, str]:
     """The span that takes `member` out: its whole lines where it has them to itself, else from its key to past its
     comma."""

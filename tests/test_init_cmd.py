@@ -103,6 +103,23 @@ def test_a_file_that_cannot_be_parsed_is_left_untouched_with_the_reason_in_one_l
     assert err.count("\n") == 1 and "left untouched" in err and "Traceback" not in err
 
 
+def test_a_file_of_servers_at_its_top_level_is_no_client_s_and_the_line_says_how_to_serve_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snippet saved as it was pasted (`{"github": {…}}`) has no client's table to route: one line, naming the
+    command that serves it as claimcheck's own config (which reads such a file)."""
+    snippet = tmp_path / "my servers.json"
+    text = '{"github": {"command": "gh-mcp"}, "web": {"url": "https://x/mcp"}}'
+    snippet.write_text(text, encoding="utf-8")
+    assert init(str(snippet), "--apply", "--config", str(tmp_path / "config.json")) == 2
+    assert snippet.read_text(encoding="utf-8") == text and not (tmp_path / "config.json").exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    command = err.rstrip().rsplit(": ", 1)[1]
+    assert command == f"claimcheck serve --config '{snippet}'"
+    assert list(load_config(snippet, {}).mcp_servers) == ["github", "web"]
+
+
 def test_entries_claimcheck_cannot_take_stay_in_the_client_and_an_old_claimcheck_entry_is_replaced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -343,6 +360,41 @@ def test_gemini_s_allow_list_lets_the_claimcheck_entry_start(
     assert list(routed.mcp_servers) == ["claimcheck"] and not routed.mcp_servers["claimcheck"].disabled
     after = json.loads(target.read_text(encoding="utf-8"))
     assert after.get("mcp", {}).get("excluded", []) == []
+
+
+def test_gemini_s_allow_list_in_a_file_with_comments_is_edited_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini CLI reads comments in its settings: the allow list gains the entry and the block list loses it where
+    they are, every comment kept."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / ".gemini" / "settings.json"
+    target.parent.mkdir()
+    text = """{
+  // which servers Gemini may start
+  "mcp": {
+    "allowed": ["github"], // reviewed
+    "excluded": [
+      "claimcheck",
+      "old"
+    ]
+  },
+  "mcpServers": {
+    "github": {"command": "gh-mcp"} // the CLI's
+  }
+}
+"""
+    target.write_text(text, encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init("gemini", "--apply", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 0
+
+    after = target.read_text(encoding="utf-8")
+    assert load_jsonc(after)["mcp"] == {"allowed": ["github", "claimcheck"], "excluded": ["old"]}
+    assert '"allowed": ["github", "claimcheck"], // reviewed' in after
+    assert "// which servers Gemini may start" in after
+    routed = load_config(target, {})
+    assert list(routed.mcp_servers) == ["claimcheck"] and not routed.mcp_servers["claimcheck"].disabled
 
 
 def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(

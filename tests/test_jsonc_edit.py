@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from server.config_text import loads_jsonc
-from server.jsonc_edit import NotEditable, edit_members
+from server.jsonc_edit import NotEditable, edit_members, set_value
 
 ZED = """// Zed settings
 //
@@ -135,3 +135,32 @@ def test_any_servers_written_with_comments_are_edited_to_exactly_what_was_meant(
     assert after.startswith("// head\r\n" if crlf else "// head\n")
     if crlf:
         assert "\n" not in after.replace("\r\n", "")  # no line of the edit ends another way
+
+
+def test_a_value_set_in_place_keeps_its_line_and_every_comment_around_it() -> None:
+    text = '{\n  // lists\n  "mcp": {"allowed": ["a"], /* why */ "x": 1},\n  "list": [\n    "a"\n  ]\n}\n'
+    after = set_value(text, ["mcp", "allowed"], ["a", "b"])
+    assert after == text.replace('["a"], /*', '["a", "b"], /*')
+    again = set_value(after, ["list"], ["a", "c"])
+    assert loads_jsonc(again) == {"mcp": {"allowed": ["a", "b"], "x": 1}, "list": ["a", "c"]}
+    assert '  "list": [\n    "a",\n    "c"\n  ]\n}' in again  # spread over lines as it was
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ('{"mcp": {"allowed": ["a" /* the only one */]}}', ["mcp", "allowed"]),
+        ('{"mcp": {"allowed": [\n  "a" // the only one\n]}}', ["mcp", "allowed"]),
+        ('{"mcp": {}}', ["mcp", "allowed"]),
+        ('{"mcp": []}', ["mcp", "allowed"]),
+    ],
+    ids=["block-comment-inside", "line-comment-inside", "missing", "not-an-object"],
+)
+def test_a_value_that_holds_a_comment_or_is_missing_is_not_set(text: str, path: list[str]) -> None:
+    with pytest.raises(NotEditable):
+        set_value(text, path, ["a", "b"])
+
+
+def test_a_comment_marker_inside_a_string_is_no_comment() -> None:
+    text = '{"allowed": ["http://x", "a/*b"]}'
+    assert loads_jsonc(set_value(text, ["allowed"], ["c"])) == {"allowed": ["c"]}
