@@ -46,6 +46,8 @@ from server.config import (
 )
 from server.config_text import read_config_data
 from server.distribution import foreign_files, install_command
+from server.downstream.connect import NO_ENDPOINT
+from server.downstream.listing import UNANSWERED, UNKNOWN_HOST
 from server.downstream.processes import COMES_WITH
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
@@ -189,8 +191,24 @@ async def _start_and_report(report: Report, config: Config, wait_secs: float) ->
                 line = " ".join([server.command, *server.args])
                 fix = f"run `{line}` in a terminal to see why it stops (or give it more time: --timeout)"
             else:
-                fix = f"check that {server.url} is up and that mcpServers.{downstream.name}.headers are right"
+                fix = _url_fix(downstream.name, str(server.url), why)
             report.fail(f"server {downstream.name}: {downstream.state} ({why})", fix)
+
+
+def _url_fix(name: str, url: str, why: str) -> str:
+    """What to do about a server over HTTP that did not come up, by why."""
+    where = f"mcpServers.{name}"
+    if UNKNOWN_HOST in why:
+        return f"correct the host in {where}.url (or this machine's DNS, if the name is right)"
+    if UNANSWERED in why:
+        return f"start the server that answers at {url}, or correct {where}.url"
+    if NO_ENDPOINT in why:
+        return f"correct the path in {where}.url (the server's documentation names it: often /mcp, or /sse)"
+    if "refused the connection" in why:
+        return f"give {where}.headers the credentials the server takes"
+    if "the server failed" in why:
+        return f"see the log of the server at {url}"
+    return f"check that {url} serves MCP (the server's log says why it failed) and that {where}.headers are right"
 
 
 def check_port(report: Report, args: argparse.Namespace) -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 __all__ = [
+    "NO_ENDPOINT",
     "TRANSPORTS",
     "DownstreamSpec",
     "Opened",
@@ -142,6 +143,10 @@ TRANSPORTS: dict[str, Transport] = {
 }
 
 
+NO_ENDPOINT = "nothing serves MCP at this path"
+"""How a server's URL answered 404 is said (`doctor` tells this from the rest by it)."""
+
+
 @dataclass(slots=True)
 class Reach:
     """Which transport reaches a server: its config's kind, or SSE for a `url` of no `type` (how Cursor and Windsurf
@@ -162,6 +167,11 @@ class Reach:
         answered, if any): whether to try again at once over `kind`, and the error to report."""
         if self.config.url is None:
             return False, error
+        url, path = self.config.url, urlsplit(self.config.url).path
+        if status == 404:  # the SDK's client says "Not Found (JSON-RPC error -32601)"
+            error = f"{url}: HTTP 404 Not Found ({NO_ENDPOINT})"
+        elif status is not None and status >= 500:  # "Server returned an error response (JSON-RPC error -32603)"
+            error = f"{url}: HTTP {status}: the server failed to answer `initialize` (its log says why)"
         answered_4xx = status is not None and 400 <= status < 500 and status not in REFUSED
         if self.config.transport is not None:
             if answered_4xx:  # perhaps the other transport: say how to ask for it
@@ -170,9 +180,10 @@ class Reach:
             return False, error
         if self.kind == "sse":
             self.kind = "streamable-http"
-            path = urlsplit(self.config.url).path
             where = "; its URL has no path: a server answers at one, such as /mcp or /sse" if path in ("", "/") else ""
-            return False, f"{self._http_error} (tried over SSE too: {error}){where}"
+            if status == 404 and self._http_error == error:
+                return False, f"{url}: HTTP 404 Not Found over streamable HTTP and SSE ({NO_ENDPOINT}){where}"
+            return False, f"{self._http_error} (tried over SSE too: {error.removeprefix(f'{url}: ')}){where}"
         if not answered_4xx:
             return False, error
         self.kind, self._http_error = "sse", error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from server.errors import ProcessNotStarted, RemoteRefused
 
-__all__ = ["MAX_PAGES", "describe", "every_page", "offered_list"]
+__all__ = ["MAX_PAGES", "UNANSWERED", "UNKNOWN_HOST", "describe", "every_page", "offered_list", "unreachable"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,4 +60,26 @@ def describe(exc: BaseException) -> str:
         return f"command not found: {exc.filename or exc}"
     if isinstance(exc, httpx2.HTTPStatusError):  # the legacy SSE client's: two lines, the second a link to MDN
         return f"HTTP {exc.response.status_code} {exc.response.reason_phrase} (from {exc.request.url})"
+    if isinstance(exc, httpx2.ConnectError):
+        return unreachable(exc)
+    if isinstance(exc, httpx2.ConnectTimeout):
+        return f"{UNANSWERED} (it timed out)"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+UNKNOWN_HOST = "its host name is not known"
+"""How a URL whose host does not resolve is said (`doctor` tells this from the rest by it)."""
+UNANSWERED = "nothing answered a connection there"
+"""How a URL where nothing accepts a connection is said."""
+
+
+def unreachable(exc: httpx2.ConnectError) -> str:
+    """Why a connection to a server's URL was not made, in words: its host unknown, or nothing listening."""
+    cause: BaseException | None = exc
+    for _ in range(8):  # the chain is short: httpx's error, anyio's, the socket's
+        if cause is None:
+            break
+        if isinstance(cause, socket.gaierror):
+            return f"{UNKNOWN_HOST} ({cause.strerror or cause})"
+        cause = cause.__cause__ or cause.__context__
+    return f"{UNANSWERED} (refused or unreachable: {exc})" if str(exc) else f"{UNANSWERED} (refused or unreachable)"

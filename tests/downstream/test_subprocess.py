@@ -215,7 +215,10 @@ async def test_a_url_that_answers_neither_transport_says_what_each_answered() ->
                 status = next(d for d in proxy.pool.downstreams if d.name == "web").status()
     assert status["state"] == "failed"
     assert status["lastError"].startswith(f"{wrong}: ")
-    assert f"(tried over SSE too: HTTP 404 Not Found (from {wrong}))" in status["lastError"]
+    assert (
+        status["lastError"]
+        == f"{wrong}: HTTP 404 Not Found over streamable HTTP and SSE (nothing serves MCP at this path)"
+    )
     assert "\n" not in status["lastError"]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
 import subprocess
+import threading
 from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,6 +81,48 @@ def test_a_command_not_on_path_fails_with_the_fix_and_exit_status_1(tmp_path: Pa
     assert "skip  server down: not started (its command is missing)" in lines
     assert any(line.startswith("FAIL  no client config starts claimcheck") for line in lines)
     assert "Traceback" not in done.stderr
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # every path is 404, as a web server without MCP answers
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.subprocess
+def test_a_url_that_nothing_answers_or_that_has_no_mcp_at_its_path_is_told_apart_with_its_own_fix(
+    tmp_path: Path,
+) -> None:
+    """What to do differs: start the server (or correct the URL), against correct the path."""
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        off = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    wrong = f"http://127.0.0.1:{web.server_address[1]}/mcp"
+    try:
+        done = doctor(tmp_path, {"mcpServers": {"off": {"url": off}, "wrong": {"url": wrong}}})
+    finally:
+        web.shutdown()
+        web.server_close()
+
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert (
+        f"FAIL  server off: failed ({off}: nothing answered a connection there (refused or unreachable: All "
+        f"connection attempts failed)); fix: start the server that answers at {off}, or correct mcpServers.off.url"
+    ) in lines, lines
+    assert (
+        f"FAIL  server wrong: failed ({wrong}: HTTP 404 Not Found over streamable HTTP and SSE (nothing serves MCP "
+        "at this path)); fix: correct the path in mcpServers.wrong.url (the server's documentation names it: often "
+        "/mcp, or /sse)"
+    ) in lines, lines
 
 
 @pytest.mark.subprocess
