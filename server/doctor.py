@@ -48,7 +48,7 @@ from server.config_text import read_config_data
 from server.distribution import foreign_files, install_command
 from server.downstream.connect import NO_ENDPOINT
 from server.downstream.listing import UNANSWERED, UNKNOWN_HOST
-from server.downstream.processes import COMES_WITH
+from server.downstream.processes import COMES_WITH, shell_only
 from server.errors import ConfigError, clip
 from server.proxy import Proxy
 from server.status.discovery import instances
@@ -150,6 +150,7 @@ def check_commands(report: Report, servers: Mapping[str, ServerConfig], environ:
         missing.update(names)
         provider = COMES_WITH.get(Path(command).name)
         fix = _INSTALL[provider] if provider else "install it, or write its absolute path in the server's command"
+        fix = shell_only(command) or fix
         where = "does not exist or is not executable" if os.sep in command else "not on PATH"
         report.fail(f"command {command}{used_by}: {where}", fix)
     return missing

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
     "Spawned",
     "default_environment",
     "not_started",
+    "shell_only",
     "spawn",
     "stop",
 ]
@@ -189,6 +191,8 @@ def not_started(command: str, cwd: str | None, exc: OSError) -> str | None:
     if cwd is not None and not os.path.isdir(cwd):
         return f'its "cwd" {cwd} is no directory here; create it, or correct "cwd"'
     if isinstance(exc, FileNotFoundError):
+        if (shell := shell_only(command)) is not None:
+            return f"command not found: {command}; {shell}"
         if os.sep in command or (os.altsep is not None and os.altsep in command):
             return f"command not found: {command}"
         installs = f" ({command} comes with {COMES_WITH[command]})" if command in COMES_WITH else ""
@@ -200,6 +204,22 @@ def not_started(command: str, cwd: str | None, exc: OSError) -> str | None:
     if isinstance(exc, PermissionError):
         return (
             f"command not runnable: {command} (permission denied); make it executable, or run it with its interpreter"
+        )
+    return None
+
+
+_SHELL_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def shell_only(command: str) -> str | None:
+    """What to write instead, when `command` needs a shell to mean what it says (`~/bin/x`, `$HOME/bin/x`): servers
+    are started without one, so neither is expanded. None otherwise."""
+    if command.startswith("~"):
+        return f"a ~ is not expanded (no shell starts the server): write {os.path.expanduser(command)}"
+    if (found := _SHELL_VARIABLE.search(command)) is not None:
+        braced = _SHELL_VARIABLE.sub(r"${\1}", command)
+        return (
+            f"${found.group(1)} is not expanded (no shell starts the server): write {braced}, which claimcheck fills in"
         )
     return None
 

@@ -55,3 +55,16 @@ async def test_a_file_that_is_not_executable_says_so(tmp_path: Path) -> None:
     assert await why(str(script)) == (
         f"command not runnable: {script} (permission denied); make it executable, or run it with its interpreter"
     )
+
+
+async def test_a_command_written_for_a_shell_says_what_to_write_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients start servers without a shell, and so does claimcheck: `~` and `$HOME` stay as written."""
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert await why("~/.local/bin/my-server") == (
+        "command not found: ~/.local/bin/my-server; a ~ is not expanded (no shell starts the server): write "
+        "/home/someone/.local/bin/my-server"
+    )
+    assert await why("$HOME/bin/my-server") == (
+        "command not found: $HOME/bin/my-server; $HOME is not expanded (no shell starts the server): write "
+        "${HOME}/bin/my-server, which claimcheck fills in"
+    )
