@@ -20,6 +20,7 @@ from server.config import CliOverrides, Config, default_config_path, load_config
 from server.distribution import clash_warning
 from server.downstream.chain import OWN, mark_of
 from server.errors import EXIT_USAGE, ConfigError
+from server.platform import given_path
 from server.proxy import Proxy
 from server.setup_args import configure_logging
 from server.upstream.bearer import MIN_TOKEN_BYTES, Tokens, read_tokens_file
@@ -155,7 +156,7 @@ def _oauth(config: Config, args: argparse.Namespace) -> OAuth | None:
 
 def _config_file(args: argparse.Namespace) -> Path:
     """The file `serve` read its config from, watched while it runs (`server.reload`)."""
-    return Path(args.config).expanduser() if args.config else default_config_path()
+    return given_path(args.config) if args.config else default_config_path()
 
 
 def _load_resolved(path: Path, *, cli: CliOverrides) -> Config:

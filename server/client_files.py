@@ -25,6 +25,7 @@ from server.client_dialects import (
 from server.config_text import strip_jsonc
 from server.errors import ConfigError
 from server.jsonc_edit import NotEditable, edit_members, set_value
+from server.platform import given_path
 
 __all__ = [
     "ClientFile",
@@ -207,7 +208,7 @@ def serves_file(entry: Mapping[str, Any], source: Path, default: Path) -> bool:
     if not points_at_claimcheck(entry):
         return False
     named = config_of_entry(entry)
-    target = default if named is None else Path(named).expanduser()
+    target = default if named is None else given_path(named)
     if not target.is_absolute():
         target = Path(str(entry.get("cwd") or os.getcwd())) / target
     try:

@@ -36,6 +36,7 @@ from server.config_sections import (
 from server.config_text import read_config_data
 from server.config_vars import expand_path, expand_servers
 from server.errors import ConfigError
+from server.platform import given_path
 
 __all__ = [
     "FAST_PATH_ENV",
@@ -231,7 +232,7 @@ def api_port(settings: Settings, environ: Mapping[str, str] = os.environ) -> int
 def default_config_path(environ: Mapping[str, str] = os.environ) -> Path:
     """`$CLAIMCHECK_CONFIG`, else `$XDG_CONFIG_HOME/claimcheck/config.json` (`~/.config` by default)."""
     if environ.get("CLAIMCHECK_CONFIG"):
-        return Path(environ["CLAIMCHECK_CONFIG"]).expanduser()
+        return given_path(environ["CLAIMCHECK_CONFIG"], environ)
     base = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     return base / "claimcheck" / "config.json"
 
@@ -248,7 +249,7 @@ def load_config(path: str | os.PathLike[str] | None = None, environ: Mapping[str
     """Read, expand and validate a config file (claimcheck's own, or another client's as it is written: JSON with
     comments, Codex's TOML), or a directory of them (`load_config_dir`); every failure is a `ConfigError` naming
     the file."""
-    where = Path(path).expanduser() if path is not None else default_config_path(environ)
+    where = given_path(path, environ) if path is not None else default_config_path(environ)
     if where.is_dir():
         return load_config_dir(where, environ)
     try:

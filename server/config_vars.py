@@ -25,6 +25,7 @@ __all__ = [
     "expand_server",
     "expand_servers",
     "for_instance",
+    "shell_only",
 ]
 
 _HTTP_URL = re.compile(r"https?://[^/\s?#]+", re.IGNORECASE)
@@ -157,3 +158,17 @@ def expand_servers(
         if note is not None:
             notes.append(note)
     return expanded, notes
+
+
+_SHELL_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def shell_only(path: str) -> str | None:
+    """What to write instead, when a server's `command` needs a shell to mean what it says (`~/bin/x`, `$HOME/bin/x`):
+    clients start servers without one, and so does claimcheck, so neither is expanded. None otherwise."""
+    if path.startswith("~"):
+        return f"a ~ is not expanded (no shell starts it): write {os.path.expanduser(path)}"
+    if (found := _SHELL_VARIABLE.search(path)) is not None:
+        braced = _SHELL_VARIABLE.sub(r"${\1}", path)
+        return f"${found.group(1)} is not expanded (no shell starts it): write {braced}, which claimcheck fills in"
+    return None

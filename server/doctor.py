@@ -45,11 +45,13 @@ from server.config import (
     state_dir,
 )
 from server.config_text import read_config_data
+from server.config_vars import shell_only
 from server.distribution import foreign_files, install_command
 from server.downstream.connect import NO_ENDPOINT
 from server.downstream.listing import UNANSWERED, UNKNOWN_HOST
-from server.downstream.processes import COMES_WITH, shell_only
+from server.downstream.processes import COMES_WITH
 from server.errors import ConfigError, clip
+from server.platform import given_path
 from server.proxy import Proxy
 from server.status.discovery import instances
 from server.version import VERSION
@@ -89,7 +91,7 @@ class Report:
 
 def run_doctor(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Callable[[], Awaitable[int]]:
     """The command's step (it starts servers, so it runs in the event loop)."""
-    config_path = Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+    config_path = given_path(args.config, environ).absolute() if args.config else default_config_path(environ)
     return partial(doctor, args, config_path, environ)
 
 
@@ -330,7 +332,7 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
             if not points_at_claimcheck(entry):
                 continue
             given = config_of_entry(entry)
-            uses = Path(given).expanduser() if given else default_config_path(environ)
+            uses = given_path(given, environ) if given else default_config_path(environ)
             command = launch[0] if (launch := launch_of(entry)) is not None else str(entry.get("command"))
             fix = f"claimcheck init {file.client or file.path} --apply (it writes the absolute path)"
             if file.yaml:  # read, never rewritten

@@ -41,6 +41,7 @@ from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
 from server.config_vars import command_line
 from server.errors import ConfigError
+from server.platform import given_path
 
 __all__ = ["claimcheck_command", "run_init"]
 
@@ -155,7 +156,7 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _config_path(args: argparse.Namespace, environ: Mapping[str, str]) -> Path:
-    return Path(args.config).expanduser().absolute() if args.config else default_config_path(environ)
+    return given_path(args.config, environ).absolute() if args.config else default_config_path(environ)
 
 
 def _take(

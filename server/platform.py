@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import sys
@@ -35,6 +36,7 @@ __all__ = [
     "boot_identity",
     "cancel_on_stop_signal",
     "exclusive_lock",
+    "given_path",
     "group_options",
     "hangup_signals",
     "is_zombie",
@@ -380,3 +382,21 @@ def app_config_dir(environ: Mapping[str, str] = os.environ, system: str = sys.pl
     if system == "win32" and environ.get("APPDATA"):
         return Path(environ["APPDATA"])
     return Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+
+
+def given_path(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Path:
+    """A path as a client's entry gives it to claimcheck (`--config`, `CLAIMCHECK_CONFIG`), where no shell expanded
+    it: `~`, `$HOME` and `${HOME}` filled in from `environ` (a variable that is not set stays as written, and the
+    file is then not found)."""
+    path = os.fspath(path)
+
+    def value(found: re.Match[str]) -> str:
+        return environ.get(found.group(1) or found.group(2), found.group(0))
+
+    path = _ANY_VARIABLE.sub(value, path)
+    if (path == "~" or path.startswith(("~/", "~" + os.sep))) and environ.get("HOME"):
+        return Path(environ["HOME"] + path[1:])
+    return Path(path).expanduser()
+
+
+_ANY_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -227,3 +227,23 @@ async def test_where_the_loop_cannot_poll_stdin_the_sdk_s_thread_backed_reader_s
             echoed = text_of(await client.call_tool("demo__echo", {"text": "through threads"}))
     assert "demo__echo" in names and echoed == "through threads"
     assert mark.exists()  # the SDK's reader served it, not the loop's
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("~/c.json", "/home/u/c.json"),
+        ("$HOME/c.json", "/home/u/c.json"),
+        ("${HOME}/.config/claimcheck/config.json", "/home/u/.config/claimcheck/config.json"),
+        ("$UNSET/c.json", "$UNSET/c.json"),
+        ("/etc/c.json", "/etc/c.json"),
+        ("~other/c.json", "~other/c.json"),
+    ],
+    ids=["tilde", "dollar-home", "braced-home", "unset-stays", "absolute", "another-user-s-tilde-unexpanded"],
+)
+def test_a_path_a_client_s_entry_gives_is_expanded_as_a_shell_would_have(given: str, expected: str) -> None:
+    """Claude Desktop and the other clients start claimcheck without a shell: `--config ~/…` or `$HOME/…` in an
+    entry's args reach it as written."""
+    if given.startswith("~other") and Path("~other").expanduser() != Path("~other"):
+        pytest.skip("this machine has a user named other")
+    assert platform.given_path(given, {"HOME": "/home/u"}) == Path(expected)

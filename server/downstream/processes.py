@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from server.config import ServerConfig
-from server.config_vars import PRIMARY_INSTANCE, for_instance
+from server.config_vars import PRIMARY_INSTANCE, for_instance, shell_only
 from server.errors import ProcessNotStarted
 from server.platform import INHERITED_ENV_VARS, POSIX, group_options, signal_group, widen_pipe
 
@@ -39,7 +38,6 @@ __all__ = [
     "Spawned",
     "default_environment",
     "not_started",
-    "shell_only",
     "spawn",
     "stop",
 ]
@@ -204,22 +202,6 @@ def not_started(command: str, cwd: str | None, exc: OSError) -> str | None:
     if isinstance(exc, PermissionError):
         return (
             f"command not runnable: {command} (permission denied); make it executable, or run it with its interpreter"
-        )
-    return None
-
-
-_SHELL_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def shell_only(command: str) -> str | None:
-    """What to write instead, when `command` needs a shell to mean what it says (`~/bin/x`, `$HOME/bin/x`): servers
-    are started without one, so neither is expanded. None otherwise."""
-    if command.startswith("~"):
-        return f"a ~ is not expanded (no shell starts the server): write {os.path.expanduser(command)}"
-    if (found := _SHELL_VARIABLE.search(command)) is not None:
-        braced = _SHELL_VARIABLE.sub(r"${\1}", command)
-        return (
-            f"${found.group(1)} is not expanded (no shell starts the server): write {braced}, which claimcheck fills in"
         )
     return None
 

@@ -31,6 +31,7 @@ from server.handles.run_root import Marker  # standard library only
 from server.platform import (
     boot_identity,
     exclusive_lock,
+    given_path,
     group_options,
     is_zombie,
     owned_by_user,
@@ -82,9 +83,9 @@ def config_path(args: list[str], environ: dict[str, str] | os._Environ[str] = os
     """The config `serve` would read (as `server.config.default_config_path`, without importing pydantic)."""
     given = _option(args, "--config")
     if given:
-        return Path(given).expanduser()
+        return given_path(given, environ)
     if environ.get("CLAIMCHECK_CONFIG"):
-        return Path(environ["CLAIMCHECK_CONFIG"]).expanduser()
+        return given_path(environ["CLAIMCHECK_CONFIG"], environ)
     base = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     return base / "claimcheck" / "config.json"
 

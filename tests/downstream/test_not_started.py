@@ -61,10 +61,10 @@ async def test_a_command_written_for_a_shell_says_what_to_write_instead(monkeypa
     """Clients start servers without a shell, and so does claimcheck: `~` and `$HOME` stay as written."""
     monkeypatch.setenv("HOME", "/home/someone")
     assert await why("~/.local/bin/my-server") == (
-        "command not found: ~/.local/bin/my-server; a ~ is not expanded (no shell starts the server): write "
+        "command not found: ~/.local/bin/my-server; a ~ is not expanded (no shell starts it): write "
         "/home/someone/.local/bin/my-server"
     )
     assert await why("$HOME/bin/my-server") == (
-        "command not found: $HOME/bin/my-server; $HOME is not expanded (no shell starts the server): write "
+        "command not found: $HOME/bin/my-server; $HOME is not expanded (no shell starts it): write "
         "${HOME}/bin/my-server, which claimcheck fills in"
     )

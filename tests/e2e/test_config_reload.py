@@ -72,10 +72,16 @@ class ListChanges:
 
 
 @asynccontextmanager
-async def serving(config: Path) -> AsyncIterator[tuple[Client, ListChanges, Path]]:
-    """claimcheck serving `config` over stdio; its stderr goes to the file yielded last."""
+async def serving(
+    config: Path, given: str | None = None, env: Mapping[str, str] | None = None
+) -> AsyncIterator[tuple[Client, ListChanges, Path]]:
+    """claimcheck serving `config` (its `--config` written as `given`, in the environment `env`) over stdio; its
+    stderr goes to the file yielded last."""
     params = StdioServerParameters(
-        command=PYTHON, args=["-m", "server", "serve", "--config", str(config)], env=dict(os.environ), cwd=REPO_ROOT
+        command=PYTHON,
+        args=["-m", "server", "serve", "--config", given or str(config)],
+        env={**os.environ, **(env or {})},
+        cwd=REPO_ROOT,
     )
     heard = ListChanges()
     stderr = config.parent / "claimcheck.stderr"
@@ -153,6 +159,20 @@ async def test_a_rewritten_config_starts_the_added_server_and_restarts_the_chang
     assert "released by release" in text_of(raw)
     assert f'"{handle_a.group(0)}" a__hold: failed' in waited_a  # a's call in flight ended with its process
     assert 'its entry in the config changed, so claimcheck restarted "a"' in waited_a
+
+
+async def test_a_config_named_as_a_client_s_entry_writes_it_is_read_and_watched_where_it_is(tmp_path: Path) -> None:
+    """`"args": ["serve", "--config", "$HOME/…"]` in Claude Desktop's file reaches claimcheck as written (no shell
+    starts it): the file there is served, and read again when it changes."""
+    home = tmp_path / "home"
+    (home / "cc").mkdir(parents=True)
+    config = write_config(home / "cc", {"mcpServers": {"a": whoami("a")}})
+    async with serving(config, "$HOME/cc/claimcheck.json", {"HOME": str(home)}) as (client, heard, _):
+        with anyio.fail_after(WAIT_S):
+            await heard.tools_once(client, lambda names: "a__whoami" in names)
+            rewrite(config, {"a": whoami("a"), "c": whoami("c")})
+            names = await heard.tools_once(client, lambda names: "c__whoami" in names)
+    assert {"a__whoami", "c__whoami"} <= names
 
 
 async def test_a_server_removed_from_the_config_stops_its_tools_go_and_its_call_fails_naming_the_removal(

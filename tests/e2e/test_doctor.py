@@ -82,7 +82,7 @@ def test_a_command_not_on_path_fails_with_the_fix_and_exit_status_1(tmp_path: Pa
     assert "skip  server down: not started (its command is missing)" in lines
     assert (
         "FAIL  command ~/bin/my-server (mine): does not exist or is not executable; fix: a ~ is not expanded (no "
-        f"shell starts the server): write {tmp_path / 'home' / 'bin' / 'my-server'}"
+        f"shell starts it): write {tmp_path / 'home' / 'bin' / 'my-server'}"
     ) in lines
     assert any(line.startswith("FAIL  no client config starts claimcheck") for line in lines)
     assert "Traceback" not in done.stderr
