@@ -245,16 +245,20 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
         expected = gemini_starting(expected, name)  # Gemini's allow list must let the new entry start
     if plain:
         return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+    lists = [path for path in _GEMINI_LISTS if _at(expected, path) != _at(data, path)]  # `gemini_starting` changed
     try:  # comments or trailing commas (VS Code, Cursor, Zed): edited in place, checked to mean what was meant
         new = edit_members(text, file.table_path(data), remove, name, entry)
-        for path in _GEMINI_LISTS:  # Gemini's allow and block lists, where `gemini_starting` changed them
-            if (value := _at(expected, path)) != _at(data, path):
-                new = set_value(new, path, value)
+        for path in lists:
+            new = set_value(new, path, _at(expected, path))
         if json.loads(strip_jsonc(new)) == expected:
             return new
     except (NotEditable, json.JSONDecodeError, RecursionError):
         pass
-    raise ConfigError("has comments this edit cannot keep; left untouched: add the entry above by hand")
+    also = "".join(
+        f", and {'take it out of' if name in (_at(data, p) or []) else 'its name to'} {'.'.join(p)}" for p in lists
+    )
+    moved = f", take out {', '.join(remove)}, which claimcheck serves now" if remove else ""
+    raise ConfigError(f"has comments this edit cannot keep; left untouched: add the entry above by hand{moved}{also}")
 
 
 _GEMINI_LISTS = (("mcp", "allowed"), ("mcp", "excluded"), ("allowMCPServers",), ("excludeMCPServers",))

@@ -397,6 +397,29 @@ def test_gemini_s_allow_list_in_a_file_with_comments_is_edited_in_place(
     assert list(routed.mcp_servers) == ["claimcheck"] and not routed.mcp_servers["claimcheck"].disabled
 
 
+def test_gemini_s_allow_list_with_a_comment_inside_is_left_to_the_user_with_what_to_add_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / ".gemini" / "settings.json"
+    target.parent.mkdir()
+    text = '{\n  "mcp": {"allowed": ["github" /* reviewed */]},\n  "mcpServers": {"github": {"command": "gh-mcp"}}\n}\n'
+    target.write_text(text, encoding="utf-8")
+    config = tmp_path / "config.json"
+
+    assert init("gemini", "--apply", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 2
+
+    assert target.read_text(encoding="utf-8") == text
+    assert (
+        capsys.readouterr()
+        .err.rstrip()
+        .endswith(
+            "left untouched: add the entry above by hand, take out github, which claimcheck serves now, and its name to "
+            "mcp.allowed"
+        )
+    )
+
+
 def test_continue_s_workspace_folder_moves_every_file_s_servers_and_shows_the_block_file_to_add(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
