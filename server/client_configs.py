@@ -296,7 +296,7 @@ def _transport(where: str, entry: dict[str, Any]) -> None:
 
 def _env_file(where: str, value: Any, workspace: Path | None) -> dict[str, str]:
     """VS Code's `envFile`: `KEY=VALUE` lines (`#` comments, optional quotes, `export ` allowed)."""
-    path = Path(str(value)).expanduser()
+    path = Path(os.path.expanduser(str(value)))
     if not path.is_absolute() and workspace is not None:
         path = workspace / path
     try:

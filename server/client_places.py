@@ -114,13 +114,13 @@ def locate(spec: str, environ: Mapping[str, str] = os.environ, cwd: Path | None 
         paths = usual_paths(spec, environ, cwd)
         found = next((path for path in paths if path.exists()), paths[-1])
         return ClientFile(found, spec)
-    return ClientFile(Path(spec).expanduser().absolute(), None)
+    return ClientFile(Path(os.path.expanduser(spec)).absolute(), None)
 
 
 def unknown_client(spec: str) -> tuple[str, str] | None:
     """What is wrong with a client named `spec` that is neither a client claimcheck knows nor a file (`vs-code`),
     and its fix; None when it is one of them or reads as a path."""
-    if spec in CLIENTS or os.sep in spec or "/" in spec or Path(spec).suffix or Path(spec).expanduser().exists():
+    if spec in CLIENTS or os.sep in spec or "/" in spec or Path(spec).suffix or Path(os.path.expanduser(spec)).exists():
         return None
     close = difflib.get_close_matches(spec.lower().replace("_", "-"), CLIENTS, n=1, cutoff=0.6)
     guess = f"did you mean {close[0]}? " if close else ""

@@ -206,7 +206,7 @@ def resolve_policy(settings: Settings, own: ServerConfig) -> Policy:
 def state_dir(settings: Settings, environ: Mapping[str, str] = os.environ) -> Path:
     """`settings.stateDir`, else `$XDG_STATE_HOME/claimcheck`, else `~/.local/state/claimcheck`."""
     if settings.state_dir:
-        return Path(settings.state_dir).expanduser()
+        return Path(os.path.expanduser(settings.state_dir))
     base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     return base / "claimcheck"
 
@@ -359,7 +359,7 @@ def workspace_of(source: Path | None) -> Path | None:
     dot-folder), else the file's own folder."""
     if source is None:
         return None
-    folder = source.expanduser().absolute().parent
+    folder = Path(os.path.expanduser(source)).absolute().parent
     return folder.parent if folder.name.startswith(".") else folder
 
 

@@ -396,7 +396,7 @@ def given_path(path: str | os.PathLike[str], environ: Mapping[str, str] = os.env
     path = _ANY_VARIABLE.sub(value, path)
     if (path == "~" or path.startswith(("~/", "~" + os.sep))) and environ.get("HOME"):
         return Path(environ["HOME"] + path[1:])
-    return Path(path).expanduser()
+    return Path(os.path.expanduser(path))  # `~user/…` of no such user stays as written (Path's would raise)
 
 
 _ANY_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -120,6 +120,18 @@ def test_a_file_of_servers_at_its_top_level_is_no_client_s_and_the_line_says_how
     assert list(load_config(snippet, {}).mcp_servers) == ["github", "web"]
 
 
+def test_a_path_under_the_home_of_no_such_user_is_a_file_not_found_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`~name/…` is another user's home; pathlib raises RuntimeError where there is no such user, the shell leaves
+    the text as it is, and so does claimcheck."""
+    monkeypatch.chdir(tmp_path)
+    assert init("~no-such-user-here/mcp.json", "--config", str(tmp_path / "config.json")) == 2
+    err = capsys.readouterr().err
+    missing = tmp_path / "~no-such-user-here" / "mcp.json"
+    assert err == f"claimcheck: {missing}: no such file, so no servers to import (give the file's path)\n"
+
+
 def test_entries_claimcheck_cannot_take_stay_in_the_client_and_an_old_claimcheck_entry_is_replaced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -410,13 +422,10 @@ def test_gemini_s_allow_list_with_a_comment_inside_is_left_to_the_user_with_what
     assert init("gemini", "--apply", "--config", str(config), environ={"HOME": str(tmp_path / "home")}) == 2
 
     assert target.read_text(encoding="utf-8") == text
-    assert (
-        capsys.readouterr()
-        .err.rstrip()
-        .endswith(
-            "left untouched: add the entry above by hand, take out github, which claimcheck serves now, and its name to "
-            "mcp.allowed"
-        )
+    said = capsys.readouterr().err.rstrip()
+    assert said.endswith(
+        "left untouched: add the entry above by hand, take out github, which claimcheck serves now, and its name "
+        "to mcp.allowed"
     )
 
 
