@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from server.downstream.processes import CONNECT_TIMEOUT_S
-from server.setup_args import add_setup_commands, in_range, log_level, port
+from server.setup_args import add_setup_commands, in_range, log_level, pid, port, seconds
 from server.version import VERSION
 
 __all__ = ["parse", "parser", "starts_servers_ahead"]
@@ -20,7 +20,9 @@ __all__ = ["parse", "parser", "starts_servers_ahead"]
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The parsed command line; `claimcheck` with no command prints the help listing the commands and exits 2."""
     whole = parser()
-    args = whole.parse_args(argv)
+    args, extra = whole.parse_known_args(argv)
+    if extra:  # said by the command's own parser, whose --help shows what it takes
+        whole.commands.get(args.command, whole).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         whole.print_help(sys.stderr)
         raise SystemExit(2)
@@ -57,6 +59,11 @@ def _did_you_mean(given: str, choices: list[str]) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse, saying a mistake in one line that leads with it (not after the usage) and names what to write."""
 
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+        """The commands' own parsers, by name (the whole command line's)."""
+
     def error(self, message: str) -> NoReturn:
         unknown = message.removeprefix("unrecognized arguments: ").split() if "unrecognized" in message else []
         for flag in ("--http", "--sse", "--stdio"):
@@ -76,7 +83,7 @@ def starts_servers_ahead(args: argparse.Namespace) -> bool:
     return args.command == "serve" and args.transport == "stdio" and not (args.shared or args.shared_socket)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> _Parser:
     """The whole command line; `claimcheck --help` shows it."""
     parser = _Parser(
         prog="claimcheck",
@@ -92,6 +99,7 @@ def parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, **options: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, **options)
+        parser.commands[name] = sub
         _global_flags(sub, argparse.SUPPRESS, argparse.SUPPRESS)  # given after the sub-command, they count too
         return sub
 
@@ -141,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
     tools = command("tools", "connect to every server and print the tools a client will see")
     tools.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=CONNECT_TIMEOUT_S,
         metavar="SECS",
         help=f"how long to wait for every server to start (default {CONNECT_TIMEOUT_S:g})",
@@ -157,14 +165,14 @@ def parser() -> argparse.ArgumentParser:
         "PID or --all: every shared claimcheck (`serve --shared`) of this user. An instance with the status API "
         "off (--no-api) has no discovery file and is found only when it is a shared one.",
     )
-    stop.add_argument("pids", nargs="*", type=int, metavar="PID", help="an instance's pid, as `claimcheck ps` shows")
+    stop.add_argument("pids", nargs="*", type=pid, metavar="PID", help="an instance's pid, as `claimcheck ps` shows")
     stop.add_argument(
         "--all",
         action="store_true",
         help="every instance of this user: the shared ones and those in settings.stateDir of --config",
     )
     stop.add_argument(
-        "--timeout", type=float, default=10, metavar="SECS", help="how long to wait for each to exit (default 10)"
+        "--timeout", type=seconds, default=10, metavar="SECS", help="how long to wait for each to exit (default 10)"
     )
     return parser
 

@@ -11,7 +11,17 @@ from typing import TypeVar
 
 from server.client_places import CLIENTS
 
-__all__ = ["CLIENT_NAMES", "LOG_FORMAT", "add_setup_commands", "configure_logging", "in_range", "log_level", "port"]
+__all__ = [
+    "CLIENT_NAMES",
+    "LOG_FORMAT",
+    "add_setup_commands",
+    "configure_logging",
+    "in_range",
+    "log_level",
+    "pid",
+    "port",
+    "seconds",
+]
 
 LOG_FORMAT = "claimcheck %(levelname)s %(name)s: %(message)s"
 
@@ -34,7 +44,7 @@ def add_setup_commands(command: Callable[[str, str], argparse.ArgumentParser]) -
     doctor.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     doctor.add_argument("--host", default="127.0.0.1")
     doctor.add_argument("--port", type=port, help="the HTTP/SSE port `serve` will take (default 8765 over HTTP)")
-    doctor.add_argument("--timeout", type=float, default=30, metavar="SECS", help="how long each server may take")
+    doctor.add_argument("--timeout", type=seconds, default=30, metavar="SECS", help="how long each server may take")
 
 
 def configure_logging(args: argparse.Namespace) -> None:
@@ -87,3 +97,7 @@ def in_range(
 
 port = in_range(int, "a port", 0, 65535, " (0 picks a free one)")
 """A TCP port: 0 (a free one) to 65535."""
+seconds = in_range(float, "a number of seconds", 0.0)
+"""How long to wait: 0 or more."""
+pid = in_range(int, "a process id", 1, note=" (`claimcheck ps` lists them)")
+"""A process id, as `claimcheck ps` shows it."""

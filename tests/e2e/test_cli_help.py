@@ -73,6 +73,11 @@ def test_serve_help_says_what_serve_is_for_and_gives_examples() -> None:
         (["server"], "did you mean serve? ('server' is no choice of COMMAND)"),
         (["serve", "--transport", "htpp"], "did you mean http? ('htpp' is no choice of --transport)"),
         (["serve", "--transport", "pigeon"], "argument --transport: invalid choice: 'pigeon' (choose from 'stdio', "),
+        (["tools", "--timeout", "-3"], "argument --timeout: -3 is not a number of seconds: give 0 or more"),
+        (["doctor", "--timeout", "soon"], "argument --timeout: 'soon' is not a number of seconds: give 0 or more"),
+        (["stop", "abc"], "argument PID: 'abc' is not a process id: give 1 or more (`claimcheck ps` lists them)"),
+        (["ps", "--all"], "unrecognized arguments: --all (`claimcheck ps --help` shows the options)"),
+        (["--bogus"], "unrecognized arguments: --bogus (`claimcheck --help` shows the options)"),
     ],
 )
 def test_an_option_the_command_would_ignore_or_cannot_take_is_refused_in_one_line_that_leads(
