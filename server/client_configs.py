@@ -28,7 +28,9 @@ from server.client_dialects import (
     gemini_enabled,
     gemini_settings,
     goose,
+    joined,
     looks_gemini,
+    merged,
     opencode,
     opencode_servers,
     zed,
@@ -201,7 +203,7 @@ class _Context:
             del entry[key]
             self.ignored.append(f"{where}.{key}")
         if self.dialect == "mcp_servers":
-            entry = codex(entry, self.environ)
+            entry = codex(where, entry, self.environ)
         elif self.dialect == "mcp":
             entry = opencode(where, entry, self.ignored)
         elif self.dialect == "continue":
@@ -227,13 +229,13 @@ class _Context:
         # Gemini CLI's `includeTools`: the only ones it is
         for alias, kind in (("disabledTools", "exclude"), ("excludeTools", "exclude"), ("includeTools", "include")):
             if isinstance(entry.get(alias), list):
-                tools = dict(entry.get("tools") or {})
-                tools[kind] = [*(tools.get(kind) or []), *entry.pop(alias)]
-                entry["tools"] = tools
+                tools, names = entry.get("tools") or {}, entry.pop(alias)
+                if isinstance(tools, dict):  # else the check names `tools` as the wrong type
+                    entry["tools"] = {**tools, kind: joined(tools.get(kind), names)}
         _transport(where, entry)
         entry = {key: self.expand(f"{where}.{key}", value, key) for key, value in entry.items()}
         if "envFile" in entry:
-            entry["env"] = {**_env_file(where, entry.pop("envFile"), self.workspace), **dict(entry.get("env") or {})}
+            entry["env"] = merged(_env_file(where, entry.pop("envFile"), self.workspace), entry.get("env"))
         return entry
 
     def expand(self, where: str, value: Any, key: str) -> Any:

@@ -27,7 +27,9 @@ __all__ = [
     "gemini_starting",
     "goose",
     "is_gemini_file",
+    "joined",
     "looks_gemini",
+    "merged",
     "opencode",
     "opencode_servers",
     "zed",
@@ -44,7 +46,27 @@ _GOOSE_OWN = ("builtin", "platform", "frontend", "inline_python")
 """goose's extensions that run inside goose, which claimcheck cannot start."""
 
 
-def codex(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+def merged(*parts: Any) -> Any:
+    """Objects merged, a later part's keys winning, where every part is an object (or empty); else the first part
+    that is not, for the config's check to name as the wrong type (`"env": ["A=1"]`)."""
+    for part in parts:
+        if part and not isinstance(part, dict):
+            return part
+    out: dict[Any, Any] = {}
+    for part in parts:
+        out.update(part or {})
+    return out
+
+
+def joined(*parts: Any) -> Any:
+    """Lists joined, where every part is a list (or empty); else the first part that is not (as `merged`)."""
+    for part in parts:
+        if part and not isinstance(part, list):
+            return part
+    return [item for part in parts for item in part or []]
+
+
+def codex(where: str, entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Codex CLI's keys for the same things."""
     out = dict(entry)
     if "enabled" in out:
@@ -57,18 +79,28 @@ def codex(entry: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     if "disabled_tools" in out:
         tools["exclude"] = out.pop("disabled_tools")
     if tools:
-        out["tools"] = {**dict(out.get("tools") or {}), **tools}
-    headers = dict(out.pop("headers", None) or {})
-    headers.update(out.pop("http_headers", None) or {})
-    for header, var in dict(out.pop("env_http_headers", None) or {}).items():
-        headers[header] = "${" + str(var) + "}"
-    if "bearer_token_env_var" in out:
-        headers["Authorization"] = "Bearer ${" + str(out.pop("bearer_token_env_var")) + "}"
+        out["tools"] = merged(out.get("tools"), tools)
+    from_env = out.pop("env_http_headers", None)
+    if from_env is not None and not isinstance(from_env, dict):
+        raise ConfigError(
+            f'{where}.env_http_headers: give a table of headers to variable names, such as {{"X-Key" = "KEY"}}'
+        )
+    if from_env:
+        from_env = {header: "${" + str(var) + "}" for header, var in from_env.items()}
+    bearer = (
+        {"Authorization": "Bearer ${" + str(out.pop("bearer_token_env_var")) + "}"}
+        if "bearer_token_env_var" in out
+        else None
+    )
+    headers = merged(out.pop("headers", None), out.pop("http_headers", None), from_env, bearer)
     if headers:
         out["headers"] = headers
     if "env_vars" in out:  # names Codex passes on from its own environment, where they are set
-        passed = {str(var): "${" + str(var) + "}" for var in out.pop("env_vars") or [] if str(var) in environ}
-        out["env"] = {**passed, **dict(out.get("env") or {})}
+        names = out.pop("env_vars")
+        if not isinstance(names, list):
+            raise ConfigError(f"{where}.env_vars: give a list of variable names")
+        passed = {str(var): "${" + str(var) + "}" for var in names if str(var) in environ}
+        out["env"] = merged(passed, out.get("env"))
     return out
 
 
@@ -92,9 +124,9 @@ def opencode(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str,
     if isinstance(command, list):
         if not command or not all(isinstance(part, str) for part in command):
             raise ConfigError(f"{where}.command: give the program and its arguments as a list of strings")
-        out["command"], out["args"] = command[0], [*command[1:], *(out.get("args") or [])]
+        out["command"], out["args"] = command[0], joined(command[1:], out.get("args"))
     if "environment" in out:
-        out["env"] = {**dict(out.pop("environment") or {}), **dict(out.get("env") or {})}
+        out["env"] = merged(out.pop("environment"), out.get("env"))
     if "enabled" in out:
         out["disabled"] = not out.pop("enabled")
     if "timeout" in out:
@@ -137,8 +169,8 @@ def zed(where: str, entry: dict[str, Any], ignored: list[str]) -> dict[str, Any]
     command = out.get("command")
     if isinstance(command, dict):
         out["command"] = command.get("path")
-        out["args"] = [*(command.get("args") or []), *(out.get("args") or [])]
-        out["env"] = {**dict(command.get("env") or {}), **dict(out.get("env") or {})}
+        out["args"] = joined(command.get("args"), out.get("args"))
+        out["env"] = merged(command.get("env"), out.get("env"))
     if "enabled" in out:
         out["disabled"] = not out.pop("enabled")
     return out
@@ -166,15 +198,17 @@ def goose(where: str, entry: dict[str, Any], ignored: list[str], environ: Mappin
     unset = [str(key) for key in keys if str(key) not in environ]
     passed = {str(key): "${" + str(key) + "}" for key in keys if str(key) in environ}
     if passed:
-        out["env"] = {**passed, **dict(out.get("env") or {})}
+        out["env"] = merged(passed, out.get("env"))
     if unset:
         unset_names = ", ".join(unset)
         ignored.append(f"{where}.env_keys {unset_names} (in goose's keyring: set them in claimcheck's environment)")
     if "enabled" in out:
         out["disabled"] = not out.pop("enabled")
     tools = out.pop("available_tools", None)
+    if tools is not None and not isinstance(tools, list):
+        raise ConfigError(f"{where}.available_tools: give a list of tool names")
     if tools:
-        out["tools"] = {**dict(out.get("tools") or {}), "include": list(tools)}
+        out["tools"] = merged(out.get("tools"), {"include": tools})
     for key in ("name", "display_name", "bundled", "timeout"):
         if key in out:
             del out[key]
@@ -204,7 +238,7 @@ def continue_entry(where: str, entry: dict[str, Any], ignored: list[str]) -> dic
     options = out.pop("requestOptions", None)
     if isinstance(options, dict):
         if "headers" in options:
-            out["headers"] = {**dict(options["headers"] or {}), **dict(out.get("headers") or {})}
+            out["headers"] = merged(options["headers"], out.get("headers"))
         ignored.extend(f"{where}.requestOptions.{key}" for key in options if key != "headers")
     if "connectionTimeout" in out:
         del out["connectionTimeout"]

@@ -424,6 +424,56 @@ def test_a_wrong_entry_is_one_error_naming_its_path(entry: dict[str, Any], expec
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"mcp_servers": {"s": {"url": "http://x/mcp", "headers": ["A: b"], "http_headers": {"C": "d"}}}},
+            'mcp_servers.s.headers: give an object, such as {"A": "b"}',
+        ),
+        (
+            {"mcp_servers": {"s": {"url": "http://x/mcp", "env_http_headers": 5}}},
+            "mcp_servers.s.env_http_headers: give a table of headers to variable names",
+        ),
+        ({"mcp_servers": {"s": {"command": "x", "env_vars": 5}}}, "mcp_servers.s.env_vars: give a list of variable"),
+        (
+            {"mcp": {"s": {"type": "local", "command": ["x"], "environment": ["A=1"], "env": {"B": "2"}}}},
+            'mcp.s.env: give an object, such as {"A": "1"}',
+        ),
+        ({"context_servers": {"s": {"command": {"path": "x", "env": 5}}}}, "context_servers.s.env: give an object"),
+        (
+            {"context_servers": {"s": {"command": {"path": "x", "args": "a b"}, "args": ["c"]}}},
+            'context_servers.s.args: give a list of strings, such as ["a", "b"]',
+        ),
+        ({"mcpServers": {"s": {"command": "x", "disabledTools": ["a"], "tools": "all"}}}, "mcpServers.s.tools: give"),
+        (
+            {"extensions": {"s": {"cmd": "x", "type": "stdio", "available_tools": 7}}},
+            "extensions.s.available_tools: give a list of tool names",
+        ),
+    ],
+    ids=[
+        "codex-headers-a-list",
+        "codex-env-http-headers-a-number",
+        "codex-env-vars-a-number",
+        "opencode-environment-a-list",
+        "zed-command-env-a-number",
+        "zed-command-args-a-string",
+        "disabled-tools-beside-tools-a-string",
+        "goose-available-tools-a-number",
+    ],
+)
+def test_a_client_s_key_of_the_wrong_type_is_one_line_naming_it_not_a_traceback(
+    data: dict[str, Any], expected: str
+) -> None:
+    """Where a client's keys are merged into claimcheck's (Codex's three kinds of headers, opencode's `environment`,
+    Zed's command object), a value of the wrong type is said as any other (it was a TypeError or ValueError)."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, {})
+    said = str(caught.value)
+    assert expected in said and "\n" not in said
+    assert said.count("; ") == 0 or "unknown key" not in said  # one mistake, not a made-up second one
+
+
 def test_an_unknown_key_in_a_vscode_entry_is_named_by_the_file_s_own_path() -> None:
     with pytest.raises(ConfigError, match=r"servers\.s\.autoStart: unknown key"):
         parse_config({"servers": {"s": {"type": "stdio", "command": "x", "autoStart": True}}}, {})
