@@ -25,7 +25,15 @@ def loads_yaml(text: str) -> Any:
         import yaml  # the `yaml` extra: only a YAML config needs it
     except ImportError:
         raise ConfigError(YAML_MISSING) from None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # which refuses a character YAML does not allow, at once
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        raise ConfigError(
+            f"not valid YAML: line {line}, column {column}: a character YAML does not allow ({code})"
+        ) from None
     try:
         root = loader.get_single_node()  # composed once: checked, then built from the same nodes
         if root is None:

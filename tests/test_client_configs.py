@@ -671,8 +671,15 @@ _ALIAS_BOMB = "".join(
         ),
         ("a: &a [1, *a]\nextensions: {}\n", r"line 1, column 4: an alias makes a value contain itself$"),
         ("x: " + "[" * 3000 + "]" * 3000 + "\n", r"config\.yaml: not valid YAML for a config: nested too deeply$"),
+        (
+            "extensions:\n  a: {cmd: \x07}\n",
+            r"config\.yaml: not valid YAML: line 2, column 12: a character YAML does not ",
+        ),
     ],
-    ids=["no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list", "alias-bomb", "itself", "deep"],
+    ids=[
+        *("no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list", "alias-bomb", "itself", "deep"),
+        "a-control-character",
+    ],
 )
 def test_a_yaml_mistake_is_one_line_naming_where(tmp_path: Path, text: str, error: str) -> None:
     path = tmp_path / "config.yaml"
