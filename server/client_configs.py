@@ -13,6 +13,7 @@ and what it does not know is left for the config's validation to refuse with its
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -125,6 +126,7 @@ def translate(
     if not isinstance(data, dict):
         kind = "an array" if isinstance(data, list) else "not an object"
         raise ConfigError(f'the file is {kind}; a config is one JSON object: {{"mcpServers": {{"NAME": {{…}}}}}}')
+    _text_keys(data, "")
     geminis = gemini_settings(data) if "settings" not in data else {}
     tables = [key for key in SERVER_TABLES if key in data and key not in geminis]
     if not tables and "settings" not in data and all_servers(data):  # `{"github": {"command": …}}`, as Warp takes
@@ -156,6 +158,7 @@ def translate(
     elif table in ("mcpServers", "") and "settings" not in data and (gemini_file or geminis or looks_gemini(servers)):
         dialect = "gemini"
     if isinstance(servers, dict):
+        _text_keys(servers, f"{path}." if path else "")
         context = _Context(dialect, path, environ, workspace, inputs, check_inputs, ignored)
         entries = {name: context.entry(str(name), entry) for name, entry in servers.items()}
         servers = {name: entry for name, entry in entries.items() if entry is not None}
@@ -171,6 +174,15 @@ def all_servers(data: dict[str, Any]) -> bool:
     """Whether every top-level value of `data` is a server's entry (a `command`, or a URL under any client's key)."""
     keys = ("command", "url", "serverUrl", "httpUrl")
     return bool(data) and all(isinstance(entry, dict) and any(k in entry for k in keys) for entry in data.values())
+
+
+def _text_keys(mapping: dict[Any, Any], where: str) -> None:
+    """Refuse a key that is not text (YAML reads `null:`, `1:` and `yes:` as null, a number, true): at the top of a
+    file and among its servers, where a key is a name."""
+    for key in mapping:
+        if not isinstance(key, str):
+            shown = json.dumps(key) if key is None or isinstance(key, bool | int | float) else str(key)
+            raise ConfigError(f"{where}{shown}: YAML reads this key as {shown}, not as text; quote it")
 
 
 def _inputs(raw: Any) -> dict[str, str]:

@@ -675,10 +675,16 @@ _ALIAS_BOMB = "".join(
             "extensions:\n  a: {cmd: \x07}\n",
             r"config\.yaml: not valid YAML: line 2, column 12: a character YAML does not ",
         ),
+        ("null:\n", r"config\.yaml: invalid config: null: YAML reads this key as null, not as text; quote it$"),
+        (
+            "extensions:\n  yes: {cmd: x}\n",
+            r"invalid config: extensions\.true: YAML reads this key as true, not as text",
+        ),
+        ("mcpServers:\n  1: {command: x}\n", r"invalid config: mcpServers\.1: YAML reads this key as 1, not as text"),
     ],
     ids=[
         *("no-name", "twice", "cmd-and-command", "broken", "env-keys-not-a-list", "alias-bomb", "itself", "deep"),
-        "a-control-character",
+        *("a-control-character", "a-null-key", "a-true-server-name", "a-number-server-name"),
     ],
 )
 def test_a_yaml_mistake_is_one_line_naming_where(tmp_path: Path, text: str, error: str) -> None:
