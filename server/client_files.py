@@ -168,11 +168,14 @@ def launch_of(entry: Any) -> tuple[str, list[str]] | None:
     if not isinstance(entry, Mapping):
         return None
     command = entry.get("command", entry.get("cmd"))  # goose: `cmd`
+    args = entry.get("args") or []
+    if not isinstance(args, list):  # not an entry any client starts
+        return None
     if isinstance(command, list) and command and all(isinstance(part, str) for part in command):
-        return command[0], [*command[1:], *(str(arg) for arg in entry.get("args") or [])]
+        return command[0], [*command[1:], *(str(arg) for arg in args)]
     if not isinstance(command, str):
         return None
-    return command, [str(arg) for arg in entry.get("args") or []]
+    return command, [str(arg) for arg in args]
 
 
 def points_at_claimcheck(entry: Any) -> bool:
@@ -244,7 +247,12 @@ def rewritten(file: ClientFile, text: str, remove: list[str], name: str, entry: 
     if file.gemini or gemini_settings(data):
         expected = gemini_starting(expected, name)  # Gemini's allow list must let the new entry start
     if plain:
-        return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+        out = json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+        try:
+            out.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, read from a `\ud800` escape: written escaped, as it was
+            out = json.dumps(expected, indent=2) + "\n"
+        return out
     lists = [path for path in _GEMINI_LISTS if _at(expected, path) != _at(data, path)]  # `gemini_starting` changed
     try:  # comments or trailing commas (VS Code, Cursor, Zed): edited in place, checked to mean what was meant
         new = edit_members(text, file.table_path(data), remove, name, entry)
@@ -351,6 +359,11 @@ def write_replacing(path: Path, text: str, encoding: str = "utf-8") -> None:
             os.fsync(out.fileno())
         os.chmod(temporary, mode)
         os.replace(temporary, path)
+    except UnicodeEncodeError as exc:  # a lone surrogate, read from a `\ud800` escape: no encoding writes one
+        bad = exc.object[exc.start : exc.start + 1]
+        raise ConfigError(
+            f"{path}: cannot write {bad!a}, half of a character (an escape in the file read); left untouched"
+        ) from None
     finally:
         temporary.unlink(missing_ok=True)
 

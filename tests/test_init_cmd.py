@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from server.cli_args import parse
-from server.client_files import latest_backup
+from server.client_files import latest_backup, launch_of, points_at_claimcheck, write_replacing
 from server.client_places import CLIENTS, NAMES, locate, usual_paths
 from server.config import Config, load_config
 from server.config_text import loads_jsonc as load_jsonc
+from server.errors import ConfigError
 from server.init_cmd import run_init
 from server.platform import app_config_dir
 
@@ -130,6 +131,29 @@ def test_a_path_under_the_home_of_no_such_user_is_a_file_not_found_not_a_traceba
     err = capsys.readouterr().err
     missing = tmp_path / "~no-such-user-here" / "mcp.json"
     assert err == f"claimcheck: {missing}: no such file, so no servers to import (give the file's path)\n"
+
+
+def test_a_lone_surrogate_escape_elsewhere_in_the_file_is_written_back_escaped(tmp_path: Path) -> None:
+    """`"\\ud800"` reads as half a character, which no encoding writes: the file is written with escapes."""
+    client = tmp_path / "mcp.json"
+    client.write_text('{"theme": "\\ud800 é", "mcpServers": {"a": {"command": "x"}}}', encoding="utf-8")
+    assert init(str(client), "--apply", "--config", str(tmp_path / "config.json")) == 0
+    after = client.read_text(encoding="utf-8")
+    assert json.loads(after)["theme"] == "\ud800 é" and list(json.loads(after)["mcpServers"]) == ["claimcheck"]
+
+
+def test_a_client_entry_whose_args_are_no_list_starts_nothing_and_is_no_claimcheck_entry() -> None:
+    assert launch_of({"command": "claimcheck", "args": 5}) is None
+    assert not points_at_claimcheck({"command": "claimcheck", "args": "serve"})
+    assert launch_of({"command": ["uvx", "x"], "args": ["-v"]}) == ("uvx", ["x", "-v"])
+
+
+def test_text_that_no_encoding_can_write_is_one_line_and_the_file_is_left_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "mcp.json"
+    target.write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"mcp\.json: cannot write '\\ud800', half of a character"):
+        write_replacing(target, '{"a": "\ud800"}')
+    assert target.read_text(encoding="utf-8") == "{}" and [p.name for p in tmp_path.iterdir()] == ["mcp.json"]
 
 
 def test_entries_claimcheck_cannot_take_stay_in_the_client_and_an_old_claimcheck_entry_is_replaced(
