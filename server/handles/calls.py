@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import anyio
 import mcp_types as types
@@ -22,9 +22,11 @@ from server.handles.outcome import NO_OUTPUT, Failed, Inline, Lost, Outcome, Out
 if TYPE_CHECKING:
     from server.handles.store import SessionStore
 
-__all__ = ["Call", "Description", "Progress", "Status"]
+__all__ = ["STATUSES", "Call", "Description", "Progress", "Status"]
 
 Status = Literal["running", "ready", "failed", "cancelled"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+"""Every status a call can have, in the order it may reach them."""
 
 
 @dataclass(frozen=True, slots=True)

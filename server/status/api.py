@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from server.handles.calls import STATUSES
 from server.handles.meters import Meters
 from server.http_edge import REQUEST_DEADLINE_SECS, edge_server, serve_until_cancelled
 from server.status.access import Access, dashboard_url
@@ -44,6 +45,13 @@ __all__ = ["API_PORT_TRIES", "StatusApi", "bind_api_socket", "serve_api"]
 logger = logging.getLogger(__name__)
 
 _MAX_LIMIT = 200
+_STATUS_WORDS = {
+    **dict.fromkeys(("completed", "complete", "done", "finished", "succeeded", "success", "ok"), "ready"),
+    **dict.fromkeys(("error", "errored", "failure"), "failed"),
+    **dict.fromkeys(("canceled", "stopped"), "cancelled"),
+    **dict.fromkeys(("active", "pending", "working"), "running"),
+}
+"""What other task APIs call a status, as claimcheck calls it."""
 _MAX_OFFSET = 10**9
 _INTEGER = re.compile(r"-?[0-9]{1,30}")
 _DASHBOARD = Path(__file__).with_name("dashboard.html")
@@ -197,6 +205,11 @@ class StatusApi:
         filters = ("status", "server", "tool", "session", "search", "instance")
         try:
             known_params(params, ("limit", "offset", *filters))
+            if (status := params.get("status")) and status not in STATUSES:
+                close = [_STATUS_WORDS[word]] if (word := status.lower()) in _STATUS_WORDS else []
+                close = close or difflib.get_close_matches(word, STATUSES, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise BadParameter(f"status must be {', '.join(STATUSES)}, not {status[:40]!r}{hint}")
             limit = int_param(params, "limit", 50, 1, _MAX_LIMIT)
             offset = int_param(params, "offset", 0, 0, _MAX_OFFSET)
         except BadParameter as exc:

@@ -278,6 +278,11 @@ async def test_a_misspelt_or_unknown_query_parameter_is_a_400_naming_it(
             unknown = await http.get("/v1/tasks", params={"colour": "red"})
             known = await http.get("/v1/tasks", params={"status": "running", "limit": 5})
             grep = await http.get("/v1/tasks/session-x/y/output/grep", params={"regex": "a", "max": 3})
+            no_status = await http.get("/v1/tasks", params={"status": "completed"})
+    assert no_status.status_code == 400
+    assert no_status.json()["error"] == (
+        "status must be running, ready, failed, cancelled, not 'completed'; did you mean 'ready'?"
+    )
     assert misspelt.status_code == 400
     assert misspelt.json()["error"].startswith("unknown query parameter 'statuss'")
     assert misspelt.json()["error"].endswith("did you mean 'status'?")
