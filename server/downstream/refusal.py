@@ -32,7 +32,8 @@ class Refusals:
     """Whether the last answer of one server's URL, over one connection, was a refusal (401, 403), and which."""
 
     def __init__(self) -> None:
-        self.last: tuple[int, str] | None = None
+        self.last: tuple[int, str, bool] | None = None
+        """The refusal: its status, its reason, and whether it asks for an OAuth sign-in."""
         self.status: int | None = None
         """The last answer's HTTP status (None before the first)."""
 
@@ -40,7 +41,8 @@ class Refusals:
         """An httpx response hook: note a refusal, forget it at the next answer that is none."""
         self.status = response.status_code
         refused = response.status_code in REFUSED
-        self.last = (response.status_code, response.reason_phrase) if refused else None
+        oauth = "resource_metadata" in response.headers.get("www-authenticate", "").lower()
+        self.last = (response.status_code, response.reason_phrase, oauth) if refused else None
 
     def failure(self, name: str, config: ServerConfig, refused: str = "the request") -> str | None:
         """Why a request failed just now, when the server refused it (a credential that expired during the
@@ -62,11 +64,20 @@ class Refusals:
         return explain
 
 
-def refused_message(name: str, config: ServerConfig, status: int, reason: str, refused: str = "the connection") -> str:
-    """`<url> refused the connection: HTTP 401 Unauthorized; check mcpServers.<name>.headers.Authorization`."""
+def refused_message(
+    name: str, config: ServerConfig, status: int, reason: str, oauth: bool = False, refused: str = "the connection"
+) -> str:
+    """`<url> refused the connection: HTTP 401 Unauthorized; check mcpServers.<name>.headers.Authorization`. `oauth`:
+    its 401 pointed at OAuth metadata (the MCP way to ask a client to sign in)."""
     where = f"mcpServers.{name}.headers"
     sent = [header for header in config.headers if any(word in header.lower() for word in _CREDENTIAL_WORDS)]
-    if not sent:
+    if oauth and not sent:
+        check = (
+            f"; it signs clients in with OAuth, which claimcheck does not do for the servers it calls: give a token "
+            f'it takes in {where} ("Authorization": "Bearer ${{TOKEN}}"), or reach it as a stdio server through '
+            f'mcp-remote ("command": "npx", "args": ["-y", "mcp-remote", "{config.url}"]), which signs in'
+        )
+    elif not sent:
         check = f'; {where} sends no credentials: add one, e.g. "Authorization": "Bearer ${{TOKEN}}"'
     else:
         check = "; check " + " and ".join(f"{where}.{header}" for header in sent)

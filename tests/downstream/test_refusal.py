@@ -23,9 +23,10 @@ REASONS = {401: "Unauthorized", 403: "Forbidden"}
 
 
 @asynccontextmanager
-async def refusing(status: int, *, after: frozenset[str] = frozenset()) -> AsyncIterator[int]:
-    """An HTTP server on 127.0.0.1 that answers with `status`; with `after`, it first answers the MCP methods named
-    there as a tiny server of one tool would, and refuses the rest. Yields its port."""
+async def refusing(status: int, *, after: frozenset[str] = frozenset(), challenge: str = "") -> AsyncIterator[int]:
+    """An HTTP server on 127.0.0.1 that answers with `status` (and `challenge` as its `WWW-Authenticate`); with
+    `after`, it first answers the MCP methods named there as a tiny server of one tool would, and refuses the rest.
+    Yields its port."""
 
     async def answer(stream: anyio.abc.SocketStream) -> None:
         async with stream:
@@ -42,8 +43,9 @@ async def refusing(status: int, *, after: frozenset[str] = frozenset()) -> Async
             if message.get("method") in after:
                 code, reply = _served(message)
             reason = "Accepted" if code == 202 else "OK" if code == 200 else REASONS[code]
+            asks = f"www-authenticate: {challenge}\r\n" if challenge and code == status else ""
             await stream.send(
-                f"HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\n"
+                f"HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\n{asks}"
                 f"content-length: {len(reply)}\r\nconnection: close\r\n\r\n".encode()
                 + reply
             )
@@ -102,6 +104,21 @@ async def test_a_403_without_credentials_says_that_none_are_sent_and_how_to_add_
     assert why.startswith(
         f"{url} refused the connection: HTTP 403 Forbidden; mcpServers.web.headers sends no credentials: add one, "
         'e.g. "Authorization": "Bearer ${TOKEN}"'
+    )
+
+
+async def test_a_401_that_asks_for_an_oauth_sign_in_says_claimcheck_signs_in_nowhere_and_what_does() -> None:
+    """A remote server of the MCP authorization spec (Linear's, Atlassian's) answers 401 naming its OAuth metadata:
+    the line says to give a token, or to reach it through mcp-remote, which signs in."""
+    metadata = 'Bearer resource_metadata="https://example.com/.well-known/oauth-protected-resource"'
+    async with refusing(401, challenge=metadata) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        why = await first_failure({"url": url})
+    assert why == (
+        f"{url} refused the connection: HTTP 401 Unauthorized; it signs clients in with OAuth, which claimcheck does "
+        'not do for the servers it calls: give a token it takes in mcpServers.web.headers ("Authorization": "Bearer '
+        '${TOKEN}"), or reach it as a stdio server through mcp-remote ("command": "npx", "args": ["-y", "mcp-remote", '
+        f'"{url}"]), which signs in'
     )
 
 
