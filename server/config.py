@@ -40,6 +40,7 @@ from server.platform import given_path
 
 __all__ = [
     "FAST_PATH_ENV",
+    "TOOL_NAME_MAX",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -68,6 +69,12 @@ logger = logging.getLogger(__name__)
 
 _NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")  # what a server key may hold that a tool prefix may not
 
+TOOL_NAME_MAX = 47
+"""The longest tool name listed by default: Claude Code calls a server's tool `mcp__<entry>__<tool>` and the model
+API refuses a name over 64 characters, so an entry named `claimcheck` leaves 47; Cursor hides a tool whose entry
+and tool names together pass 60. Tool names claimcheck makes are its servers' names with a prefix: longer than the
+same server's tools reached without it, which is why claimcheck must keep them short."""
+
 
 class Settings(StrictModel):
     """Process-wide settings; per-server fields override the async ones."""
@@ -84,6 +91,8 @@ class Settings(StrictModel):
     wait_max_secs: float = Field(default=50, alias="waitMaxSecs", gt=0)
     status_footer: bool = Field(default=True, alias="statusFooter")
     tool_separator: str = Field(default="__", alias="toolSeparator", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    tool_name_max: int = Field(default=TOOL_NAME_MAX, alias="toolNameMax", ge=16, le=128)
+    """The longest tool name listed; a longer one keeps its head and ends in a stable hash (`downstream.naming`)."""
     background_param: str = Field(default="background", alias="backgroundParam", min_length=1)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

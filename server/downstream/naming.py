@@ -1,4 +1,5 @@
-"""Public tool names: `<prefix><separator><tool>`, at most 64 characters, and the include/exclude filter."""
+"""Public tool names: `<prefix><separator><tool>`, at most `settings.toolNameMax` characters (64 for resources and
+prompts), and the include/exclude filter."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ MAX_TOOL_NAME = 64
 _HASH_LEN = 8
 
 
-def public_name(prefix: str, separator: str, tool: str) -> str:
-    """The name a client sees; names over 64 characters keep their head and end in a stable short hash."""
+def public_name(prefix: str, separator: str, tool: str, most: int = MAX_TOOL_NAME) -> str:
+    """The name a client sees; names over `most` characters keep their head and end in a stable short hash."""
     name = f"{prefix}{separator}{tool}" if prefix else tool
-    if len(name) <= MAX_TOOL_NAME:
+    if len(name) <= most:
         return name
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:_HASH_LEN]
-    return f"{name[: MAX_TOOL_NAME - _HASH_LEN - 1]}_{digest}"
+    return f"{name[: most - _HASH_LEN - 1]}_{digest}"
 
 
 def tool_allowed(tool: str, tools: ToolFilter) -> bool:

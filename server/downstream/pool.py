@@ -296,7 +296,7 @@ class Pool:
             for tool in downstream.tools.values():
                 if not tool_allowed(tool.name, downstream.config.tools) or mark_of(tool, OWN):
                     continue  # filtered out, or the handle tools of a claimcheck behind this one
-                public = public_name(prefix, separator, tool.name)
+                public = public_name(prefix, separator, tool.name, settings.tool_name_max)
                 if public in routes:
                     logger.warning(
                         "tool %r of server %r hides behind %r of server %r; give one of them a prefix",

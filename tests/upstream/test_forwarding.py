@@ -12,6 +12,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
+from server.config import TOOL_NAME_MAX
 from server.downstream.naming import public_name
 from tests.support.proxies import OWN_TOOLS, proxied, proxied_names, running_proxy, text_of
 
@@ -149,18 +150,26 @@ async def test_a_name_clash_keeps_the_first_servers_tool() -> None:
     assert text_of(result) == "from first"
 
 
-async def test_names_longer_than_64_characters_are_cut_with_a_stable_hash_and_still_callable() -> None:
-    long_tool = "t" * 70
+@pytest.mark.parametrize("most", [None, 64], ids=["default", "toolNameMax-64"])
+async def test_names_longer_than_tool_name_max_are_cut_with_a_stable_hash_and_still_callable(most: int | None) -> None:
+    """47 by default: Claude Code calls the tool `mcp__claimcheck__<name>` and the model API refuses names over 64,
+    so a server's 45-character tool that works without claimcheck (`mcp__github__…`, 58) would break behind it."""
+    long_tool, short_tool = "t" * 70, "s" * 39  # `down__` + 39 = 45: kept as it is
     down = MCPServer("long")
     down.add_tool(lambda: "long ok", name=long_tool, structured_output=False)
-    async with proxied({"down": down}) as client:
+    down.add_tool(lambda: "short ok", name=short_tool, structured_output=False)
+    settings = {"toolNameMax": most} if most else None
+    async with proxied({"down": down}, settings=settings) as client:
         with anyio.fail_after(5):
-            (tool,) = [t for t in (await client.list_tools()).tools if t.name not in OWN_TOOLS]
-            result = await client.call_tool(tool.name, {})
-    assert len(tool.name) == 64
-    assert tool.name == public_name("down", "__", long_tool)
-    assert tool.name != public_name("down", "__", "t" * 71)
-    assert tool.name.startswith("down__ttt")
+            tools = {t.name for t in (await client.list_tools()).tools if t.name not in OWN_TOOLS}
+            (cut,) = tools - {f"down__{short_tool}"}
+            result = await client.call_tool(cut, {})
+    assert len(cut) == (most or TOOL_NAME_MAX) == (64 if most else 47)
+    assert f"down__{short_tool}" in tools
+    assert cut == public_name("down", "__", long_tool, most or TOOL_NAME_MAX)
+    assert cut != public_name("down", "__", "t" * 71, most or TOOL_NAME_MAX)
+    assert cut.startswith("down__ttt")
+    assert len(f"mcp__claimcheck__{cut}") <= 64 or most == 64
     assert text_of(result) == "long ok"
 
 
