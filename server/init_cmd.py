@@ -36,7 +36,7 @@ from server.client_files import (
     write_replacing,
 )
 from server.client_places import CLIENTS, NAMES, locate, unknown_client, usual_paths
-from server.config import Config, ServerConfig, config_files, default_config_path, workspace_of
+from server.config import TOOL_NAME_MAX, Config, ServerConfig, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
 from server.config_vars import command_line
@@ -125,7 +125,8 @@ def _init(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     for name in raw.keys() - translated.data["mcpServers"].keys():  # a Zed extension's server
         notes.append(f"  {name}: left in {file.path.name} (only {client or 'the client'} can start it)")
     moved, left = _take(raw, translated.data["mcpServers"], ours, file.path.name, config_path.name, environ)
-    _save(config_path, existing, ours, moved, file.path, [*notes, *left])
+    roomy = _room_for_names(existing, file.client, args.name)
+    _save(config_path, roomy, ours, moved, file.path, [*notes, *left], changed=roomy is not existing)
     entry = claimcheck_entry(claimcheck_command(), config_path, file)
     inputs = _inputs_used(translated.data["mcpServers"], moved, file, text)
     if inputs:
@@ -186,12 +187,42 @@ def _take(
     return moved, notes
 
 
+_NAME_ROOM = {"claude-code": lambda name: 64 - len(f"mcp__{name}__"), "cursor": lambda name: 59 - len(name)}
+"""How long a tool name the client takes behind an entry called `name`: Claude Code calls a tool
+`mcp__<entry>__<tool>`, which the model API takes up to 64 characters; Cursor hides a tool whose entry and tool names
+together pass 59."""
+
+
+def _room_for_names(existing: dict[str, Any], client: str | None, name: str) -> dict[str, Any]:
+    """claimcheck's config with `settings.toolNameMax` lowered to what `client` leaves for tool names behind an entry
+    called `name`, where that is less than it is now (said in a line); else `existing` itself."""
+    room = _NAME_ROOM.get(client or "")
+    settings = existing.get("settings")
+    settings = settings if isinstance(settings, dict) else {}
+    now = settings.get("toolNameMax", TOOL_NAME_MAX)
+    if room is None or not isinstance(now, int) or room(name) >= now:
+        return existing
+    most = max(room(name), 16)
+    said = NAMES[client or ""]
+    print(f"claimcheck: settings.toolNameMax set to {most}: {said} takes no longer tool names behind {name!r}")
+    return {**existing, "settings": {**settings, "toolNameMax": most}}
+
+
 def _save(
-    config_path: Path, existing: dict[str, Any], ours: dict[str, Any], moved: list[str], source: Path, notes: list[str]
+    config_path: Path,
+    existing: dict[str, Any],
+    ours: dict[str, Any],
+    moved: list[str],
+    source: Path,
+    notes: list[str],
+    *,
+    changed: bool = False,
 ) -> None:
-    """Write claimcheck's config with the servers moved from `source` (if any), and say what moved and what not."""
-    if moved:
+    """Write claimcheck's config with the servers moved from `source` (if any; or when `changed`), and say what moved
+    and what not."""
+    if moved or changed:
         write_replacing(config_path, json.dumps({**existing, "mcpServers": ours}, indent=2) + "\n")
+    if moved:
         print(
             f"claimcheck: {config_path} now serves {len(moved)} server{'s' if len(moved) != 1 else ''} of "
             f"{source}: {', '.join(moved)}"

@@ -731,6 +731,33 @@ def test_vscode_apply_keeps_the_inputs_so_vscode_still_asks_and_passes_the_answe
     assert load_config(config, {"GH_TOKEN": "t"}).mcp_servers["gh"].headers == {"Authorization": "Bearer t"}
 
 
+@pytest.mark.parametrize(
+    ("client", "place", "name", "most"),
+    [
+        ("claude-code", ".mcp.json", "claimcheck-for-this-repo", 33),  # 64 - len("mcp__claimcheck-for-this-repo__")
+        ("cursor", ".cursor/mcp.json", "claimcheck-for-this-repo", 35),  # 59 - 24
+        ("claude-code", ".mcp.json", "claimcheck", None),  # 47, the default, is what it leaves
+        ("cursor", ".cursor/mcp.json", "cc", None),  # 57: more than the default
+    ],
+    ids=["claude-code-long-name", "cursor-long-name", "claude-code-default-name", "cursor-short-name"],
+)
+def test_an_entry_name_that_leaves_a_client_less_room_for_tool_names_lowers_tool_name_max(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, place: str, name: str, most: int | None
+) -> None:
+    """Claude Code calls a tool `mcp__<entry>__<tool>` (64 at most), Cursor hides an entry and tool name past 59."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / place
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(json.dumps({"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}), "utf-8")
+    config = tmp_path / "config.json"
+
+    assert init(client, "--apply", "--name", name, "--config", str(config), environ={"HOME": str(tmp_path)}) == 0
+
+    written = json.loads(config.read_text(encoding="utf-8"))
+    assert written.get("settings", {}).get("toolNameMax") == most
+    assert load_config(config, {}).settings.tool_name_max == (most or 47)
+
+
 def test_claude_code_s_local_scope_in_claude_json_is_read_and_rewritten_for_this_project_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
