@@ -72,7 +72,7 @@ _NOT_A_PREFIX = re.compile(r"[^A-Za-z0-9_.-]+")  # what a server key may hold th
 TOOL_NAME_MAX = 47
 """The longest tool name listed by default: Claude Code calls a server's tool `mcp__<entry>__<tool>` and the model
 API refuses a name over 64 characters, so an entry named `claimcheck` leaves 47; Cursor hides a tool whose entry
-and tool names together pass 60. Tool names claimcheck makes are its servers' names with a prefix: longer than the
+and tool names together reach 60. Tool names claimcheck makes are its servers' names with a prefix: longer than the
 same server's tools reached without it, which is why claimcheck must keep them short."""
 
 
