@@ -744,7 +744,8 @@ def test_vscode_apply_keeps_the_inputs_so_vscode_still_asks_and_passes_the_answe
 def test_an_entry_name_that_leaves_a_client_less_room_for_tool_names_lowers_tool_name_max(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, place: str, name: str, most: int | None
 ) -> None:
-    """Claude Code calls a tool `mcp__<entry>__<tool>` (64 at most), Cursor hides one whose entry and tool names reach 60."""
+    """Claude Code calls a tool `mcp__<entry>__<tool>` (64 at most); Cursor hides one whose entry and tool names
+    reach 60."""
     monkeypatch.chdir(tmp_path)
     target = tmp_path / place
     target.parent.mkdir(exist_ok=True)
