@@ -12,7 +12,7 @@ from pathlib import Path
 from server.client_files import ClientFile
 from server.platform import app_config_dir
 
-__all__ = ["CLIENTS", "EDITORS", "NAMES", "locate", "unknown_client", "usual_paths"]
+__all__ = ["CLIENTS", "EDITORS", "NAMES", "locate", "tool_name_room", "unknown_client", "usual_paths"]
 
 CLIENTS = (
     "claude-desktop",
@@ -128,3 +128,14 @@ def unknown_client(spec: str) -> tuple[str, str] | None:
         f"{spec} is neither a client claimcheck knows nor a file here",
         f"{guess}name one of {', '.join(CLIENTS)}, or the path of the client's config file",
     )
+
+
+def tool_name_room(client: str | None, entry: str) -> int | None:
+    """How long a tool name `client` takes from a server whose entry it calls `entry`, where it adds to the names:
+    Claude Code calls a tool `mcp__<entry>__<tool>`, which the model API takes up to 64 characters; Cursor hides a
+    tool whose entry and tool names together reach 60. None for a client that adds nothing claimcheck knows of."""
+    if client == "claude-code":
+        return 64 - len(f"mcp__{entry}__")
+    if client == "cursor":
+        return 59 - len(entry)
+    return None

@@ -33,8 +33,9 @@ from server.client_files import (
     launch_of,
     points_at_claimcheck,
 )
-from server.client_places import CLIENTS, locate, unknown_client, usual_paths
+from server.client_places import CLIENTS, NAMES, locate, tool_name_room, unknown_client, usual_paths
 from server.config import (
+    TOOL_NAME_MAX,
     CliOverrides,
     Config,
     ServerConfig,
@@ -121,7 +122,8 @@ async def doctor(args: argparse.Namespace, config_path: Path, environ: Mapping[s
         check_extras(report, config, environ)
         await check_redis(report, config)
         await check_status_api(report, config)
-    check_clients(report, args.client, config_path, environ)
+    most = config.settings.tool_name_max if config is not None else TOOL_NAME_MAX
+    check_clients(report, args.client, config_path, environ, most)
     check_install(report)
     return 1 if report.failed else 0
 
@@ -304,8 +306,11 @@ async def check_status_api(report: Report, config: Config) -> None:
                 report.ok(f"status API of pid {info.get('pid')} at {url}: answers")
 
 
-def check_clients(report: Report, client: str | None, config_path: Path, environ: Mapping[str, str]) -> None:
-    """Whether a client's config starts claimcheck with this config (and with a claimcheck that exists)."""
+def check_clients(
+    report: Report, client: str | None, config_path: Path, environ: Mapping[str, str], most: int = TOOL_NAME_MAX
+) -> None:
+    """Whether a client's config starts claimcheck with this config (and with a claimcheck that exists), under an
+    entry name that leaves the client room for tool names of `most` characters (`settings.toolNameMax`)."""
     if client and (unknown := unknown_client(client)) is not None:
         report.fail(f"client {unknown[0]}", unknown[1])
         files = []
@@ -345,6 +350,13 @@ def check_clients(report: Report, client: str | None, config_path: Path, environ
                 report.fail(f"{label}: {name} starts {command}, which is not on PATH", fix)
             elif uses.absolute() != config_path:
                 report.skip(f"{label}: {name} starts claimcheck with another config ({uses})")
+            elif (room := tool_name_room(file.client, name.rpartition(":")[2])) is not None and room < most:
+                report.fail(
+                    f"{label}: {name} starts claimcheck with this config, but {NAMES[file.client or '']} takes tool "
+                    f"names of {room} characters behind that entry name, and settings.toolNameMax is {most}",
+                    f'set "toolNameMax": {max(room, 16)} in the settings of {config_path} (or rename the entry)',
+                )
+                routed = True
             else:
                 report.ok(f"{label}: {name} starts claimcheck with this config")
                 routed = True

@@ -35,7 +35,7 @@ from server.client_files import (
     undo,
     write_replacing,
 )
-from server.client_places import CLIENTS, NAMES, locate, unknown_client, usual_paths
+from server.client_places import CLIENTS, NAMES, locate, tool_name_room, unknown_client, usual_paths
 from server.config import TOOL_NAME_MAX, Config, ServerConfig, config_files, default_config_path, workspace_of
 from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
@@ -187,22 +187,16 @@ def _take(
     return moved, notes
 
 
-_NAME_ROOM = {"claude-code": lambda name: 64 - len(f"mcp__{name}__"), "cursor": lambda name: 59 - len(name)}
-"""How long a tool name the client takes behind an entry called `name`: Claude Code calls a tool
-`mcp__<entry>__<tool>`, which the model API takes up to 64 characters; Cursor hides a tool whose entry and tool names
-together pass 59."""
-
-
 def _room_for_names(existing: dict[str, Any], client: str | None, name: str) -> dict[str, Any]:
     """claimcheck's config with `settings.toolNameMax` lowered to what `client` leaves for tool names behind an entry
     called `name`, where that is less than it is now (said in a line); else `existing` itself."""
-    room = _NAME_ROOM.get(client or "")
+    room = tool_name_room(client, name)
     settings = existing.get("settings")
     settings = settings if isinstance(settings, dict) else {}
     now = settings.get("toolNameMax", TOOL_NAME_MAX)
-    if room is None or not isinstance(now, int) or room(name) >= now:
+    if room is None or not isinstance(now, int) or room >= now:
         return existing
-    most = max(room(name), 16)
+    most = max(room, 16)
     said = NAMES[client or ""]
     print(f"claimcheck: settings.toolNameMax set to {most}: {said} takes no longer tool names behind {name!r}")
     return {**existing, "settings": {**settings, "toolNameMax": most}}

@@ -241,6 +241,24 @@ def test_claude_code_s_project_scoped_entries_count_as_a_client_config(tmp_path:
     ]
 
 
+def test_an_entry_name_that_leaves_claude_code_less_room_than_tool_name_max_fails_with_the_value_to_set(
+    tmp_path: Path,
+) -> None:
+    """Claude Code calls a tool `mcp__<entry>__<tool>`, 64 at most: an entry named `my-claimcheck-proxy` leaves 38."""
+    config = tmp_path / "config.json"
+    entry = {"command": PYTHON, "args": ["-m", "server", "serve", "--config", str(config)]}
+    (tmp_path / ".claude.json").write_text(json.dumps({"mcpServers": {"my-claimcheck-proxy": entry}}), "utf-8")
+    report, fitted = Report(), Report()
+    check_clients(report, "claude-code", config, {"HOME": str(tmp_path)})
+    check_clients(fitted, "claude-code", config, {"HOME": str(tmp_path)}, 38)
+    assert report.lines == [
+        f"FAIL  client claude-code ({tmp_path / '.claude.json'}): my-claimcheck-proxy starts claimcheck with this "
+        "config, but Claude Code takes tool names of 38 characters behind that entry name, and settings.toolNameMax "
+        f'is 47; fix: set "toolNameMax": 38 in the settings of {config} (or rename the entry)'
+    ]
+    assert not fitted.failed and fitted.lines[0].startswith("ok    client claude-code")
+
+
 @pytest.mark.subprocess
 def test_a_config_without_servers_fails_and_points_at_init(tmp_path: Path) -> None:
     done = doctor(tmp_path, {"mcpServers": {"a": {"command": "x", "disabled": True}}})
