@@ -122,6 +122,8 @@ class Downstream:
         while True:
             await self._wanted.wait()
             self.state, self._broken = "starting", anyio.Event()
+            self._state_changed.set()  # a change of state too (`state_changed`), though not a tried attempt
+            self._state_changed = anyio.Event()
             was_up = False
             try:
                 with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:

@@ -199,11 +199,12 @@ async def _named_problems(ctx: ServerRequestContext[Any], call_next: CallNext) -
 
 def _unknown_tool(proxy: Proxy, name: str) -> ToolNotFound:
     starting = proxy.pool.starting(name)
-    if starting is not None and starting.state == "failed":
+    if starting is not None and (starting.state == "failed" or starting.backoff.failed_starts):
+        again = "; claimcheck is starting it again now" if starting.state != "failed" else ""  # its next try, begun
         return ToolNotFound(
             f'Unknown tool "{clip(name)}": server "{starting.name}" is down: it '
-            f"{starting.backoff.not_started(starting.last_error)}. Its tools are announced with a list change "
-            "when it starts."
+            f"{starting.backoff.not_started(starting.last_error)}{again}. Its tools are announced with a list "
+            "change when it starts."
         )
     if starting is not None:
         why = f" ({starting.last_error})" if starting.last_error else ""
