@@ -41,6 +41,7 @@ from server.platform import given_path
 __all__ = [
     "FAST_PATH_ENV",
     "TOOL_NAME_MAX",
+    "TOOL_NAME_MIN",
     "ApiSettings",
     "CliOverrides",
     "Config",
@@ -74,6 +75,8 @@ TOOL_NAME_MAX = 47
 API refuses a name over 64 characters, so an entry named `claimcheck` leaves 47; Cursor hides a tool whose entry
 and tool names together reach 60. Tool names claimcheck makes are its servers' names with a prefix: longer than the
 same server's tools reached without it, which is why claimcheck must keep them short."""
+TOOL_NAME_MIN = 16
+"""The least `toolNameMax`: a cut name keeps at least 7 characters of its head before `_` and its 8-character hash."""
 
 
 class Settings(StrictModel):
@@ -91,7 +94,7 @@ class Settings(StrictModel):
     wait_max_secs: float = Field(default=50, alias="waitMaxSecs", gt=0)
     status_footer: bool = Field(default=True, alias="statusFooter")
     tool_separator: str = Field(default="__", alias="toolSeparator", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    tool_name_max: int = Field(default=TOOL_NAME_MAX, alias="toolNameMax", ge=16, le=128)
+    tool_name_max: int = Field(default=TOOL_NAME_MAX, alias="toolNameMax", ge=TOOL_NAME_MIN, le=128)
     """The longest tool name listed; a longer one keeps its head and ends in a stable hash (`downstream.naming`)."""
     background_param: str = Field(default="background", alias="backgroundParam", min_length=1)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)

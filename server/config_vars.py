@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from server.config_sections import ServerConfig
 from server.errors import ConfigError, clip
-from server.platform import POSIX
+from server.platform import POSIX, VARIABLE
 
 __all__ = [
     "INSTANCE_VAR",
@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 _HTTP_URL = re.compile(r"https?://[^/\s?#]+", re.IGNORECASE)
-_PATH_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")  # `${X:-default}` as Claude Code writes it
 
 
@@ -110,8 +109,8 @@ def expand_path(value: str, where: str, environ: Mapping[str, str]) -> str:
             raise ConfigError(f"{where}: environment variable ${{{var}}} is not set")
         return environ[var]
 
-    expanded = _PATH_VAR_RE.sub(sub, value)
-    if "$" in _PATH_VAR_RE.sub("", value):
+    expanded = VARIABLE.sub(sub, value)
+    if "$" in VARIABLE.sub("", value):
         raise ConfigError(f"{where}: {value!r} has a '$' that is not a $VAR or ${{VAR}} reference")
     return os.path.expanduser(expanded)
 
@@ -160,15 +159,12 @@ def expand_servers(
     return expanded, notes
 
 
-_SHELL_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
 def shell_only(path: str) -> str | None:
     """What to write instead, when a server's `command` needs a shell to mean what it says (`~/bin/x`, `$HOME/bin/x`):
     clients start servers without one, and so does claimcheck, so neither is expanded. None otherwise."""
     if path.startswith("~"):
         return f"a ~ is not expanded (no shell starts it): write {os.path.expanduser(path)}"
-    if (found := _SHELL_VARIABLE.search(path)) is not None:
-        braced = _SHELL_VARIABLE.sub(r"${\1}", path)
-        return f"${found.group(1)} is not expanded (no shell starts it): write {braced}, which claimcheck fills in"
+    if (found := next((m for m in VARIABLE.finditer(path) if m.group(2)), None)) is not None:  # `${NAME}` is filled in
+        braced = VARIABLE.sub(lambda m: "${" + (m.group(1) or m.group(2)) + "}", path)
+        return f"${found.group(2)} is not expanded (no shell starts it): write {braced}, which claimcheck fills in"
     return None

@@ -36,6 +36,7 @@ from server.client_files import (
 from server.client_places import CLIENTS, NAMES, locate, tool_name_room, unknown_client, usual_paths
 from server.config import (
     TOOL_NAME_MAX,
+    TOOL_NAME_MIN,
     CliOverrides,
     Config,
     ServerConfig,
@@ -354,7 +355,8 @@ def check_clients(
                 report.fail(
                     f"{label}: {name} starts claimcheck with this config, but {NAMES[file.client or '']} takes tool "
                     f"names of {room} characters behind that entry name, and settings.toolNameMax is {most}",
-                    f'set "toolNameMax": {max(room, 16)} in the settings of {config_path} (or rename the entry)',
+                    f'set "toolNameMax": {max(room, TOOL_NAME_MIN)} in the settings of {config_path} (or rename '
+                    "the entry)",
                 )
                 routed = True
             else:

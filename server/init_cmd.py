@@ -36,7 +36,15 @@ from server.client_files import (
     write_replacing,
 )
 from server.client_places import CLIENTS, NAMES, locate, tool_name_room, unknown_client, usual_paths
-from server.config import TOOL_NAME_MAX, Config, ServerConfig, config_files, default_config_path, workspace_of
+from server.config import (
+    TOOL_NAME_MAX,
+    TOOL_NAME_MIN,
+    Config,
+    ServerConfig,
+    config_files,
+    default_config_path,
+    workspace_of,
+)
 from server.config_errors import describe_errors
 from server.config_text import parse_config_text, read_config_text
 from server.config_vars import command_line
@@ -196,7 +204,7 @@ def _room_for_names(existing: dict[str, Any], client: str | None, name: str) -> 
     now = settings.get("toolNameMax", TOOL_NAME_MAX)
     if room is None or not isinstance(now, int) or room >= now:
         return existing
-    most = max(room, 16)
+    most = max(room, TOOL_NAME_MIN)
     said = NAMES[client or ""]
     print(f"claimcheck: settings.toolNameMax set to {most}: {said} takes no longer tool names behind {name!r}")
     return {**existing, "settings": {**settings, "toolNameMax": most}}

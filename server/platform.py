@@ -32,6 +32,7 @@ __all__ = [
     "NOFOLLOW",
     "NONBLOCK",
     "SOCKET_PATH_MAX",
+    "VARIABLE",
     "app_config_dir",
     "boot_identity",
     "cancel_on_stop_signal",
@@ -56,6 +57,8 @@ __all__ = [
     "write_vector",
 ]
 
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+"""An environment variable as a shell reads it in a path: `${NAME}` (group 1) or `$NAME` (group 2)."""
 POSIX = os.name == "posix"
 NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 """Added to every `os.open` of claimcheck's own files: a symbolic link planted there is refused, not followed."""
@@ -393,10 +396,7 @@ def given_path(path: str | os.PathLike[str], environ: Mapping[str, str] = os.env
     def value(found: re.Match[str]) -> str:
         return environ.get(found.group(1) or found.group(2), found.group(0))
 
-    path = _ANY_VARIABLE.sub(value, path)
+    path = VARIABLE.sub(value, path)
     if (path == "~" or path.startswith(("~/", "~" + os.sep))) and environ.get("HOME"):
         return Path(environ["HOME"] + path[1:])
     return Path(os.path.expanduser(path))  # `~user/…` of no such user stays as written (Path's would raise)
-
-
-_ANY_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
