@@ -273,7 +273,8 @@ async def test_after_outputs_that_needed_the_vocabulary_claimcheck_is_back_near_
                 assert not is_error and answer.startswith("Tool output is too large"), answer
             peak, after = wire.memory("VmHWM"), wire.memory("VmRSS")
     assert peak - idle > 20 * MIB  # the vocabulary was indeed loaded meanwhile (so the bound means it)
-    assert after - idle < 16 * MIB, f"RSS grew by {(after - idle) / MIB:.0f} MiB"  # 8-13 measured; 45 if kept
+    # 11-15 measured alone, 16.5 once under a full CI run; 45 with the vocabulary kept
+    assert after - idle < 20 * MIB, f"RSS grew by {(after - idle) / MIB:.0f} MiB"
     assert after < 100 * MIB, f"{after / MIB:.0f} MiB"  # 86-93 measured; 120-130 with the vocabulary kept
 
 
